@@ -1,0 +1,293 @@
+//! A set of CPUs, indexed by the OS's CPU number.
+//!
+//! Written here rather than taken from a crate: hwloc's bitmap lives behind
+//! FFI (no good for the pure simulator), and the general bitset crates lack
+//! the Linux cpu-list format (`0-3,8`) that affinity masks, cgroup files and
+//! `/proc/*/status` all speak. The word operations themselves are trivial.
+
+use std::fmt;
+
+const WORD_BITS: usize = 64;
+
+/// A set of CPU OS indices. Cheap to clone for machines up to a few hundred CPUs.
+///
+/// Invariant: `words` has no trailing zero words, so equal sets compare equal.
+#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CpuSet {
+    words: Vec<u64>,
+}
+
+impl CpuSet {
+    /// The empty set.
+    pub fn new() -> Self {
+        Self { words: Vec::new() }
+    }
+
+    /// A set holding exactly one CPU.
+    pub fn single(cpu: u32) -> Self {
+        let mut set = Self::new();
+        set.insert(cpu);
+        set
+    }
+
+    /// The CPUs `0..n`.
+    pub fn first_n(n: u32) -> Self {
+        (0..n).collect()
+    }
+
+    /// Adds `cpu`; returns whether it was absent.
+    pub fn insert(&mut self, cpu: u32) -> bool {
+        let (w, b) = split(cpu);
+        if w >= self.words.len() {
+            self.words.resize(w + 1, 0);
+        }
+        let was_absent = self.words[w] & b == 0;
+        self.words[w] |= b;
+        was_absent
+    }
+
+    /// Removes `cpu`; returns whether it was present.
+    pub fn remove(&mut self, cpu: u32) -> bool {
+        let (w, b) = split(cpu);
+        let Some(word) = self.words.get_mut(w) else {
+            return false;
+        };
+        let was_present = *word & b != 0;
+        *word &= !b;
+        self.trim();
+        was_present
+    }
+
+    /// Whether `cpu` is in the set.
+    pub fn contains(&self, cpu: u32) -> bool {
+        let (w, b) = split(cpu);
+        self.words.get(w).is_some_and(|word| word & b != 0)
+    }
+
+    /// Number of CPUs in the set.
+    pub fn len(&self) -> usize {
+        self.words.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.words.is_empty()
+    }
+
+    /// The lowest CPU in the set.
+    pub fn first(&self) -> Option<u32> {
+        self.iter().next()
+    }
+
+    /// CPUs in ascending order.
+    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.words.iter().enumerate().flat_map(|(i, &word)| {
+            let mut rest = word;
+            std::iter::from_fn(move || {
+                if rest == 0 {
+                    return None;
+                }
+                let bit = rest.trailing_zeros();
+                rest &= rest - 1;
+                Some((i * WORD_BITS) as u32 + bit)
+            })
+        })
+    }
+
+    /// Set union.
+    pub fn union(&self, other: &Self) -> Self {
+        let (long, short) = if self.words.len() >= other.words.len() {
+            (self, other)
+        } else {
+            (other, self)
+        };
+        let mut words = long.words.clone();
+        for (w, o) in words.iter_mut().zip(&short.words) {
+            *w |= o;
+        }
+        Self { words }
+    }
+
+    /// Set intersection.
+    pub fn intersection(&self, other: &Self) -> Self {
+        let mut out = Self {
+            words: self
+                .words
+                .iter()
+                .zip(&other.words)
+                .map(|(a, b)| a & b)
+                .collect(),
+        };
+        out.trim();
+        out
+    }
+
+    /// The CPUs of `self` that are not in `other`.
+    pub fn difference(&self, other: &Self) -> Self {
+        let mut out = Self {
+            words: self
+                .words
+                .iter()
+                .enumerate()
+                .map(|(i, a)| a & !other.words.get(i).copied().unwrap_or(0))
+                .collect(),
+        };
+        out.trim();
+        out
+    }
+
+    /// Whether the sets share a CPU.
+    pub fn intersects(&self, other: &Self) -> bool {
+        self.words.iter().zip(&other.words).any(|(a, b)| a & b != 0)
+    }
+
+    /// Whether every CPU of `self` is in `other`.
+    pub fn is_subset(&self, other: &Self) -> bool {
+        self.words
+            .iter()
+            .enumerate()
+            .all(|(i, a)| a & !other.words.get(i).copied().unwrap_or(0) == 0)
+    }
+
+    /// Parses the Linux cpu-list format: `0-3,8,10-11`. Whitespace around the
+    /// whole list is ignored; an empty string is the empty set.
+    pub fn parse_list(text: &str) -> Result<Self, CpuListError> {
+        let mut set = Self::new();
+        let text = text.trim();
+        if text.is_empty() {
+            return Ok(set);
+        }
+        for part in text.split(',') {
+            let bad = || CpuListError(part.to_string());
+            let (lo, hi) = match part.split_once('-') {
+                Some((lo, hi)) => (lo, hi),
+                None => (part, part),
+            };
+            let lo: u32 = lo.trim().parse().map_err(|_| bad())?;
+            let hi: u32 = hi.trim().parse().map_err(|_| bad())?;
+            // A bound keeps a typo like `0-4000000000` from allocating gigabytes.
+            if lo > hi || hi >= MAX_CPUS {
+                return Err(bad());
+            }
+            for cpu in lo..=hi {
+                set.insert(cpu);
+            }
+        }
+        Ok(set)
+    }
+
+    fn trim(&mut self) {
+        while self.words.last() == Some(&0) {
+            self.words.pop();
+        }
+    }
+}
+
+/// The largest CPU number herd accepts plus one (Linux's own `NR_CPUS` limit is 8192).
+pub const MAX_CPUS: u32 = 8192;
+
+/// A cpu-list entry that is not `N` or `N-M` with `N <= M < MAX_CPUS`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("bad cpu list entry '{0}': expected N or N-M")]
+pub struct CpuListError(pub String);
+
+fn split(cpu: u32) -> (usize, u64) {
+    let cpu = cpu as usize;
+    (cpu / WORD_BITS, 1u64 << (cpu % WORD_BITS))
+}
+
+impl FromIterator<u32> for CpuSet {
+    fn from_iter<I: IntoIterator<Item = u32>>(iter: I) -> Self {
+        let mut set = Self::new();
+        for cpu in iter {
+            set.insert(cpu);
+        }
+        set
+    }
+}
+
+/// Formats as the Linux cpu-list (`0-3,8`), the inverse of [`CpuSet::parse_list`].
+impl fmt::Display for CpuSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut iter = self.iter().peekable();
+        let mut first = true;
+        while let Some(lo) = iter.next() {
+            let mut hi = lo;
+            while iter.peek() == Some(&(hi + 1)) {
+                hi = iter.next().unwrap_or(hi);
+            }
+            if !first {
+                f.write_str(",")?;
+            }
+            first = false;
+            if lo == hi {
+                write!(f, "{lo}")?;
+            } else {
+                write!(f, "{lo}-{hi}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for CpuSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CpuSet({self})")
+    }
+}
+
+impl serde::Serialize for CpuSet {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for CpuSet {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let cpus = Vec::<u32>::deserialize(d)?;
+        if let Some(bad) = cpus.iter().find(|&&c| c >= MAX_CPUS) {
+            return Err(serde::de::Error::custom(format!(
+                "cpu {bad} is beyond {MAX_CPUS}"
+            )));
+        }
+        Ok(cpus.into_iter().collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_round_trip() {
+        for text in ["", "0", "0-3", "0-3,8", "1,3,5", "63-65,127-128"] {
+            let set = CpuSet::parse_list(text).unwrap();
+            assert_eq!(set.to_string(), text);
+        }
+    }
+
+    #[test]
+    fn bad_lists_are_rejected() {
+        for text in ["a", "3-1", "1-", "-1", "0-9000", "1,,2"] {
+            assert!(CpuSet::parse_list(text).is_err(), "{text} should fail");
+        }
+    }
+
+    #[test]
+    fn set_operations() {
+        let a: CpuSet = [0, 1, 2, 70].into_iter().collect();
+        let b: CpuSet = [2, 3, 70].into_iter().collect();
+        assert_eq!(a.union(&b).to_string(), "0-3,70");
+        assert_eq!(a.intersection(&b).to_string(), "2,70");
+        assert_eq!(a.difference(&b).to_string(), "0-1");
+        assert!(a.intersects(&b));
+        assert!(!a.is_subset(&b));
+        assert!(a.intersection(&b).is_subset(&a));
+        assert_eq!(a.len(), 4);
+        // Removing the high CPU trims words, so equality stays structural.
+        let mut c = a.clone();
+        c.remove(70);
+        assert_eq!(c, CpuSet::first_n(3));
+        assert_eq!(a.difference(&a), CpuSet::new());
+    }
+}
