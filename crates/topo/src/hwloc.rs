@@ -44,9 +44,9 @@ pub fn load(source: Source<'_>) -> Result<Machine, TopoError> {
             let name = path.display().to_string();
             let topo = Topology::builder()
                 .from_xml_file(path)
-                .map_err(|e| hwloc_err(&name, e))?
+                .map_err(|_| xml_rejected(path))?
                 .build()
-                .map_err(|e| hwloc_err(&name, e))?;
+                .map_err(|_| xml_rejected(path))?;
             (name, topo)
         }
         Source::FsRoot(dir) => {
@@ -91,6 +91,28 @@ fn hwloc_err(source: &str, e: impl std::fmt::Display) -> TopoError {
         input: source.to_string(),
         why: e.to_string(),
     }
+}
+
+/// hwloc's own error for a bad XML is a bare EINVAL; say what we can see.
+fn xml_rejected(path: &Path) -> TopoError {
+    let head: String = std::fs::read(path)
+        .map(|bytes| String::from_utf8_lossy(&bytes[..bytes.len().min(4096)]).into_owned())
+        .unwrap_or_default();
+    let version = head
+        .split_once("<topology")
+        .and_then(|(_, rest)| rest.split_once("version=\""))
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .map(|(v, _)| v.to_string());
+    let why = match version {
+        Some(v) if !v.starts_with('1') && !v.starts_with('2') => {
+            format!(
+                "XML format {v} is newer than this hwloc reads (1.x and 2.x); re-export it with hwloc 2 (lstopo file.xml)"
+            )
+        }
+        Some(_) => "the XML is malformed or inconsistent".to_string(),
+        None => "not an hwloc XML export (no <topology version=...> element)".to_string(),
+    };
+    hwloc_err(&path.display().to_string(), why)
 }
 
 fn check_readable_file(path: &Path) -> Result<(), TopoError> {

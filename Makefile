@@ -1,0 +1,35 @@
+# herd: two commands for a new user.
+#   make run   installs what is missing, builds in release mode, runs herd's main job here
+#   make test  the same set-up, then every test (fmt, clippy, unit, integration)
+
+# Debian packages herd needs: hwloc's library and headers (topology), libudev
+# (hwloc links it), pkg-config (finds hwloc), bzip2 (test fixtures are .tar.bz2).
+APT_PACKAGES := hwloc libhwloc-dev libudev-dev pkg-config bzip2
+CARGO ?= cargo
+HERD := target/release/herd
+
+.PHONY: run test deps build
+
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	@command -v $(CARGO) >/dev/null || { echo "cargo not found: install Rust (https://rustup.rs)"; exit 1; }
+
+build: deps
+	$(CARGO) build --release --workspace
+
+run: build
+	$(HERD) topo
+	@echo
+	$(HERD) doctor
+
+test: deps
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) test --workspace

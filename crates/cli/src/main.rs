@@ -1,0 +1,110 @@
+//! The `herd` command.
+//!
+//! Exit codes: 0 success; 1 a managed program failed; 2 bad usage or bad
+//! input (flags, files, specs); 3 herd itself could not work (the machine
+//! refused something herd needs). A closed stdout (`herd topo | head`) is
+//! not an error.
+
+mod doctor_cmd;
+mod output;
+mod topo_cmd;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Contention-aware placement and co-scheduling of threads and programs.
+#[derive(Parser, Debug)]
+#[command(name = "herd", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Show the machine: packages, NUMA nodes, LLCs, cores, SMT siblings, core kinds.
+    Topo(topo_cmd::TopoArgs),
+    /// Say what this machine lets herd do (counters, cgroups, PSI, RAPL...) and why not.
+    Doctor(doctor_cmd::DoctorArgs),
+}
+
+/// Where the machine description comes from; this machine by default.
+#[derive(Args, Debug, Clone, Default)]
+pub struct MachineArgs {
+    /// An hwloc XML export, or a directory holding a Linux sys/ and proc/ tree.
+    #[arg(long, value_name = "FILE.xml|DIR", conflicts_with = "synthetic")]
+    pub input: Option<PathBuf>,
+    /// A synthetic machine, e.g. 'package:2 core:4 pu:2' or
+    /// 'package:1 core:6 pu:2 capacity:1.0 + core:8 capacity:0.6'.
+    #[arg(long, value_name = "SPEC")]
+    pub synthetic: Option<String>,
+}
+
+impl MachineArgs {
+    /// Loads the machine these arguments name.
+    pub fn load(&self) -> Result<herd_topo::Machine, Failure> {
+        let loaded = match (&self.input, &self.synthetic) {
+            (Some(path), _) => herd_topo::Machine::from_path(path),
+            (None, Some(spec)) => herd_topo::Machine::synthetic(spec),
+            (None, None) => {
+                return herd_topo::Machine::this_machine().map_err(|e| Failure::Internal(e.into()));
+            }
+        };
+        loaded.map_err(|e| Failure::Input(e.into()))
+    }
+}
+
+/// Why a command failed; decides the exit code.
+#[derive(Debug)]
+pub enum Failure {
+    /// A managed program failed (exit 1).
+    #[allow(dead_code)] // Used once herd runs programs (`herd run`).
+    Program(anyhow::Error),
+    /// Bad flags, files or specs (exit 2).
+    Input(anyhow::Error),
+    /// herd could not do its work on this machine (exit 3).
+    Internal(anyhow::Error),
+}
+
+impl Failure {
+    fn code(&self) -> u8 {
+        match self {
+            Failure::Program(_) => 1,
+            Failure::Input(_) => 2,
+            Failure::Internal(_) => 3,
+        }
+    }
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Self {
+        Failure::Internal(e.into())
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // clap prints help and version to stdout with exit 0, usage errors to stderr with 2.
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    let result = match &cli.command {
+        Command::Topo(args) => topo_cmd::run(args),
+        Command::Doctor(args) => doctor_cmd::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Internal(e)) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(f) => {
+            let (Failure::Program(e) | Failure::Input(e) | Failure::Internal(e)) = &f;
+            // One line: the error and its causes, no backtrace.
+            eprintln!("herd: {e:#}");
+            ExitCode::from(f.code())
+        }
+    }
+}

@@ -1,0 +1,651 @@
+//! What this machine lets herd do, and why not: the probe behind `herd doctor`.
+//!
+//! A missing capability is a normal state. Each probe says yes or no, the
+//! path it used, and the reason, so the user can tell what herd will fall
+//! back to. File probes read below an injectable root so tests can fake a
+//! machine; perf_event probes are real syscalls.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use herd_topo::Machine;
+use serde::Serialize;
+
+use crate::perf::{self, Event};
+
+/// Where the probe reads `/proc` and `/sys` from.
+#[derive(Debug, Clone)]
+pub struct Roots {
+    /// The proc filesystem, normally `/proc`.
+    pub proc_dir: PathBuf,
+    /// The sys filesystem, normally `/sys`.
+    pub sys_dir: PathBuf,
+}
+
+impl Default for Roots {
+    fn default() -> Self {
+        Self {
+            proc_dir: "/proc".into(),
+            sys_dir: "/sys".into(),
+        }
+    }
+}
+
+/// One thing herd may or may not be able to use here.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Capability {
+    /// Stable key, e.g. `hw_counters.instructions`, `cgroup_v1.cpuset`.
+    pub name: String,
+    /// Whether herd can use it.
+    pub available: bool,
+    /// Why, or why not.
+    pub reason: String,
+    /// The file, mount point or syscall used to decide.
+    pub path: Option<String>,
+}
+
+/// How herd will confine whole programs to CPUs on this machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CpusetBackend {
+    /// A cpuset in the unified (v2) hierarchy.
+    CgroupV2,
+    /// A cpuset in the v1 `cpuset` hierarchy.
+    CgroupV1,
+    /// No usable cpuset: per-thread `sched_setaffinity` only.
+    AffinityOnly,
+}
+
+/// How herd will pause programs for time-sliced co-scheduling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PauseBackend {
+    /// `cgroup.freeze` in the unified hierarchy.
+    CgroupV2Freeze,
+    /// The v1 `freezer` controller.
+    CgroupV1Freezer,
+    /// SIGSTOP/SIGCONT to the process group.
+    Signals,
+}
+
+/// The whole probe result.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Every capability probed, in a fixed order.
+    pub capabilities: Vec<Capability>,
+    /// The cpuset mechanism herd will use.
+    pub cpuset: CpusetBackend,
+    /// Where that cpuset hierarchy is mounted, if any.
+    pub cpuset_path: Option<String>,
+    /// The pause mechanism herd will use.
+    pub pause: PauseBackend,
+}
+
+impl Report {
+    /// The capability called `name`.
+    pub fn get(&self, name: &str) -> Option<&Capability> {
+        self.capabilities.iter().find(|c| c.name == name)
+    }
+}
+
+fn cap(name: &str, available: bool, reason: impl Into<String>, path: Option<&Path>) -> Capability {
+    Capability {
+        name: name.to_string(),
+        available,
+        reason: reason.into(),
+        path: path.map(|p| p.display().to_string()),
+    }
+}
+
+/// A line of `/proc/self/mounts`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    /// Mount point.
+    pub dir: PathBuf,
+    /// Filesystem type (`cgroup`, `cgroup2`, `resctrl`, ...).
+    pub fstype: String,
+    /// Mount options, split on commas.
+    pub options: Vec<String>,
+}
+
+/// Parses `/proc/*/mounts` text. Malformed lines are skipped: the kernel
+/// writes this file, and one odd line must not hide the others.
+pub fn parse_mounts(text: &str) -> Vec<Mount> {
+    text.lines()
+        .filter_map(|line| {
+            let mut f = line.split_whitespace();
+            let (_dev, dir, fstype, opts) = (f.next()?, f.next()?, f.next()?, f.next()?);
+            Some(Mount {
+                // The kernel escapes spaces in paths as \040.
+                dir: PathBuf::from(dir.replace("\\040", " ")),
+                fstype: fstype.to_string(),
+                options: opts.split(',').map(str::to_string).collect(),
+            })
+        })
+        .collect()
+}
+
+fn v1_mount<'a>(mounts: &'a [Mount], controller: &str) -> Option<&'a Mount> {
+    mounts
+        .iter()
+        .find(|m| m.fstype == "cgroup" && m.options.iter().any(|o| o == controller))
+}
+
+fn writable(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: c is a valid NUL-terminated string; access() only reads it.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+}
+
+/// Probes everything `herd doctor` reports.
+pub fn probe(machine: &Machine, roots: &Roots) -> Report {
+    let mut caps = Vec::new();
+    let paranoid = fs::read_to_string(roots.proc_dir.join("sys/kernel/perf_event_paranoid"))
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok());
+    for (name, event) in [
+        ("hw_counters.instructions", Event::Instructions),
+        ("hw_counters.cycles", Event::Cycles),
+        ("hw_counters.llc_misses", Event::LlcMisses),
+        ("sw_counters.task_clock", Event::TaskClock),
+        ("sw_counters.context_switches", Event::ContextSwitches),
+        ("sw_counters.cpu_migrations", Event::CpuMigrations),
+    ] {
+        let path = Path::new("perf_event_open");
+        caps.push(match perf::open_counter(event, 0) {
+            Ok(_fd) => cap(
+                name,
+                true,
+                format!("opened '{}' on this thread", event.name()),
+                Some(path),
+            ),
+            Err(e) => cap(
+                name,
+                false,
+                perf::explain_open_error(&e, paranoid),
+                Some(path),
+            ),
+        });
+    }
+    caps.push(probe_schedstat(roots));
+    caps.push(probe_psi(roots));
+
+    let mounts_path = roots.proc_dir.join("self/mounts");
+    let mounts = parse_mounts(&fs::read_to_string(&mounts_path).unwrap_or_default());
+    let (v1_cpuset, v2_cpuset, v1_freezer, v2_freeze) = probe_cgroups(&mounts, roots);
+    let cpuset = if v2_cpuset.available {
+        CpusetBackend::CgroupV2
+    } else if v1_cpuset.available {
+        CpusetBackend::CgroupV1
+    } else {
+        CpusetBackend::AffinityOnly
+    };
+    let cpuset_path = match cpuset {
+        CpusetBackend::CgroupV2 => v2_cpuset.path.clone(),
+        CpusetBackend::CgroupV1 => v1_cpuset.path.clone(),
+        CpusetBackend::AffinityOnly => None,
+    };
+    let pause = if v2_freeze.available {
+        PauseBackend::CgroupV2Freeze
+    } else if v1_freezer.available {
+        PauseBackend::CgroupV1Freezer
+    } else {
+        PauseBackend::Signals
+    };
+    caps.extend([v1_cpuset, v2_cpuset, v1_freezer, v2_freeze]);
+    caps.push(probe_resctrl(&mounts, roots));
+    caps.push(probe_rapl(roots));
+    caps.extend(probe_machine(machine, roots));
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    caps.push(cap(
+        "root",
+        euid == 0,
+        if euid == 0 {
+            "running as root: herd may manage any process".to_string()
+        } else {
+            format!("running as uid {euid}: herd manages only your own processes")
+        },
+        None,
+    ));
+    Report {
+        capabilities: caps,
+        cpuset,
+        cpuset_path,
+        pause,
+    }
+}
+
+fn probe_schedstat(roots: &Roots) -> Capability {
+    let path = roots.proc_dir.join("self/schedstat");
+    match fs::read_to_string(&path) {
+        Err(e) => cap(
+            "schedstat",
+            false,
+            format!("cannot read it: {e} (kernel without CONFIG_SCHED_INFO)"),
+            Some(&path),
+        ),
+        Ok(text) => {
+            let fields: Vec<u64> = text
+                .split_whitespace()
+                .filter_map(|f| f.parse().ok())
+                .collect();
+            match fields.as_slice() {
+                [run_ns, wait_ns, slices] if *run_ns > 0 || *slices > 0 => cap(
+                    "schedstat",
+                    true,
+                    format!(
+                        "per-task run time and run-queue wait: {run_ns} ns run, {wait_ns} ns waiting"
+                    ),
+                    Some(&path),
+                ),
+                [_, _, _] => cap(
+                    "schedstat",
+                    false,
+                    "present but all zero: scheduler statistics are off",
+                    Some(&path),
+                ),
+                _ => cap(
+                    "schedstat",
+                    false,
+                    format!("unexpected format: {:?}", text.trim()),
+                    Some(&path),
+                ),
+            }
+        }
+    }
+}
+
+fn probe_psi(roots: &Roots) -> Capability {
+    let dir = roots.proc_dir.join("pressure");
+    let readable: Vec<&str> = ["cpu", "memory", "io"]
+        .into_iter()
+        .filter(|r| fs::read_to_string(dir.join(r)).is_ok())
+        .collect();
+    if readable.is_empty() {
+        cap(
+            "psi",
+            false,
+            "no pressure stall information (kernel without CONFIG_PSI, or psi=0)",
+            Some(&dir),
+        )
+    } else {
+        cap(
+            "psi",
+            true,
+            format!("readable: {}", readable.join(", ")),
+            Some(&dir),
+        )
+    }
+}
+
+fn probe_cgroups(
+    mounts: &[Mount],
+    roots: &Roots,
+) -> (Capability, Capability, Capability, Capability) {
+    let v1 = |controller: &str, name: &str, purpose: &str| match v1_mount(mounts, controller) {
+        None => cap(
+            name,
+            false,
+            format!("no v1 '{controller}' hierarchy is mounted"),
+            None,
+        ),
+        Some(m) if !writable(&m.dir) => cap(
+            name,
+            false,
+            format!("mounted but not writable by this user: {purpose} needs root"),
+            Some(&m.dir),
+        ),
+        Some(m) => cap(
+            name,
+            true,
+            format!("mounted and writable: {purpose}"),
+            Some(&m.dir),
+        ),
+    };
+    let v1_cpuset = v1(
+        "cpuset",
+        "cgroup_v1.cpuset",
+        "herd can confine programs to CPUs",
+    );
+    let v1_freezer = v1("freezer", "cgroup_v1.freezer", "herd can freeze programs");
+    let Some(v2) = mounts.iter().find(|m| m.fstype == "cgroup2") else {
+        let none = |name: &str| {
+            cap(
+                name,
+                false,
+                "no cgroup2 (unified) hierarchy is mounted",
+                None,
+            )
+        };
+        return (
+            v1_cpuset,
+            none("cgroup_v2.cpuset"),
+            v1_freezer,
+            none("cgroup_v2.freeze"),
+        );
+    };
+    let controllers_path = v2.dir.join("cgroup.controllers");
+    let controllers = fs::read_to_string(&controllers_path).unwrap_or_default();
+    let has_cpuset = controllers.split_whitespace().any(|c| c == "cpuset");
+    let v2_cpuset = if has_cpuset && writable(&v2.dir) {
+        cap(
+            "cgroup_v2.cpuset",
+            true,
+            "the unified hierarchy offers the cpuset controller",
+            Some(&v2.dir),
+        )
+    } else if has_cpuset {
+        cap(
+            "cgroup_v2.cpuset",
+            false,
+            "cpuset is offered but the hierarchy is not writable by this user",
+            Some(&v2.dir),
+        )
+    } else {
+        let listed = if controllers.trim().is_empty() {
+            "none".to_string()
+        } else {
+            controllers.trim().to_string()
+        };
+        let bound = if v1_mount(mounts, "cpuset").is_some() {
+            "; cpuset is bound to the v1 hierarchy"
+        } else {
+            ""
+        };
+        cap(
+            "cgroup_v2.cpuset",
+            false,
+            format!("its controllers are: {listed}{bound}"),
+            Some(&controllers_path),
+        )
+    };
+    // cgroup.freeze exists in every non-root cgroup on kernels >= 5.2; look
+    // at our own cgroup, or, when we sit at the root, at any child.
+    let own = fs::read_to_string(roots.proc_dir.join("self/cgroup"))
+        .ok()
+        .and_then(|t| {
+            t.lines().find_map(|l| {
+                l.strip_prefix("0::")
+                    .map(|p| p.trim_start_matches('/').to_string())
+            })
+        })
+        .unwrap_or_default();
+    let own_dir = v2.dir.join(&own);
+    let freeze_file = if own.is_empty() {
+        fs::read_dir(&v2.dir)
+            .ok()
+            .and_then(|mut d| {
+                d.find_map(|e| {
+                    e.ok()
+                        .map(|e| e.path().join("cgroup.freeze"))
+                        .filter(|p| p.exists())
+                })
+            })
+            .or_else(|| probe_child_freeze(&v2.dir))
+    } else {
+        Some(own_dir.join("cgroup.freeze")).filter(|p| p.exists())
+    };
+    let v2_freeze = match freeze_file {
+        Some(f) if writable(&f) || !f.exists() => cap(
+            "cgroup_v2.freeze",
+            true,
+            "child cgroups offer cgroup.freeze",
+            Some(&f),
+        ),
+        Some(f) => cap(
+            "cgroup_v2.freeze",
+            false,
+            "cgroup.freeze is present but not writable by this user",
+            Some(&f),
+        ),
+        None => cap(
+            "cgroup_v2.freeze",
+            false,
+            "no cgroup.freeze in child cgroups (kernel older than 5.2?)",
+            Some(&v2.dir),
+        ),
+    };
+    (v1_cpuset, v2_cpuset, v1_freezer, v2_freeze)
+}
+
+/// The root cgroup has no cgroup.freeze; only a child shows whether the
+/// kernel offers it. Creates and removes an empty child when allowed to.
+fn probe_child_freeze(v2_root: &Path) -> Option<PathBuf> {
+    if !writable(v2_root) {
+        return None;
+    }
+    let child = v2_root.join(format!("herd-probe-{}", std::process::id()));
+    fs::create_dir(&child).ok()?;
+    let offered = child.join("cgroup.freeze").exists();
+    // An empty cgroup can always be removed; if it cannot, say nothing more.
+    let _ = fs::remove_dir(&child);
+    offered.then(|| v2_root.join("<child>/cgroup.freeze"))
+}
+
+fn probe_resctrl(mounts: &[Mount], roots: &Roots) -> Capability {
+    if let Some(m) = mounts.iter().find(|m| m.fstype == "resctrl") {
+        let mon = m.dir.join("mon_data");
+        return if mon.is_dir() {
+            cap(
+                "resctrl.mbm",
+                true,
+                "resctrl is mounted with monitoring data",
+                Some(&mon),
+            )
+        } else {
+            cap(
+                "resctrl.mbm",
+                false,
+                "resctrl is mounted but has no mon_data: no bandwidth monitoring",
+                Some(&m.dir),
+            )
+        };
+    }
+    let filesystems = fs::read_to_string(roots.proc_dir.join("filesystems")).unwrap_or_default();
+    if filesystems
+        .lines()
+        .any(|l| l.split_whitespace().last() == Some("resctrl"))
+    {
+        cap(
+            "resctrl.mbm",
+            false,
+            "the kernel supports resctrl but it is not mounted: mount -t resctrl resctrl /sys/fs/resctrl",
+            None,
+        )
+    } else {
+        cap(
+            "resctrl.mbm",
+            false,
+            "the kernel offers no resctrl: no Intel RDT or AMD PQoS here",
+            None,
+        )
+    }
+}
+
+fn probe_rapl(roots: &Roots) -> Capability {
+    let dir = roots.sys_dir.join("class/powercap");
+    let zones: Vec<PathBuf> = fs::read_dir(&dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.contains("rapl"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let Some(zone) = zones.iter().find(|z| z.join("energy_uj").exists()) else {
+        return cap(
+            "rapl",
+            false,
+            "no RAPL zone under powercap (not an Intel/AMD host, or a VM that hides it)",
+            Some(&dir),
+        );
+    };
+    let energy = zone.join("energy_uj");
+    match fs::read_to_string(&energy) {
+        Ok(_) => cap(
+            "rapl",
+            true,
+            format!("{} RAPL zone(s); package energy is readable", zones.len()),
+            Some(&energy),
+        ),
+        Err(e) => cap(
+            "rapl",
+            false,
+            format!("energy_uj is not readable: {e} (root only since Linux 5.10)"),
+            Some(&energy),
+        ),
+    }
+}
+
+fn probe_machine(machine: &Machine, roots: &Roots) -> Vec<Capability> {
+    let smt_path = roots.sys_dir.join("devices/system/cpu/smt/active");
+    let smt = machine.smt_max();
+    let smt_cap = if smt > 1 {
+        cap(
+            "smt",
+            true,
+            format!("{smt} hardware threads per core"),
+            Some(&smt_path),
+        )
+    } else {
+        let kernel = fs::read_to_string(&smt_path)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default();
+        let extra = if kernel == "0" {
+            " (the kernel reports SMT inactive)"
+        } else {
+            ""
+        };
+        cap(
+            "smt",
+            false,
+            format!("one hardware thread per core: SMT policies place like plain cores{extra}"),
+            None,
+        )
+    };
+    let nodes = machine.numa_nodes().len();
+    let numa_cap = if nodes > 1 {
+        cap("numa", true, format!("{nodes} NUMA nodes"), None)
+    } else {
+        cap(
+            "numa",
+            false,
+            "one NUMA node: all memory is local; NUMA policies have nothing to choose",
+            None,
+        )
+    };
+    let kinds = machine.kinds();
+    let kinds_cap = if kinds.len() > 1 {
+        let list: Vec<String> = kinds
+            .iter()
+            .map(|k| format!("{} x{} at {:.2}", k.label, k.cpus.len(), k.capacity))
+            .collect();
+        cap(
+            "core_kinds",
+            true,
+            format!("asymmetric: {}", list.join(", ")),
+            None,
+        )
+    } else {
+        cap(
+            "core_kinds",
+            false,
+            "symmetric: every core is of one kind",
+            None,
+        )
+    };
+    vec![smt_cap, numa_cap, kinds_cap]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MOUNTS: &str = "\
+tmpfs /sys/fs/cgroup tmpfs rw,relatime,mode=755 0 0
+cgroup /sys/fs/cgroup/cpuset cgroup rw,relatime,cpuset 0 0
+cgroup /sys/fs/cgroup/freezer cgroup rw,relatime,freezer 0 0
+cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0
+broken-line
+";
+
+    #[test]
+    fn mounts_are_parsed_and_controllers_found() {
+        let m = parse_mounts(MOUNTS);
+        assert_eq!(m.len(), 4);
+        assert_eq!(
+            v1_mount(&m, "cpuset").unwrap().dir,
+            Path::new("/sys/fs/cgroup/cpuset")
+        );
+        assert!(v1_mount(&m, "memory").is_none());
+    }
+
+    /// A fake root with a v2 hierarchy offering cpuset, as on a systemd host.
+    #[test]
+    fn v2_cpuset_is_preferred_when_offered() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cg = tmp.path().join("cgroup");
+        fs::create_dir_all(cg.join("herd.slice")).unwrap();
+        fs::write(cg.join("cgroup.controllers"), "cpuset cpu io memory pids\n").unwrap();
+        fs::write(cg.join("herd.slice/cgroup.freeze"), "0\n").unwrap();
+        let proc_dir = tmp.path().join("proc");
+        fs::create_dir_all(proc_dir.join("self")).unwrap();
+        fs::write(proc_dir.join("self/cgroup"), "0::/herd.slice\n").unwrap();
+        let mounts = parse_mounts(&format!("cgroup2 {} cgroup2 rw 0 0\n", cg.display()));
+        let roots = Roots {
+            proc_dir,
+            sys_dir: tmp.path().join("sys"),
+        };
+        let (v1c, v2c, _, v2f) = probe_cgroups(&mounts, &roots);
+        assert!(!v1c.available);
+        assert!(v2c.available, "{v2c:?}");
+        assert!(v2f.available, "{v2f:?}");
+    }
+
+    #[test]
+    fn v2_without_cpuset_says_where_cpuset_went() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cg = tmp.path().join("unified");
+        fs::create_dir_all(&cg).unwrap();
+        fs::write(cg.join("cgroup.controllers"), "hugetlb\n").unwrap();
+        let text = format!(
+            "cgroup /x cgroup rw,cpuset 0 0\ncgroup2 {} cgroup2 rw 0 0\n",
+            cg.display()
+        );
+        let roots = Roots {
+            proc_dir: tmp.path().join("proc"),
+            sys_dir: tmp.path().join("sys"),
+        };
+        let (_, v2c, _, _) = probe_cgroups(&parse_mounts(&text), &roots);
+        assert!(!v2c.available);
+        assert!(
+            v2c.reason.contains("hugetlb") && v2c.reason.contains("bound to the v1"),
+            "{}",
+            v2c.reason
+        );
+    }
+
+    #[test]
+    fn rapl_and_schedstat_read_from_the_root() {
+        let tmp = tempfile::tempdir().unwrap();
+        let zone = tmp.path().join("sys/class/powercap/intel-rapl:0");
+        fs::create_dir_all(&zone).unwrap();
+        fs::write(zone.join("energy_uj"), "123456\n").unwrap();
+        fs::create_dir_all(tmp.path().join("proc/self")).unwrap();
+        fs::write(tmp.path().join("proc/self/schedstat"), "0 0 0\n").unwrap();
+        let roots = Roots {
+            proc_dir: tmp.path().join("proc"),
+            sys_dir: tmp.path().join("sys"),
+        };
+        assert!(probe_rapl(&roots).available);
+        let s = probe_schedstat(&roots);
+        assert!(!s.available && s.reason.contains("all zero"), "{s:?}");
+    }
+}

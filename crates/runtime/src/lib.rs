@@ -1,0 +1,9 @@
+//! herd's Linux edge: the only crate that touches `/proc`, `/sys`, cgroups,
+//! perf_event and signals.
+//!
+//! Architecture invariant: everything above this crate (policies, engine,
+//! simulator) is pure; a missing kernel feature shows up here as data
+//! (a [`doctor::Capability`] that is not available), never as a panic.
+
+pub mod doctor;
+pub mod perf;
