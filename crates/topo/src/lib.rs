@@ -16,7 +16,9 @@ mod hwloc;
 mod machine;
 mod synthetic;
 
-use std::path::{Path, PathBuf};
+#[cfg(feature = "hwloc")]
+use std::path::Path;
+use std::path::PathBuf;
 
 pub use cpuset::{CpuListError, CpuSet, MAX_CPUS};
 #[cfg(feature = "hwloc")]

@@ -1,0 +1,168 @@
+//! herd's control loop: observe -> decide -> act, once per period.
+//!
+//! The engine is generic over a [`Sensor`], an [`Actuator`] and a [`Clock`].
+//! The simulator implements them over a modelled machine; the runtime over
+//! Linux. The policy cannot tell which world it is in.
+//!
+//! Architecture invariant: the engine reads no clock of its own. Time comes
+//! from the [`Clock`]; the cost of deciding is measured by an injected
+//! [`CostMeter`], so the crate stays pure and simulations stay reproducible.
+
+use herd_policy::{Estimates, Plan, Policy, Snapshot, View};
+use herd_topo::Machine;
+use serde::Serialize;
+
+/// Observes the world.
+pub trait Sensor {
+    /// What happened since the last call: present tasks, their observations
+    /// over the period, and whole-machine observations.
+    fn observe(&mut self) -> &Snapshot;
+    /// Whether every managed task has finished (the loop then stops).
+    fn finished(&self) -> bool;
+}
+
+/// Acts on the world.
+pub trait Actuator {
+    /// Applies a plan. A task that vanished meanwhile is skipped, not an error.
+    fn apply(&mut self, plan: &Plan);
+}
+
+/// The world's time.
+pub trait Clock {
+    /// Now, in nanoseconds since the run started.
+    fn now_ns(&self) -> u64;
+    /// Lets the world run until `t_ns` (or until everything has finished,
+    /// whichever is first): sleeps on a real machine, simulates in the simulator.
+    fn advance_to(&mut self, t_ns: u64);
+}
+
+/// Measures what deciding costs, in real nanoseconds of herd's own time.
+pub trait CostMeter {
+    /// Starts a measurement.
+    fn start(&mut self);
+    /// Ends it and returns the nanoseconds spent since `start`.
+    fn stop(&mut self) -> u64;
+}
+
+/// A meter that measures nothing, for byte-reproducible output.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoMeter;
+
+impl CostMeter for NoMeter {
+    fn start(&mut self) {}
+    fn stop(&mut self) -> u64 {
+        0
+    }
+}
+
+/// How the loop runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Config {
+    /// The period between decisions unless the policy asks for another.
+    pub period_ns: u64,
+    /// The shortest period a policy may ask for.
+    pub min_period_ns: u64,
+    /// The longest period a policy may ask for.
+    pub max_period_ns: u64,
+    /// The run's seed.
+    pub seed: u64,
+    /// Stop after this long even if tasks remain.
+    pub horizon_ns: Option<u64>,
+}
+
+impl Config {
+    /// A fixed period; policies may ask for 1/1000x to 100x of it.
+    pub fn with_period(period_ns: u64, seed: u64) -> Self {
+        assert!(period_ns > 0, "a period must be positive");
+        Config {
+            period_ns,
+            min_period_ns: (period_ns / 1000).max(1),
+            max_period_ns: period_ns.saturating_mul(100),
+            seed,
+            horizon_ns: None,
+        }
+    }
+}
+
+/// What the loop itself cost, reported with every run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Overhead {
+    /// Decisions taken.
+    pub decisions: u64,
+    /// Total time spent in the policy.
+    pub decide_ns_total: u64,
+    /// The slowest decision.
+    pub decide_ns_max: u64,
+    /// Total time spent applying plans.
+    pub apply_ns_total: u64,
+}
+
+impl Overhead {
+    /// Mean time per decision.
+    pub fn decide_ns_mean(&self) -> f64 {
+        if self.decisions == 0 {
+            0.0
+        } else {
+            self.decide_ns_total as f64 / self.decisions as f64
+        }
+    }
+}
+
+/// Runs the loop until the sensor reports everything finished or the
+/// horizon passes. `on_decision` sees every view and plan (for traces,
+/// `--explain`, and the sim/live parity test).
+#[allow(clippy::too_many_arguments)] // The loop's collaborators, each distinct.
+pub fn run<P, W, M>(
+    policy: &mut P,
+    machine: &Machine,
+    estimates: &Estimates,
+    world: &mut W,
+    meter: &mut M,
+    config: &Config,
+    mut on_decision: impl FnMut(&View<'_>, &Plan),
+) -> Overhead
+where
+    P: Policy + ?Sized,
+    W: Sensor + Actuator + Clock,
+    M: CostMeter,
+{
+    let mut overhead = Overhead::default();
+    let mut period = config.period_ns;
+    // Bounded: the clock moves forward by at least min_period_ns per turn, so
+    // a horizon bounds the turns; without one the sensor's `finished` does.
+    loop {
+        if world.finished() || config.horizon_ns.is_some_and(|h| world.now_ns() >= h) {
+            break;
+        }
+        let plan = {
+            let snapshot = world.observe();
+            let view = View {
+                machine,
+                snapshot,
+                estimates,
+                seed: config.seed,
+                decision: overhead.decisions,
+            };
+            meter.start();
+            let plan = policy.decide(&view);
+            let spent = meter.stop();
+            overhead.decisions += 1;
+            overhead.decide_ns_total += spent;
+            overhead.decide_ns_max = overhead.decide_ns_max.max(spent);
+            on_decision(&view, &plan);
+            plan
+        };
+        meter.start();
+        world.apply(&plan);
+        overhead.apply_ns_total += meter.stop();
+        if let Some(p) = plan.next_period_ns {
+            period = p.clamp(config.min_period_ns, config.max_period_ns);
+        }
+        let mut next = world.now_ns().saturating_add(period);
+        if let Some(h) = config.horizon_ns {
+            next = next.min(h);
+        }
+        world.advance_to(next);
+    }
+    overhead
+}

@@ -1,0 +1,418 @@
+//! Memory contention: queues at each NUMA node's memory controller and on
+//! each interconnect link, solved as a fixed point.
+//!
+//! A thread ("stream") spends `compute_ns_per_instr` per instruction on its
+//! core plus, for each of its `requests_per_instr` cache-line requests, the
+//! unloaded request cost (`request_ns`, times the remote-latency ratio when
+//! the line lives on another node) plus the waiting time at every queue on
+//! the request's route: the home node's controller, and the link between
+//! the thread's node and the memory's node when they differ.
+//!
+//! Waiting time at a queue with arrival rate lambda and service rate mu:
+//! - [`Contention::MM1`] (S2, after Akhmetshin & Yuldashev): an M/M/1 queue,
+//!   sojourn 1/(mu - lambda), so waiting beyond service is
+//!   u / (mu (1 - u)) with u = lambda/mu; it grows without bound at u -> 1.
+//! - [`Contention::Superlinear`] (S1: slowdown grows superlinearly with the
+//!   total bandwidth): waiting = request_ns * alpha * u^exponent.
+//!
+//! Arrival rates depend on speeds and speeds on waiting times, so the
+//! solution is a fixed point. A queue cannot carry more than mu: when the
+//! demand at the largest finite waiting time still exceeds mu, the queue is
+//! *saturated* and the waiting time rises until the arrival rate is mu.
+//!
+//! The solver sweeps the queues (Gauss-Seidel); for each queue it solves a
+//! one-dimensional monotone equation by bisection. Every loop is bounded;
+//! a solve that does not settle says so in [`Solution::converged`].
+
+use serde::{Deserialize, Serialize};
+
+/// How waiting time grows with load.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Contention {
+    /// S1: waiting = request_ns * alpha * utilisation^exponent.
+    Superlinear {
+        /// Scale: at full utilisation a request waits alpha times its unloaded cost.
+        alpha: f64,
+        /// Growth exponent (> 1 for superlinear).
+        exponent: f64,
+    },
+    /// S2: each controller and link is an M/M/1 queue.
+    #[serde(rename = "mm1")]
+    MM1,
+}
+
+/// Where a stream's memory lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// On one node.
+    Node(usize),
+    /// Spread evenly over all nodes.
+    Interleaved,
+}
+
+/// One thread's memory behaviour at its current placement.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Stream {
+    /// Non-memory time per instruction on its core, SMT sharing included.
+    pub compute_ns_per_instr: f64,
+    /// Cache-line requests to memory per instruction.
+    pub requests_per_instr: f64,
+    /// The fraction of its CPU's time it gets (1/q with q tasks sharing).
+    pub cpu_share: f64,
+    /// The NUMA node of its CPU.
+    pub home: usize,
+    /// Where its memory lives.
+    pub target: Target,
+}
+
+/// The machine's memory system.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemSystem {
+    /// Requests per ns each node's controller serves at most.
+    pub node_mu: Vec<f64>,
+    /// Requests per ns each link serves at most (one link per node pair).
+    pub link_mu: f64,
+    /// Unloaded cost of one local request, in ns.
+    pub request_ns: f64,
+    /// Unloaded remote/local latency ratio for each (home, memory) pair.
+    pub remote_ratio: Vec<Vec<f64>>,
+    /// The waiting-time law.
+    pub contention: Contention,
+}
+
+/// The fixed point.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Solution {
+    /// Time per instruction of each stream, in ns, contention included.
+    pub ns_per_instr: Vec<f64>,
+    /// Arrival rate at each queue (controllers first, then links), requests/ns.
+    pub lambda: Vec<f64>,
+    /// Waiting time at each queue, ns per request.
+    pub wait_ns: Vec<f64>,
+    /// Which queues are saturated (arrival rate held at capacity).
+    pub saturated: Vec<bool>,
+    /// Whether the sweeps settled within tolerance.
+    pub converged: bool,
+    /// Sweeps used.
+    pub sweeps: u32,
+}
+
+const MAX_SWEEPS: u32 = 200;
+const BISECTIONS: u32 = 100;
+const TOLERANCE: f64 = 1e-10;
+
+impl MemSystem {
+    /// Number of nodes.
+    pub fn nodes(&self) -> usize {
+        self.node_mu.len()
+    }
+
+    /// Index of the queue for the link between nodes `a` and `b` (a != b).
+    pub fn link_index(&self, a: usize, b: usize) -> usize {
+        let n = self.nodes();
+        let (lo, hi) = if a < b { (a, b) } else { (b, a) };
+        debug_assert!(lo != hi && hi < n);
+        // Row-major upper triangle, after the n controllers.
+        n + lo * n - lo * (lo + 1) / 2 + (hi - lo - 1)
+    }
+
+    fn queue_count(&self) -> usize {
+        let n = self.nodes();
+        n + n * (n.saturating_sub(1)) / 2
+    }
+
+    fn mu(&self, q: usize) -> f64 {
+        if q < self.nodes() {
+            self.node_mu[q]
+        } else {
+            self.link_mu
+        }
+    }
+
+    /// Waiting time (beyond service) at queue `q` carrying `lambda`.
+    /// Infinite for an M/M/1 queue at or past capacity.
+    pub fn wait_at(&self, q: usize, lambda: f64) -> f64 {
+        let mu = self.mu(q);
+        let u = (lambda / mu).max(0.0);
+        match self.contention {
+            Contention::MM1 if u >= 1.0 => f64::INFINITY,
+            Contention::MM1 => u / (mu * (1.0 - u)),
+            Contention::Superlinear { alpha, exponent } => {
+                self.request_ns * alpha * u.min(1.0).powf(exponent)
+            }
+        }
+    }
+
+    /// Each stream's route: (queue, requests per instruction through it).
+    fn routes(&self, streams: &[Stream]) -> Vec<Vec<(usize, f64)>> {
+        let n = self.nodes();
+        streams
+            .iter()
+            .map(|s| {
+                let mut route = Vec::new();
+                let mut through = |node: usize, frac: f64| {
+                    route.push((node, s.requests_per_instr * frac));
+                    if node != s.home {
+                        route.push((self.link_index(s.home, node), s.requests_per_instr * frac));
+                    }
+                };
+                match s.target {
+                    Target::Node(k) => through(k.min(n - 1), 1.0),
+                    Target::Interleaved => (0..n).for_each(|k| through(k, 1.0 / n as f64)),
+                }
+                route
+            })
+            .collect()
+    }
+
+    /// Unloaded time per instruction of each stream.
+    fn base_ns(&self, streams: &[Stream]) -> Vec<f64> {
+        let n = self.nodes();
+        streams
+            .iter()
+            .map(|s| {
+                let mem = match s.target {
+                    Target::Node(k) => self.remote_ratio[s.home][k.min(n - 1)],
+                    Target::Interleaved => {
+                        (0..n).map(|k| self.remote_ratio[s.home][k]).sum::<f64>() / n as f64
+                    }
+                };
+                s.compute_ns_per_instr + s.requests_per_instr * self.request_ns * mem
+            })
+            .collect()
+    }
+
+    /// Solves for every stream's speed under contention.
+    pub fn solve(&self, streams: &[Stream]) -> Solution {
+        let nq = self.queue_count();
+        let base = self.base_ns(streams);
+        let routes = self.routes(streams);
+        // users[q] = (stream, weight of q's waiting time in its ns/instr).
+        let mut users: Vec<Vec<(usize, f64)>> = vec![Vec::new(); nq];
+        for (j, route) in routes.iter().enumerate() {
+            for &(q, a) in route {
+                if a > 0.0 && streams[j].cpu_share > 0.0 {
+                    users[q].push((j, a));
+                }
+            }
+        }
+        let mut wait = vec![0.0; nq];
+        let mut lambda = vec![0.0; nq];
+        let mut saturated = vec![false; nq];
+        // t[j] = base[j] + sum over its route of weight * wait.
+        let mut t = base.clone();
+        let mut converged = false;
+        let mut sweeps = 0;
+        while sweeps < MAX_SWEEPS {
+            sweeps += 1;
+            let mut change: f64 = 0.0;
+            for q in 0..nq {
+                if users[q].is_empty() {
+                    continue;
+                }
+                // Hold the other queues; t without this queue's share:
+                let old = wait[q];
+                let rest: Vec<(f64, f64, f64)> = users[q]
+                    .iter()
+                    .map(|&(j, a)| (streams[j].cpu_share * a, t[j] - a * old, a))
+                    .collect();
+                let arrivals =
+                    |w: f64| rest.iter().map(|&(sa, r, a)| sa / (r + a * w)).sum::<f64>();
+                let (w, l, sat) = self.solve_queue(q, arrivals);
+                for &(j, a) in &users[q] {
+                    t[j] += a * (w - old);
+                }
+                let scale = old.abs().max(self.request_ns);
+                change = change.max((w - old).abs() / scale);
+                wait[q] = w;
+                lambda[q] = l;
+                saturated[q] = sat;
+            }
+            if change < TOLERANCE {
+                converged = true;
+                break;
+            }
+        }
+        Solution {
+            ns_per_instr: t,
+            lambda,
+            wait_ns: wait,
+            saturated,
+            converged,
+            sweeps,
+        }
+    }
+
+    /// For one queue, given `arrivals(w)` (decreasing in w): the waiting
+    /// time, arrival rate and saturation at its fixed point.
+    fn solve_queue(&self, q: usize, arrivals: impl Fn(f64) -> f64) -> (f64, f64, bool) {
+        let mu = self.mu(q);
+        // The largest arrival rate with a finite wait, just under capacity.
+        let top = mu * (1.0 - 1e-12);
+        let w_top = self.wait_at(q, top);
+        if w_top.is_finite() && arrivals(w_top) > top {
+            // Saturated: raise the wait until the demand fits the capacity.
+            let (mut lo, mut hi) = (w_top, w_top.max(self.request_ns));
+            let mut doublings = 0;
+            while arrivals(hi) > mu && doublings < 200 {
+                lo = hi;
+                hi *= 2.0;
+                doublings += 1;
+            }
+            for _ in 0..BISECTIONS {
+                let mid = 0.5 * (lo + hi);
+                if arrivals(mid) > mu {
+                    lo = mid
+                } else {
+                    hi = mid
+                }
+            }
+            return (hi, arrivals(hi), true);
+        }
+        // F(x) = arrivals(wait(x)) - x is decreasing on [0, top]; F(0) >= 0.
+        let (mut lo, mut hi) = (0.0, top);
+        for _ in 0..BISECTIONS {
+            let mid = 0.5 * (lo + hi);
+            if arrivals(self.wait_at(q, mid)) > mid {
+                lo = mid
+            } else {
+                hi = mid
+            }
+            if hi - lo <= mu * 1e-15 {
+                break;
+            }
+        }
+        let x = 0.5 * (lo + hi);
+        (self.wait_at(q, x), x, false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one_node(contention: Contention) -> MemSystem {
+        MemSystem {
+            node_mu: vec![0.4],
+            link_mu: 0.25,
+            request_ns: 6.4,
+            remote_ratio: vec![vec![1.0]],
+            contention,
+        }
+    }
+
+    fn stream(c: f64, r: f64) -> Stream {
+        Stream {
+            compute_ns_per_instr: c,
+            requests_per_instr: r,
+            cpu_share: 1.0,
+            home: 0,
+            target: Target::Node(0),
+        }
+    }
+
+    /// One memory-bound thread alone on an M/M/1 controller: the fixed point
+    /// t = c + r (s + 1/(mu - r/t) - 1/mu) has a closed form (the larger root
+    /// of mu t^2 - (2r + A mu) t + A r = 0 with A = c + r s - r/mu).
+    #[test]
+    fn single_stream_matches_the_closed_form() {
+        let sys = one_node(Contention::MM1);
+        let (c, r) = (0.5, 0.05);
+        let sol = sys.solve(&[stream(c, r)]);
+        let mu = 0.4;
+        let a = c + r * 6.4 - r / mu;
+        let b = 2.0 * r + a * mu;
+        let t = (b + (b * b - 4.0 * mu * a * r).sqrt()) / (2.0 * mu);
+        assert!(sol.converged);
+        assert!(
+            (sol.ns_per_instr[0] - t).abs() / t < 1e-9,
+            "{} vs {t}",
+            sol.ns_per_instr[0]
+        );
+    }
+
+    #[test]
+    fn superlinear_saturates_at_capacity() {
+        let sys = one_node(Contention::Superlinear {
+            alpha: 3.0,
+            exponent: 2.0,
+        });
+        // 16 streamers each wanting far more than 1/16 of the controller.
+        let streams = vec![stream(0.2, 0.1); 16];
+        let sol = sys.solve(&streams);
+        assert!(sol.saturated[0]);
+        assert!(
+            (sol.lambda[0] - 0.4).abs() / 0.4 < 1e-6,
+            "{}",
+            sol.lambda[0]
+        );
+        let served: f64 = sol.ns_per_instr.iter().map(|t| 0.1 / t).sum();
+        assert!((served - 0.4).abs() / 0.4 < 1e-6);
+    }
+
+    /// Two nodes and a link (S2's machine): Gauss-Seidel agrees with a plain
+    /// damped iteration on the arrival rates, computed independently here.
+    #[test]
+    fn two_node_fixed_point_agrees_with_damped_iteration() {
+        let sys = MemSystem {
+            node_mu: vec![0.5, 0.5],
+            link_mu: 0.25,
+            request_ns: 6.4,
+            remote_ratio: vec![vec![1.0, 1.7], vec![1.7, 1.0]],
+            contention: Contention::MM1,
+        };
+        let mut streams = Vec::new();
+        for i in 0..8 {
+            let home = i % 2;
+            let target = if i < 4 {
+                Target::Node(0)
+            } else {
+                Target::Interleaved
+            };
+            streams.push(Stream {
+                compute_ns_per_instr: 0.4,
+                requests_per_instr: 0.02,
+                cpu_share: 1.0,
+                home,
+                target,
+            });
+        }
+        let sol = sys.solve(&streams);
+        assert!(sol.converged);
+        // Independent: iterate lambda <- (1-d) lambda + d * arrivals(wait(lambda)).
+        let routes = sys.routes(&streams);
+        let base = sys.base_ns(&streams);
+        let mut lambda = vec![0.0; 3];
+        for _ in 0..20000 {
+            let wait: Vec<f64> = (0..3).map(|q| sys.wait_at(q, lambda[q])).collect();
+            let mut next = vec![0.0; 3];
+            for (j, route) in routes.iter().enumerate() {
+                let t = base[j] + route.iter().map(|&(q, a)| a * wait[q]).sum::<f64>();
+                for &(q, a) in route {
+                    next[q] += a / t;
+                }
+            }
+            for q in 0..3 {
+                lambda[q] = 0.9 * lambda[q] + 0.1 * next[q];
+            }
+        }
+        for q in 0..3 {
+            assert!(
+                (sol.lambda[q] - lambda[q]).abs() < 1e-9,
+                "queue {q}: {} vs {}",
+                sol.lambda[q],
+                lambda[q]
+            );
+        }
+        assert_eq!(sys.link_index(0, 1), 2);
+        assert_eq!(sys.link_index(1, 0), 2);
+    }
+
+    #[test]
+    fn no_memory_traffic_means_no_waiting() {
+        let sys = one_node(Contention::MM1);
+        let sol = sys.solve(&[stream(0.5, 0.0)]);
+        assert_eq!(sol.ns_per_instr, vec![0.5]);
+    }
+}

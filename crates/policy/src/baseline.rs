@@ -1,0 +1,127 @@
+//! Baselines: `linux` (no intervention) and OpenMP-style static pinning.
+
+use std::collections::HashMap;
+
+use herd_topo::CpuSet;
+
+use crate::{Plan, Policy, TaskId, View, order};
+
+/// `linux`: herd does nothing; the kernel places every task.
+///
+/// In simulation the simulator's kernel model stands in for Linux (see the
+/// `sim` crate's `kernel` module for what it models and leaves out); on a
+/// real machine Linux itself decides.
+#[derive(Debug, Default)]
+pub struct Linux;
+
+impl Policy for Linux {
+    fn name(&self) -> String {
+        "linux".into()
+    }
+    fn decide(&mut self, _view: &View<'_>) -> Plan {
+        Plan {
+            note: Some("no intervention: the kernel places every task".into()),
+            ..Plan::default()
+        }
+    }
+}
+
+/// Which static layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// Threads on neighbouring hardware threads (OpenMP `close`, S2 compact).
+    Compact,
+    /// Threads spread over packages, nodes and cores (OpenMP `spread`, S2 scatter).
+    Scatter,
+}
+
+/// `static:compact` and `static:scatter`: each thread pinned once, in order.
+///
+/// Jobs take consecutive stretches of the CPU order, in order of arrival,
+/// wrapping around when there are more threads than CPUs. With
+/// `places=cores` a thread may use every sibling of its core.
+#[derive(Debug)]
+pub struct Static {
+    layout: Layout,
+    whole_cores: bool,
+    order: Option<Vec<u32>>,
+    job_start: HashMap<u32, usize>,
+    next_start: usize,
+    placed: HashMap<TaskId, u32>,
+}
+
+impl Static {
+    /// A static policy with this layout.
+    pub fn new(layout: Layout, whole_cores: bool) -> Self {
+        Static {
+            layout,
+            whole_cores,
+            order: None,
+            job_start: HashMap::new(),
+            next_start: 0,
+            placed: HashMap::new(),
+        }
+    }
+}
+
+impl Policy for Static {
+    fn name(&self) -> String {
+        let base = match self.layout {
+            Layout::Compact => "static:compact",
+            Layout::Scatter => "static:scatter",
+        };
+        if self.whole_cores {
+            format!("{base}:places=cores")
+        } else {
+            base.into()
+        }
+    }
+
+    fn decide(&mut self, view: &View<'_>) -> Plan {
+        let m = view.machine;
+        let layout = self.layout;
+        let order = self.order.get_or_insert_with(|| match layout {
+            Layout::Compact => order::compact(m),
+            Layout::Scatter => order::scatter(m),
+        });
+        let mut plan = Plan::default();
+        let mut threads_of: Option<HashMap<u32, usize>> = None;
+        for t in &view.snapshot.tasks {
+            if self.placed.contains_key(&t.id) {
+                continue;
+            }
+            let counts = threads_of.get_or_insert_with(|| {
+                let mut c = HashMap::new();
+                for o in &view.snapshot.tasks {
+                    *c.entry(o.job).or_insert(0) += 1;
+                }
+                c
+            });
+            let threads = counts[&t.job];
+            let start = *self.job_start.entry(t.job).or_insert_with(|| {
+                let s = self.next_start;
+                self.next_start += threads;
+                s
+            });
+            let cpu = order[(start + t.rank as usize) % order.len()];
+            self.placed.insert(t.id, cpu);
+            let cpus = if self.whole_cores {
+                m.siblings(cpu).cloned().unwrap_or_default()
+            } else {
+                CpuSet::single(cpu)
+            };
+            let why = match layout {
+                Layout::Compact => "compact: next hardware thread in topology order",
+                Layout::Scatter => "scatter: next place spread over packages, nodes and cores",
+            };
+            plan.run(t.id, cpus, why);
+        }
+        // Forget tasks that left, so the map does not grow without bound.
+        if self.placed.len() > 2 * view.snapshot.tasks.len() + 64 {
+            let present: std::collections::HashSet<TaskId> =
+                view.snapshot.tasks.iter().map(|t| t.id).collect();
+            self.placed.retain(|id, _| present.contains(id));
+        }
+        plan
+    }
+}

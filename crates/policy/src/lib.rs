@@ -1,0 +1,251 @@
+//! herd's policy API and its policies.
+//!
+//! A policy gets a read-only [`View`] (the time, the machine, the tasks with
+//! their last-period observations, profile estimates, a seeded random
+//! generator) and returns a [`Plan`]. It never reads a clock or a file, so the
+//! same policy object decides the same way in simulation and on a real
+//! machine, and a simulation is reproducible from (scenario, policy, seed).
+//!
+//! Policies are chosen by name with parameters: `NAME[:key=value,...]`, e.g.
+//! `static:compact:places=cores`. [`catalog`] lists them.
+
+mod baseline;
+pub mod order;
+mod plan;
+mod view;
+
+pub use baseline::{Layout, Linux, Static};
+pub use plan::{JobDirective, Placement, Plan, Reason};
+pub use view::{
+    Estimate, Estimates, JobId, JobView, Level, Obs, Rng, Snapshot, SystemObs, TaskId, TaskState,
+    TaskView, View,
+};
+
+/// A placement policy.
+pub trait Policy: Send {
+    /// The policy's name with its non-default parameters, as `--policy` takes it.
+    fn name(&self) -> String;
+    /// Decides from `view`. Must not read clocks, files or global state.
+    fn decide(&mut self, view: &View<'_>) -> Plan;
+}
+
+/// A parameter a policy takes.
+#[derive(Debug, Clone, Copy)]
+pub struct ParamInfo {
+    /// The key, as in `key=value`.
+    pub key: &'static str,
+    /// The default value.
+    pub default: &'static str,
+    /// What it does.
+    pub about: &'static str,
+}
+
+/// A policy in the catalog.
+#[derive(Debug, Clone, Copy)]
+pub struct PolicyInfo {
+    /// The name `--policy` takes.
+    pub name: &'static str,
+    /// One line about it.
+    pub about: &'static str,
+    /// Its parameters.
+    pub params: &'static [ParamInfo],
+}
+
+const PLACES: ParamInfo = ParamInfo {
+    key: "places",
+    default: "threads",
+    about: "threads: pin each thread to one hardware thread; cores: to every sibling of its core",
+};
+
+/// Every policy herd has.
+pub fn catalog() -> &'static [PolicyInfo] {
+    &[
+        PolicyInfo {
+            name: "linux",
+            about: "no intervention: the kernel places every task (the baseline)",
+            params: &[],
+        },
+        PolicyInfo {
+            name: "static:compact",
+            about: "pin threads to neighbouring hardware threads, job after job (OpenMP close)",
+            params: &[PLACES],
+        },
+        PolicyInfo {
+            name: "static:scatter",
+            about: "pin threads spread over packages, NUMA nodes and cores (OpenMP spread)",
+            params: &[PLACES],
+        },
+    ]
+}
+
+/// Why a policy spec was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    /// No policy has that name.
+    #[error("unknown policy '{0}' (herd policies lists them)")]
+    Unknown(String),
+    /// A parameter is unknown or its value is bad.
+    #[error("policy '{policy}': {why}")]
+    Param {
+        /// The policy.
+        policy: String,
+        /// What is wrong.
+        why: String,
+    },
+}
+
+/// Parsed `key=value` parameters, checked against a policy's catalog entry.
+#[derive(Debug)]
+pub struct Params {
+    policy: &'static str,
+    values: Vec<(String, String)>,
+}
+
+impl Params {
+    fn parse(info: &PolicyInfo, text: &str) -> Result<Self, PolicyError> {
+        let mut values = Vec::new();
+        for pair in text.split(',').filter(|p| !p.is_empty()) {
+            let bad = |why: String| PolicyError::Param {
+                policy: info.name.into(),
+                why,
+            };
+            let (k, v) = pair
+                .split_once('=')
+                .ok_or_else(|| bad(format!("'{pair}' is not key=value")))?;
+            if !info.params.iter().any(|p| p.key == k) {
+                let known: Vec<&str> = info.params.iter().map(|p| p.key).collect();
+                let known = if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                };
+                return Err(bad(format!("unknown parameter '{k}' (known: {known})")));
+            }
+            values.push((k.to_string(), v.to_string()));
+        }
+        Ok(Params {
+            policy: info.name,
+            values,
+        })
+    }
+
+    /// The value of `key`, or `default`.
+    pub fn str_or<'a>(&'a self, key: &str, default: &'a str) -> &'a str {
+        self.values
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map_or(default, |(_, v)| v.as_str())
+    }
+
+    /// The value of `key` as a number, or `default`.
+    pub fn f64_or(&self, key: &str, default: f64) -> Result<f64, PolicyError> {
+        match self.values.iter().rev().find(|(k, _)| k == key) {
+            None => Ok(default),
+            Some((_, v)) => v
+                .parse::<f64>()
+                .ok()
+                .filter(|x| x.is_finite())
+                .ok_or_else(|| PolicyError::Param {
+                    policy: self.policy.into(),
+                    why: format!("{key}={v} is not a finite number"),
+                }),
+        }
+    }
+
+    fn one_of<'a>(
+        &self,
+        key: &str,
+        default: &'a str,
+        allowed: &[&'a str],
+    ) -> Result<&'a str, PolicyError> {
+        let v = self.str_or(key, default);
+        allowed
+            .iter()
+            .copied()
+            .find(|a| *a == v)
+            .ok_or_else(|| PolicyError::Param {
+                policy: self.policy.into(),
+                why: format!("{key}={v}: expected one of {}", allowed.join(", ")),
+            })
+    }
+}
+
+/// Builds the policy a `--policy` spec names: `NAME[:key=value,...]`.
+pub fn build(spec: &str) -> Result<Box<dyn Policy>, PolicyError> {
+    // Names contain ':' themselves, so take the longest catalog name that
+    // the spec starts with and that ends at ':' or the end.
+    let info = catalog()
+        .iter()
+        .filter(|i| {
+            spec == i.name
+                || spec
+                    .strip_prefix(i.name)
+                    .is_some_and(|rest| rest.starts_with(':'))
+        })
+        .max_by_key(|i| i.name.len())
+        .ok_or_else(|| PolicyError::Unknown(spec.to_string()))?;
+    let params = Params::parse(info, spec[info.name.len()..].trim_start_matches(':'))?;
+    Ok(match info.name {
+        "linux" => Box::new(Linux),
+        "static:compact" | "static:scatter" => {
+            let layout = if info.name == "static:compact" {
+                Layout::Compact
+            } else {
+                Layout::Scatter
+            };
+            let whole_cores = params.one_of("places", "threads", &["threads", "cores"])? == "cores";
+            Box::new(Static::new(layout, whole_cores))
+        }
+        other => unreachable!("catalog entry {other} has no constructor"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_parse_with_parameters() {
+        assert_eq!(build("linux").unwrap().name(), "linux");
+        assert_eq!(build("static:compact").unwrap().name(), "static:compact");
+        assert_eq!(
+            build("static:scatter:places=cores").unwrap().name(),
+            "static:scatter:places=cores"
+        );
+        assert!(matches!(build("static"), Err(PolicyError::Unknown(_))));
+        assert!(matches!(build("linuxx"), Err(PolicyError::Unknown(_))));
+        let e = build("static:compact:bogus=1").err().unwrap().to_string();
+        assert!(
+            e.contains("unknown parameter 'bogus'") && e.contains("places"),
+            "{e}"
+        );
+        let e = build("static:compact:places=sockets")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("expected one of threads, cores"), "{e}");
+        assert!(build("linux:x=1").is_err());
+    }
+
+    #[test]
+    fn every_catalog_entry_builds_with_defaults() {
+        for info in catalog() {
+            let p = build(info.name).unwrap();
+            assert_eq!(p.name(), info.name);
+        }
+    }
+
+    #[test]
+    fn rng_is_deterministic() {
+        let mut a = Rng::new(7);
+        let mut b = Rng::new(7);
+        let xs: Vec<u64> = (0..5).map(|_| a.next_u64()).collect();
+        assert_eq!(xs, (0..5).map(|_| b.next_u64()).collect::<Vec<_>>());
+        assert!(
+            (0..1000)
+                .map(|_| a.next_f64())
+                .all(|x| (0.0..1.0).contains(&x))
+        );
+    }
+}

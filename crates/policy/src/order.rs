@@ -1,0 +1,113 @@
+//! CPU orders derived from the topology: the sequences in which placement
+//! policies hand out CPUs. Nothing here is hard-coded to an SMT width or a
+//! number of packages.
+
+use herd_topo::Machine;
+
+/// The hierarchy path of a core: (package, NUMA node, LLC, core index).
+fn core_path(m: &Machine, core: usize) -> [usize; 4] {
+    let c = &m.cores()[core];
+    let cpu = c
+        .cpus
+        .first()
+        .and_then(|os| m.cpu(os))
+        .expect("a core has CPUs");
+    [c.package, cpu.numa, cpu.llc.map_or(0, |l| l + 1), core]
+}
+
+/// Cores sorted by their place in the hierarchy: neighbours stay together.
+pub fn compact_cores(m: &Machine) -> Vec<usize> {
+    let mut cores: Vec<usize> = (0..m.cores().len()).collect();
+    cores.sort_by_key(|&c| core_path(m, c));
+    cores
+}
+
+/// Cores spread as far apart as possible: round-robin over packages, then
+/// over NUMA nodes and LLCs inside each package, then cores.
+pub fn scatter_cores(m: &Machine) -> Vec<usize> {
+    let cores = compact_cores(m);
+    interleave(m, &cores, 0)
+}
+
+fn interleave(m: &Machine, cores: &[usize], level: usize) -> Vec<usize> {
+    if level >= 3 || cores.len() <= 1 {
+        return cores.to_vec();
+    }
+    // Group by the key at this level, keeping compact order inside groups.
+    let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
+    for &c in cores {
+        let key = core_path(m, c)[level];
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, g)) => g.push(c),
+            None => groups.push((key, vec![c])),
+        }
+    }
+    let ordered: Vec<Vec<usize>> = groups
+        .into_iter()
+        .map(|(_, g)| interleave(m, &g, level + 1))
+        .collect();
+    let longest = ordered.iter().map(Vec::len).max().unwrap_or(0);
+    (0..longest)
+        .flat_map(|i| ordered.iter().filter_map(move |g| g.get(i).copied()))
+        .collect()
+}
+
+/// CPUs core by core: all SMT siblings of a core before the next core
+/// (OpenMP `close` over hardware threads; S0's SPN-first order).
+pub fn compact(m: &Machine) -> Vec<u32> {
+    compact_cores(m)
+        .into_iter()
+        .flat_map(|c| m.cores()[c].cpus.iter())
+        .collect()
+}
+
+/// The first thread of every core, spread over the machine, before any
+/// second sibling (OpenMP `spread`; Linux's and S0's speedup-first order).
+pub fn scatter(m: &Machine) -> Vec<u32> {
+    let cores = scatter_cores(m);
+    let smt = m.smt_max();
+    (0..smt)
+        .flat_map(|s| {
+            cores
+                .iter()
+                .filter_map(move |&c| m.cores()[c].cpus.iter().nth(s))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compact_fills_siblings_first() {
+        let m = Machine::synthetic("package:2 core:2 pu:2").unwrap();
+        assert_eq!(compact(&m), vec![0, 1, 2, 3, 4, 5, 6, 7]);
+    }
+
+    #[test]
+    fn scatter_spreads_packages_then_siblings() {
+        let m = Machine::synthetic("package:2 core:2 pu:2").unwrap();
+        // Core order: p0c0, p1c0, p0c1, p1c1; first siblings, then second.
+        assert_eq!(scatter(&m), vec![0, 4, 2, 6, 1, 5, 3, 7]);
+        let m = Machine::synthetic("package:2 numa:2 core:2").unwrap();
+        // Packages alternate, and inside a package the two nodes alternate.
+        assert_eq!(scatter(&m), vec![0, 4, 2, 6, 1, 5, 3, 7]);
+    }
+
+    #[test]
+    fn orders_are_permutations_for_any_smt_width() {
+        for spec in [
+            "package:2 core:3 pu:4",
+            "core:5 pu:8",
+            "package:1 core:2 pu:2 + core:3",
+        ] {
+            let m = Machine::synthetic(spec).unwrap();
+            for order in [compact(&m), scatter(&m)] {
+                let mut sorted = order.clone();
+                sorted.sort();
+                assert_eq!(sorted, m.all_cpus().iter().collect::<Vec<_>>(), "{spec}");
+            }
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! What a policy returns: where each task may run, or that it pauses.
+
+use std::borrow::Cow;
+
+use herd_topo::CpuSet;
+use serde::Serialize;
+
+use crate::view::{JobId, TaskId};
+
+/// A short reason, shown by `--explain`. Static text costs nothing.
+pub type Reason = Cow<'static, str>;
+
+/// Where one task goes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum Placement {
+    /// Run, restricted to these CPUs.
+    Run {
+        /// The CPUs the task may run on.
+        cpus: CpuSet,
+        /// Why.
+        why: Reason,
+    },
+    /// Stop until a later plan runs the task again.
+    Pause {
+        /// Why.
+        why: Reason,
+    },
+}
+
+/// A directive for a whole job (S0 unit counts, S4 core budgets).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JobDirective {
+    /// The job.
+    pub job: JobId,
+    /// How many cores the job may use.
+    pub cores: Option<u32>,
+    /// How many threads the job should run, for programs with a thread knob.
+    pub threads: Option<u32>,
+    /// Why.
+    pub why: Reason,
+}
+
+/// A policy's decision.
+///
+/// Plans are changes: a task the plan does not name keeps its previous
+/// placement, and a task never named runs wherever the kernel puts it
+/// (within its original affinity). An empty plan means "no intervention".
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Plan {
+    /// New placements.
+    pub tasks: Vec<(TaskId, Placement)>,
+    /// Job-level directives.
+    pub jobs: Vec<JobDirective>,
+    /// The period until the next decision, when the policy wants to change it.
+    pub next_period_ns: Option<u64>,
+    /// A note about the decision as a whole (e.g. why the policy fell back).
+    pub note: Option<Reason>,
+}
+
+impl Plan {
+    /// Runs `task` on `cpus`.
+    pub fn run(&mut self, task: TaskId, cpus: CpuSet, why: impl Into<Reason>) {
+        self.tasks.push((
+            task,
+            Placement::Run {
+                cpus,
+                why: why.into(),
+            },
+        ));
+    }
+    /// Pauses `task`.
+    pub fn pause(&mut self, task: TaskId, why: impl Into<Reason>) {
+        self.tasks
+            .push((task, Placement::Pause { why: why.into() }));
+    }
+}

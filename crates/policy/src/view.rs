@@ -1,0 +1,205 @@
+//! What a policy sees: a read-only view of the world at one decision.
+
+use std::collections::BTreeMap;
+
+use herd_topo::Machine;
+use serde::{Deserialize, Serialize};
+
+/// A task (thread) identifier, stable for the task's life: the OS thread id
+/// on a real machine, a simulator-assigned id in simulation.
+pub type TaskId = u64;
+/// A job (program) identifier, stable for the job's life.
+pub type JobId = u32;
+
+/// Where a present task stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskState {
+    /// On a CPU, or waiting in a run queue for one.
+    Runnable,
+    /// Sleeping: blocked on I/O, a lock, a blocking barrier.
+    Blocked,
+    /// Stopped by herd.
+    Paused,
+}
+
+/// What the sensor saw of a task during the last period. A signal the
+/// machine cannot provide is `None`, never zero.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Obs {
+    /// CPU time consumed.
+    pub cpu_time_ns: u64,
+    /// Time spent runnable but waiting for a CPU (schedstat).
+    pub wait_ns: u64,
+    /// Retired instructions.
+    pub instructions: Option<u64>,
+    /// Core cycles.
+    pub cycles: Option<u64>,
+    /// Last-level-cache references.
+    pub llc_refs: Option<u64>,
+    /// Last-level-cache misses.
+    pub llc_misses: Option<u64>,
+    /// Bytes moved to and from memory.
+    pub mem_bytes: Option<u64>,
+    /// Moves between CPUs.
+    pub migrations: u32,
+}
+
+impl Obs {
+    /// Instructions per cycle, when both counters exist and cycles > 0.
+    pub fn ipc(&self) -> Option<f64> {
+        match (self.instructions, self.cycles) {
+            (Some(i), Some(c)) if c > 0 => Some(i as f64 / c as f64),
+            _ => None,
+        }
+    }
+    /// LLC misses / references, when both exist and references > 0.
+    pub fn llc_miss_rate(&self) -> Option<f64> {
+        match (self.llc_misses, self.llc_refs) {
+            (Some(m), Some(r)) if r > 0 => Some(m as f64 / r as f64),
+            _ => None,
+        }
+    }
+}
+
+/// One task as the policy sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskView {
+    /// The task.
+    pub id: TaskId,
+    /// Its job.
+    pub job: JobId,
+    /// Its position among the job's threads (0 = main thread).
+    pub rank: u32,
+    /// Where it stands now.
+    pub state: TaskState,
+    /// The CPU it last ran on.
+    pub cpu: Option<u32>,
+    /// The last period's observations.
+    pub obs: Obs,
+    /// Heartbeats since the task started, for programs that report them.
+    pub heartbeats: Option<u64>,
+}
+
+/// How memory-hungry a program says it is, for machines without counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    /// Little.
+    Low,
+    /// Some.
+    Medium,
+    /// A lot.
+    High,
+}
+
+/// One job as the policy sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobView {
+    /// The job.
+    pub id: JobId,
+    /// Its name in the workload.
+    pub name: String,
+    /// The profile key: executable and argument signature.
+    pub program: String,
+    /// When it arrived.
+    pub arrival_ns: u64,
+    /// The user's memory-intensity hint, if any.
+    pub memory_hint: Option<Level>,
+}
+
+/// System-wide observations over the last period.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SystemObs {
+    /// Memory traffic of the whole machine, when it can be measured.
+    pub mem_bytes: Option<u64>,
+    /// Energy used, when it can be measured.
+    pub energy_j: Option<f64>,
+}
+
+/// Everything the sensor reports at one decision.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// The time of the snapshot.
+    pub now_ns: u64,
+    /// Length of the period the observations cover.
+    pub period_ns: u64,
+    /// Present tasks (arrived, not exited), in a stable order.
+    pub tasks: Vec<TaskView>,
+    /// Present jobs.
+    pub jobs: Vec<JobView>,
+    /// Whole-machine observations.
+    pub system: SystemObs,
+}
+
+/// What the profile store knows about a program before it runs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    /// Run time alone on this machine.
+    pub solo_time_s: Option<f64>,
+    /// Memory bandwidth alone.
+    pub bw_gbps: Option<f64>,
+    /// Whole-run LLC miss rate.
+    pub llc_miss_rate: Option<f64>,
+    /// Amdahl serial fraction.
+    pub serial_fraction: Option<f64>,
+}
+
+/// Profile estimates by program key.
+pub type Estimates = BTreeMap<String, Estimate>;
+
+/// The read-only view a policy decides from.
+#[derive(Debug, Clone, Copy)]
+pub struct View<'a> {
+    /// The machine.
+    pub machine: &'a Machine,
+    /// Tasks, jobs and observations.
+    pub snapshot: &'a Snapshot,
+    /// Profile estimates.
+    pub estimates: &'a Estimates,
+    /// The run's seed; with `decision`, the only source of randomness.
+    pub seed: u64,
+    /// How many decisions came before this one.
+    pub decision: u64,
+}
+
+impl View<'_> {
+    /// The current time.
+    pub fn now_ns(&self) -> u64 {
+        self.snapshot.now_ns
+    }
+    /// A random generator for this decision: the same (seed, decision) gives
+    /// the same numbers, in simulation and live.
+    pub fn rng(&self) -> Rng {
+        Rng::new(self.seed ^ self.decision.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+    }
+}
+
+/// SplitMix64: tiny, fast, and fully determined by its seed, which is all a
+/// policy needs; a cryptographic or crate-provided generator buys nothing.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator seeded with `seed`.
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// A uniform number in [0, 1).
+    pub fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    /// A uniform integer in [0, n); `n` must be positive.
+    pub fn below(&mut self, n: u64) -> u64 {
+        assert!(n > 0, "Rng::below(0)");
+        self.next_u64() % n
+    }
+}
