@@ -1,0 +1,370 @@
+//! The simulated kernel scheduler: what `linux` means in simulation.
+//!
+//! What it models, at the level the performance model sees:
+//! - one run queue per CPU, shared fairly (CFS as ideal processor sharing:
+//!   q runnable tasks on a CPU each get 1/q of it);
+//! - wake-up and fork placement within the task's affinity: the previous
+//!   CPU if its whole core is idle; else an idle *core* (all siblings idle),
+//!   preferring the previous CPU's LLC, else the package with the most idle
+//!   CPUs; else an idle CPU (an SMT sibling) by the same preference; else
+//!   the shortest queue. Filling new threads this way hands out full cores
+//!   spread over packages first and siblings last: S0's Table 1 order;
+//! - new-idle balancing: a CPU that goes idle pulls a waiting task from the
+//!   longest queue that task may leave;
+//! - periodic balancing every `balance_ms`: idle pulls, moving a task off a
+//!   core whose siblings are all busy onto a fully idle core, evening queue
+//!   lengths until they differ by at most one, and then fairness across
+//!   CPUs: when queues differ by one, the least-served task on a long queue
+//!   trades places with the most-served task on a short one (what CFS's
+//!   vruntime-aware balancing achieves over time), so N tasks on C < N
+//!   CPUs each get C/N of a CPU.
+//!
+//! What it leaves out: task weights and nice levels, wake-up preemption and
+//! latency targets (below the period herd decides at), NUMA balancing of
+//! memory pages, energy-aware placement, cgroup CPU shares, and any
+//! awareness of memory bandwidth, NUMA traffic or core speed.
+
+use herd_topo::{CpuSet, Machine};
+
+/// Per-CPU tables and run queues, indexed by CPU position (dense, in OS order).
+#[derive(Debug, Clone)]
+pub(crate) struct Kernel {
+    /// OS index of each position.
+    pub os: Vec<u32>,
+    pos_of: Vec<usize>,
+    /// Core of each position.
+    pub core: Vec<usize>,
+    /// LLC of each position.
+    pub llc: Vec<Option<usize>>,
+    /// Package of each position.
+    pub package: Vec<usize>,
+    /// NUMA node of each position.
+    pub numa: Vec<usize>,
+    /// Core kind of each position.
+    pub kind: Vec<usize>,
+    /// Positions of each core's CPUs.
+    pub core_cpus: Vec<Vec<usize>>,
+    /// Threads queued on each position.
+    pub queues: Vec<Vec<usize>>,
+    packages: usize,
+}
+
+impl Kernel {
+    pub fn new(m: &Machine) -> Self {
+        let cpus = m.cpus();
+        let max_os = cpus.iter().map(|c| c.os as usize).max().unwrap_or(0);
+        let mut pos_of = vec![usize::MAX; max_os + 1];
+        for (p, c) in cpus.iter().enumerate() {
+            pos_of[c.os as usize] = p;
+        }
+        let mut core_cpus = vec![Vec::new(); m.cores().len()];
+        for (p, c) in cpus.iter().enumerate() {
+            core_cpus[c.core].push(p);
+        }
+        Kernel {
+            os: cpus.iter().map(|c| c.os).collect(),
+            pos_of,
+            core: cpus.iter().map(|c| c.core).collect(),
+            llc: cpus.iter().map(|c| c.llc).collect(),
+            package: cpus.iter().map(|c| c.package).collect(),
+            numa: cpus.iter().map(|c| c.numa).collect(),
+            kind: cpus.iter().map(|c| c.kind).collect(),
+            core_cpus,
+            queues: vec![Vec::new(); cpus.len()],
+            packages: m.packages().len(),
+        }
+    }
+
+    /// Number of CPUs.
+    pub fn len(&self) -> usize {
+        self.os.len()
+    }
+
+    /// The position of OS CPU `os`.
+    pub fn pos(&self, os: u32) -> Option<usize> {
+        self.pos_of
+            .get(os as usize)
+            .copied()
+            .filter(|&p| p != usize::MAX)
+    }
+
+    fn allows(&self, allowed: &CpuSet, pos: usize) -> bool {
+        allowed.contains(self.os[pos])
+    }
+
+    /// Busy siblings of the core at `pos`, itself included when busy.
+    pub fn busy_siblings(&self, pos: usize) -> usize {
+        self.core_cpus[self.core[pos]]
+            .iter()
+            .filter(|&&p| !self.queues[p].is_empty())
+            .count()
+    }
+
+    fn core_idle(&self, core: usize) -> bool {
+        self.core_cpus[core]
+            .iter()
+            .all(|&p| self.queues[p].is_empty())
+    }
+
+    fn idle_per_package(&self) -> Vec<usize> {
+        let mut idle = vec![0; self.packages];
+        for (p, q) in self.queues.iter().enumerate() {
+            if q.is_empty() {
+                idle[self.package[p]] += 1;
+            }
+        }
+        idle
+    }
+
+    /// Where a waking or new thread goes; `None` if `allowed` names no CPU here.
+    pub fn select(&self, allowed: &CpuSet, prev: Option<usize>) -> Option<usize> {
+        if let Some(p) = prev {
+            if self.allows(allowed, p) && self.core_idle(self.core[p]) {
+                return Some(p);
+            }
+        }
+        let idle = self.idle_per_package();
+        let prev_llc = prev.and_then(|p| self.llc[p]);
+        // Lower is better: same LLC as before, then the idlest package, then position.
+        let rank = |p: usize| {
+            (
+                prev_llc.is_none() || self.llc[p] != prev_llc,
+                usize::MAX - idle[self.package[p]],
+                p,
+            )
+        };
+        let allowed_pos = || allowed.iter().filter_map(|os| self.pos(os));
+        if let Some(p) = allowed_pos()
+            .filter(|&p| self.core_idle(self.core[p]))
+            .min_by_key(|&p| rank(p))
+        {
+            return Some(p);
+        }
+        if let Some(p) = allowed_pos()
+            .filter(|&p| self.queues[p].is_empty())
+            .min_by_key(|&p| rank(p))
+        {
+            return Some(p);
+        }
+        allowed_pos().min_by_key(|&p| (self.queues[p].len(), Some(p) != prev, p))
+    }
+
+    pub fn enqueue(&mut self, thread: usize, pos: usize) {
+        self.queues[pos].push(thread);
+    }
+
+    pub fn dequeue(&mut self, thread: usize, pos: usize) {
+        let q = &mut self.queues[pos];
+        if let Some(i) = q.iter().position(|&t| t == thread) {
+            q.remove(i);
+        }
+    }
+
+    fn take_movable(&mut self, from: usize, to: usize, allowed: &[CpuSet]) -> Option<usize> {
+        let os_to = self.os[to];
+        // The most recently queued thread that may run on `to`: it has the
+        // coldest cache here, as Linux's can_migrate_task prefers.
+        let i = self.queues[from]
+            .iter()
+            .rposition(|&t| allowed[t].contains(os_to))?;
+        Some(self.queues[from].remove(i))
+    }
+
+    /// New-idle balancing: every idle CPU pulls from the longest queue it
+    /// can. Returns the moves (thread, from, to).
+    pub fn pull_idle(&mut self, allowed: &[CpuSet]) -> Vec<(usize, usize, usize)> {
+        let mut moves = Vec::new();
+        if !self.queues.iter().any(|q| q.len() >= 2) {
+            return moves;
+        }
+        for to in 0..self.len() {
+            if !self.queues[to].is_empty() {
+                continue;
+            }
+            let llc = self.llc[to];
+            let source = (0..self.len())
+                .filter(|&p| self.queues[p].len() >= 2)
+                .filter(|&p| {
+                    self.queues[p]
+                        .iter()
+                        .any(|&t| allowed[t].contains(self.os[to]))
+                })
+                .max_by_key(|&p| (self.queues[p].len(), self.llc[p] == llc, usize::MAX - p));
+            if let Some(from) = source {
+                if let Some(t) = self.take_movable(from, to, allowed) {
+                    self.queues[to].push(t);
+                    moves.push((t, from, to));
+                }
+            }
+        }
+        moves
+    }
+
+    /// Periodic balancing (see the module docs). Bounded: at most one move
+    /// per CPU per step.
+    pub fn balance(
+        &mut self,
+        allowed: &[CpuSet],
+        service: &[f64],
+        min_gap: f64,
+    ) -> Vec<(usize, usize, usize)> {
+        let mut moves = self.pull_idle(allowed);
+        // A busy core with a fully idle core elsewhere: spread out. The idle
+        // list is computed once; in the common oversubscribed state it is
+        // empty and this step costs one pass over the cores.
+        let mut idle_cores: Vec<usize> = (0..self.core_cpus.len())
+            .filter(|&c| self.core_idle(c))
+            .collect();
+        for core in 0..self.core_cpus.len() {
+            if idle_cores.is_empty() {
+                break;
+            }
+            let busy: Vec<usize> = self.core_cpus[core]
+                .iter()
+                .copied()
+                .filter(|&p| !self.queues[p].is_empty())
+                .collect();
+            if busy.len() < 2 {
+                continue;
+            }
+            let from = busy[busy.len() - 1];
+            let Some(&t) = self.queues[from].last() else {
+                continue;
+            };
+            let target = idle_cores
+                .iter()
+                .position(|&c| allowed[t].contains(self.os[self.core_cpus[c][0]]));
+            if let Some(i) = target {
+                let to = self.core_cpus[idle_cores.remove(i)][0];
+                self.queues[from].pop();
+                self.queues[to].push(t);
+                moves.push((t, from, to));
+            }
+        }
+        // Even out queue lengths.
+        for _ in 0..self.len() {
+            let Some(from) =
+                (0..self.len()).max_by_key(|&p| (self.queues[p].len(), usize::MAX - p))
+            else {
+                break;
+            };
+            let longest = self.queues[from].len();
+            let mut targets: Vec<usize> = (0..self.len())
+                .filter(|&p| self.queues[p].len() + 2 <= longest)
+                .collect();
+            targets.sort_by_key(|&p| (self.queues[p].len(), p));
+            let Some((t, to)) = targets.into_iter().find_map(|to| {
+                let os_to = self.os[to];
+                self.queues[from]
+                    .iter()
+                    .rposition(|&t| allowed[t].contains(os_to))
+                    .map(|i| (i, to))
+            }) else {
+                break;
+            };
+            let thread = self.queues[from].remove(t);
+            self.queues[to].push(thread);
+            moves.push((thread, from, to));
+        }
+        self.rotate(allowed, service, min_gap, &mut moves);
+        moves
+    }
+
+    /// Fairness across CPUs when queue lengths differ by one: swaps the
+    /// least-served thread of a long queue with the most-served thread of a
+    /// short queue while the gap exceeds `min_gap` ns of CPU time. Bounded
+    /// by one swap per long queue.
+    fn rotate(
+        &mut self,
+        allowed: &[CpuSet],
+        service: &[f64],
+        min_gap: f64,
+        moves: &mut Vec<(usize, usize, usize)>,
+    ) {
+        let Some(longest) = self.queues.iter().map(Vec::len).max() else {
+            return;
+        };
+        if longest < 2 || self.queues.iter().all(|q| q.len() == longest) {
+            return;
+        }
+        let long: Vec<usize> = (0..self.len())
+            .filter(|&p| self.queues[p].len() == longest)
+            .collect();
+        for from in long {
+            // The thread here that has had the least CPU.
+            let Some(&lo) = self.queues[from]
+                .iter()
+                .min_by(|&&a, &&b| service[a].total_cmp(&service[b]))
+            else {
+                continue;
+            };
+            // The most-served thread on a shorter queue that can trade places.
+            let candidate = (0..self.len())
+                .filter(|&p| {
+                    self.queues[p].len() + 1 == longest && allowed[lo].contains(self.os[p])
+                })
+                .flat_map(|p| self.queues[p].iter().map(move |&t| (t, p)))
+                .filter(|&(t, _)| allowed[t].contains(self.os[from]))
+                .max_by(|a, b| service[a.0].total_cmp(&service[b.0]).then(b.1.cmp(&a.1)));
+            let Some((hi, to)) = candidate else { continue };
+            if service[hi] - service[lo] <= min_gap {
+                continue;
+            }
+            self.dequeue(lo, from);
+            self.dequeue(hi, to);
+            self.queues[to].push(lo);
+            self.queues[from].push(hi);
+            moves.push((lo, from, to));
+            moves.push((hi, to, from));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_threads_get_full_cores_spread_over_packages_then_siblings() {
+        let m = Machine::synthetic("package:2 core:2 pu:2").unwrap();
+        let mut k = Kernel::new(&m);
+        let all = m.all_cpus().clone();
+        let mut order = Vec::new();
+        for t in 0..8 {
+            let p = k.select(&all, None).unwrap();
+            k.enqueue(t, p);
+            order.push(k.os[p]);
+        }
+        // Full cores first, alternating packages (S0 Table 1), siblings last.
+        assert_eq!(&order[..4], &[0, 4, 2, 6]);
+        let mut siblings = order[4..].to_vec();
+        siblings.sort();
+        assert_eq!(siblings, vec![1, 3, 5, 7]);
+    }
+
+    #[test]
+    fn balancing_evens_queues_within_affinity() {
+        let m = Machine::synthetic("core:4").unwrap();
+        let mut k = Kernel::new(&m);
+        for t in 0..6 {
+            k.enqueue(t, 0);
+        }
+        let sets: Vec<CpuSet> = (0..6)
+            .map(|t| {
+                if t == 5 {
+                    CpuSet::single(0)
+                } else {
+                    m.all_cpus().clone()
+                }
+            })
+            .collect();
+        let moves = k.balance(&sets, &[0.0; 6], 0.0);
+        assert!(!moves.is_empty());
+        let lens: Vec<usize> = k.queues.iter().map(Vec::len).collect();
+        assert!(
+            lens.iter().max().unwrap() - lens.iter().min().unwrap() <= 1,
+            "{lens:?}"
+        );
+        assert!(k.queues[0].contains(&5), "the pinned thread stays home");
+    }
+}

@@ -1,0 +1,276 @@
+//! herd's simulator: a modelled machine running a modelled workload,
+//! driven by the same engine and the same policy objects as a real machine.
+//!
+//! `Scenario::parse` reads a scenario; [`run_policy`] simulates one policy
+//! with one seed; [`compare`] runs several policies and seeds.
+
+mod kernel;
+pub mod report;
+pub mod scenario;
+mod world;
+
+use std::collections::HashMap;
+
+use herd_engine::{Clock, Config, CostMeter, NoMeter};
+use herd_policy::{Estimates, Plan, PolicyError, View};
+use serde::Serialize;
+
+pub use scenario::{Scenario, ScenarioError};
+pub use world::{MAX_SEGMENTS, Segment, World};
+
+/// One job's outcome under one policy.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JobResult {
+    /// The job.
+    pub name: String,
+    /// Arrival to the end of its first run; `None` if it did not finish.
+    pub turnaround_s: Option<f64>,
+    /// Its first run alone on the machine under `linux`.
+    pub solo_s: f64,
+    /// Turnaround / solo time.
+    pub slowdown: Option<f64>,
+}
+
+/// One policy's run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PolicyResult {
+    /// The policy, as named.
+    pub name: String,
+    /// The seed.
+    pub seed: u64,
+    /// When the last non-restarting job finished (the horizon if one did not).
+    pub makespan_s: f64,
+    /// Weighted speedup: the sum over jobs of solo time / turnaround.
+    pub throughput: f64,
+    /// Energy over the makespan.
+    pub energy_j: f64,
+    /// Energy / makespan.
+    pub avg_power_w: f64,
+    /// Moves between CPUs.
+    pub migrations: u64,
+    /// Migrations per minute of makespan.
+    pub migrations_per_min: f64,
+    /// Moves between LLC domains.
+    pub migrations_cross_llc: u64,
+    /// Moves between NUMA nodes.
+    pub migrations_cross_numa: u64,
+    /// Decisions taken.
+    pub decisions: u64,
+    /// Time spent deciding / simulated busy CPU time, in percent. Measured
+    /// in real time on the machine running the simulation; `None` when
+    /// timing is off (for byte-reproducible output).
+    pub decision_overhead_pct: Option<f64>,
+    /// Mean real time per decision, in microseconds; `None` when timing is off.
+    pub decision_wall_us: Option<f64>,
+    /// Per-job outcomes.
+    pub jobs: Vec<JobResult>,
+    /// Anything the reader should know (solver trouble, ignored placements).
+    pub notes: Vec<String>,
+    /// The CPU timeline, when recorded.
+    #[serde(skip)]
+    pub timeline: Option<Vec<Segment>>,
+}
+
+/// Every policy and seed of a scenario.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comparison {
+    /// The scenario's name.
+    pub scenario: String,
+    /// The first seed (each result carries its own).
+    pub seed: u64,
+    /// Results, `linux` first, grouped by seed.
+    pub policies: Vec<PolicyResult>,
+}
+
+/// Solo times of each job: its first run alone under `linux`. Jobs with
+/// the same shape are simulated once.
+pub fn solo_times(s: &Scenario) -> Vec<f64> {
+    let mut cache: HashMap<String, f64> = HashMap::new();
+    s.jobs
+        .iter()
+        .map(|job| {
+            let key = format!(
+                "{:?}",
+                (
+                    job.threads,
+                    job.loops,
+                    &job.phases,
+                    job.barrier,
+                    &job.cpus,
+                    job.pin_threads
+                )
+            );
+            *cache.entry(key).or_insert_with(|| {
+                let mut alone = job.clone();
+                alone.arrival_ns = 0;
+                alone.restart = false;
+                let jobs = [alone];
+                let mut world = World::new(s, &jobs, false);
+                let mut linux = herd_policy::Linux;
+                let cfg = Config::with_period(s.period_ns, 0);
+                herd_engine::run(
+                    &mut linux,
+                    &s.machine,
+                    &Estimates::new(),
+                    &mut world,
+                    &mut NoMeter,
+                    &cfg,
+                    |_, _| {},
+                );
+                world.finish_times()[0].map_or(f64::NAN, |ns| ns as f64 * 1e-9)
+            })
+        })
+        .collect()
+}
+
+/// Simulates `policy` on `s` with `seed`. `on_decision` sees every view and
+/// plan (progress bars, traces, `--explain`).
+pub fn run_policy<M: CostMeter>(
+    s: &Scenario,
+    policy: &str,
+    seed: u64,
+    solo: &[f64],
+    meter: Option<&mut M>,
+    trace: bool,
+    on_decision: impl FnMut(&View<'_>, &Plan),
+) -> Result<PolicyResult, PolicyError> {
+    let mut p = herd_policy::build(policy)?;
+    let mut world = World::new(s, &s.jobs, trace);
+    let mut cfg = Config::with_period(s.period_ns, seed);
+    cfg.horizon_ns = s.horizon_ns;
+    let estimates = Estimates::new();
+    let timed = meter.is_some();
+    let overhead = match meter {
+        Some(m) => herd_engine::run(
+            p.as_mut(),
+            &s.machine,
+            &estimates,
+            &mut world,
+            m,
+            &cfg,
+            on_decision,
+        ),
+        None => herd_engine::run(
+            p.as_mut(),
+            &s.machine,
+            &estimates,
+            &mut world,
+            &mut NoMeter,
+            &cfg,
+            on_decision,
+        ),
+    };
+    let finish = world.finish_times();
+    let end_ns = finish
+        .iter()
+        .zip(&s.jobs)
+        .filter(|(_, j)| !j.restart)
+        .map(|(f, _)| f.unwrap_or(world.now_ns()))
+        .max()
+        .unwrap_or(world.now_ns());
+    let makespan_s = end_ns as f64 * 1e-9;
+    let jobs: Vec<JobResult> = s
+        .jobs
+        .iter()
+        .zip(finish)
+        .zip(solo)
+        .map(|((job, f), &solo_s)| {
+            let turnaround_s = f.map(|ns| (ns - job.arrival_ns) as f64 * 1e-9);
+            JobResult {
+                name: job.name.clone(),
+                turnaround_s,
+                solo_s,
+                slowdown: turnaround_s.map(|t| t / solo_s),
+            }
+        })
+        .collect();
+    let throughput = jobs
+        .iter()
+        .filter_map(|j| j.turnaround_s.map(|t| j.solo_s / t))
+        .sum();
+    let t = &world.totals;
+    let mut notes = Vec::new();
+    if t.unconverged_solves > 0 {
+        notes.push(format!(
+            "{} memory-contention solves did not converge",
+            t.unconverged_solves
+        ));
+    }
+    if t.ignored_placements > 0 {
+        notes.push(format!(
+            "{} placements named no CPU of the machine and were ignored",
+            t.ignored_placements
+        ));
+    }
+    if jobs.iter().any(|j| j.turnaround_s.is_none()) {
+        notes.push("some jobs did not finish within the horizon".into());
+    }
+    let energy_j = t.energy_j;
+    Ok(PolicyResult {
+        name: p.name(),
+        seed,
+        makespan_s,
+        throughput,
+        energy_j,
+        avg_power_w: if makespan_s > 0.0 {
+            energy_j / makespan_s
+        } else {
+            0.0
+        },
+        migrations: t.migrations,
+        migrations_per_min: if makespan_s > 0.0 {
+            t.migrations as f64 / (makespan_s / 60.0)
+        } else {
+            0.0
+        },
+        migrations_cross_llc: t.migrations_cross_llc,
+        migrations_cross_numa: t.migrations_cross_numa,
+        decisions: overhead.decisions,
+        decision_overhead_pct: timed.then(|| {
+            if t.busy_cpu_ns > 0.0 {
+                100.0 * overhead.decide_ns_total as f64 / t.busy_cpu_ns
+            } else {
+                0.0
+            }
+        }),
+        decision_wall_us: timed.then(|| overhead.decide_ns_mean() / 1000.0),
+        jobs,
+        notes,
+        timeline: world.take_trace(),
+    })
+}
+
+/// Runs every policy under every seed, `linux` first. `meter` makes a cost
+/// meter per run (`None`: no timing, byte-reproducible results);
+/// `progress(policy, seed, now_ns)` is called at every decision.
+pub fn compare<M: CostMeter>(
+    s: &Scenario,
+    policies: &[String],
+    seeds: &[u64],
+    mut meter: impl FnMut() -> Option<M>,
+    trace: bool,
+    mut progress: impl FnMut(&str, u64, u64),
+) -> Result<Comparison, PolicyError> {
+    let solo = solo_times(s);
+    let mut names = vec!["linux".to_string()];
+    for p in policies {
+        if !names.contains(p) {
+            names.push(p.clone());
+        }
+    }
+    let mut results = Vec::new();
+    for &seed in seeds {
+        for name in &names {
+            let mut m = meter();
+            let r = run_policy(s, name, seed, &solo, m.as_mut(), trace, |view, _| {
+                progress(name, seed, view.now_ns())
+            })?;
+            results.push(r);
+        }
+    }
+    Ok(Comparison {
+        scenario: s.name.clone(),
+        seed: seeds.first().copied().unwrap_or(0),
+        policies: results,
+    })
+}

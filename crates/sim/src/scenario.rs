@@ -1,0 +1,568 @@
+//! Scenario files (TOML): the machine, the model, the workload, the
+//! policies to compare and the seeds. The format is documented in
+//! `docs/scenarios.md`; `scenarios/` has examples.
+//!
+//! Every error names the file, the line and the field.
+
+use std::fmt;
+
+use herd_model::ModelParams;
+use herd_policy::Level;
+use herd_topo::{CpuSet, Machine};
+use serde::{Deserialize, Deserializer};
+
+/// A number that must be finite and > 0.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Positive(pub f64);
+/// A number that must be finite and >= 0.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NonNegative(pub f64);
+/// A count that must be >= 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Count(pub u32);
+
+impl<'de> Deserialize<'de> for Positive {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = f64::deserialize(d)?;
+        if v.is_finite() && v > 0.0 {
+            Ok(Positive(v))
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "must be a positive number, got {v}"
+            )))
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for NonNegative {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = f64::deserialize(d)?;
+        if v.is_finite() && v >= 0.0 {
+            Ok(NonNegative(v))
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "must be a number >= 0, got {v}"
+            )))
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Count {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = i64::deserialize(d)?;
+        match u32::try_from(v) {
+            Ok(n) if n >= 1 => Ok(Count(n)),
+            _ => Err(serde::de::Error::custom(format!(
+                "must be a whole number >= 1, got {v}"
+            ))),
+        }
+    }
+}
+
+/// Where the scenario's machine comes from.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MachineSpec {
+    /// A synthetic spec (see `herd topo --synthetic`).
+    pub synthetic: Option<String>,
+    /// An hwloc XML file, relative to the scenario file.
+    pub xml: Option<String>,
+}
+
+/// Which signals the simulated sensor provides, to mimic machines that lack some.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SensorSpec {
+    /// Instructions, cycles and LLC counters.
+    pub hw_counters: bool,
+    /// Per-task memory traffic.
+    pub mem_bandwidth: bool,
+    /// Whole-machine energy (RAPL).
+    pub energy: bool,
+}
+
+impl Default for SensorSpec {
+    fn default() -> Self {
+        SensorSpec {
+            hw_counters: true,
+            mem_bandwidth: true,
+            energy: true,
+        }
+    }
+}
+
+/// Where a phase's memory lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Memory {
+    /// On the node of the CPU the thread runs on.
+    Local,
+    /// Spread over every node.
+    Interleaved,
+    /// On node N.
+    Node(usize),
+}
+
+impl<'de> Deserialize<'de> for Memory {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Name(String),
+            Node(i64),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Name(s) if s == "local" => Ok(Memory::Local),
+            Raw::Name(s) if s == "interleaved" => Ok(Memory::Interleaved),
+            Raw::Node(n) if n >= 0 => Ok(Memory::Node(n as usize)),
+            _ => Err(serde::de::Error::custom(
+                "must be \"local\", \"interleaved\" or a node number",
+            )),
+        }
+    }
+}
+
+/// One phase of a thread's life.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PhaseSpec {
+    /// Instructions each thread retires in this phase.
+    pub instructions: Positive,
+    /// Instructions per cycle alone on the reference core.
+    pub ipc: Positive,
+    /// Memory traffic per instruction.
+    pub bytes_per_instr: Option<NonNegative>,
+    /// Memory traffic as bandwidth alone on the reference core (GB/s).
+    pub bw_gbps: Option<NonNegative>,
+    /// LLC misses / references, what an LLC-miss counter would show.
+    pub llc_miss_rate: Option<NonNegative>,
+    /// Where its memory lives.
+    #[serde(default = "local")]
+    pub memory: Memory,
+}
+
+fn local() -> Memory {
+    Memory::Local
+}
+
+/// Barrier synchronisation among a job's threads.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BarrierSpec {
+    /// Instructions between barriers, per thread.
+    pub every: Positive,
+    /// How threads wait.
+    pub kind: BarrierKind,
+}
+
+/// How a thread waits at a barrier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BarrierKind {
+    /// Busy-waits: keeps its CPU, makes no progress.
+    Spin,
+    /// Sleeps: gives its CPU up.
+    Block,
+}
+
+/// One job (program) of the workload.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    /// Its name in reports.
+    pub name: String,
+    /// The profile key; the name by default.
+    pub program: Option<String>,
+    /// Threads.
+    #[serde(default = "one")]
+    pub threads: Count,
+    /// Identical copies of the job (named name#1, name#2, ...).
+    #[serde(default = "one")]
+    pub copies: Count,
+    /// When it arrives, in seconds.
+    #[serde(default = "zero")]
+    pub arrival_s: NonNegative,
+    /// Restart it when it finishes while other jobs still run (S3's method).
+    #[serde(default)]
+    pub restart: bool,
+    /// Run the phase list this many times.
+    #[serde(default = "one")]
+    pub loops: Count,
+    /// The CPUs it may use from the start (as `taskset` would), e.g. "0-3".
+    pub cpus: Option<String>,
+    /// Pin thread i to the i-th CPU of `cpus` (as OpenMP places would).
+    #[serde(default)]
+    pub pin_threads: bool,
+    /// A memory-intensity hint, for policies on machines without counters.
+    pub memory_hint: Option<Level>,
+    /// Barrier synchronisation.
+    pub barrier: Option<BarrierSpec>,
+    /// Emit a heartbeat every this many instructions per thread.
+    pub heartbeat_every: Option<Positive>,
+    /// The phases every thread runs, in order.
+    #[serde(default)]
+    pub phase: Vec<toml::Spanned<PhaseSpec>>,
+}
+
+fn one() -> Count {
+    Count(1)
+}
+fn zero() -> NonNegative {
+    NonNegative(0.0)
+}
+
+/// The file as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioSpec {
+    /// A name for reports; the file's stem by default.
+    pub name: Option<String>,
+    /// The machine.
+    pub machine: toml::Spanned<MachineSpec>,
+    /// Model parameters.
+    #[serde(default)]
+    pub model: ModelParams,
+    /// Which signals the sensor gives.
+    #[serde(default)]
+    pub sensor: SensorSpec,
+    /// Policies to compare; `linux` is always added as the reference.
+    #[serde(default)]
+    pub policies: Vec<String>,
+    /// Seeds; each policy runs once per seed.
+    #[serde(default)]
+    pub seeds: Vec<u64>,
+    /// Decision period in ms.
+    #[serde(default = "ten")]
+    pub period_ms: Positive,
+    /// Stop simulating after this many seconds.
+    pub horizon_s: Option<Positive>,
+    /// The jobs.
+    #[serde(default)]
+    pub job: Vec<toml::Spanned<JobSpec>>,
+}
+
+fn ten() -> Positive {
+    Positive(10.0)
+}
+
+/// A scenario that failed to load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioError {
+    /// The file.
+    pub file: String,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// The field, when known.
+    pub field: Option<String>,
+    /// What is wrong.
+    pub why: String,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file)?;
+        if let Some(l) = self.line {
+            write!(f, ":{l}")?;
+        }
+        if let Some(field) = &self.field {
+            write!(f, ": field '{field}'")?;
+        }
+        write!(f, ": {}", self.why)
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())]
+        .bytes()
+        .filter(|&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// The key written on the line holding `offset`, if the line is `key = value`.
+fn key_at(text: &str, offset: usize) -> Option<String> {
+    let start = text[..offset.min(text.len())]
+        .rfind('\n')
+        .map_or(0, |i| i + 1);
+    let line = text[start..].lines().next()?;
+    let (key, _) = line.split_once('=')?;
+    let key = key.trim();
+    (!key.is_empty() && !key.starts_with('[')).then(|| key.to_string())
+}
+
+/// A validated, ready-to-simulate scenario.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// Its name.
+    pub name: String,
+    /// The machine.
+    pub machine: Machine,
+    /// The model.
+    pub model: ModelParams,
+    /// The sensor's signals.
+    pub sensor: SensorSpec,
+    /// Policies to compare, `linux` first.
+    pub policies: Vec<String>,
+    /// Seeds.
+    pub seeds: Vec<u64>,
+    /// Decision period.
+    pub period_ns: u64,
+    /// Simulation horizon.
+    pub horizon_ns: Option<u64>,
+    /// Jobs, copies expanded.
+    pub jobs: Vec<Job>,
+}
+
+/// A job, ready to simulate.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// Its name (with `#k` for copies).
+    pub name: String,
+    /// Profile key.
+    pub program: String,
+    /// Threads.
+    pub threads: u32,
+    /// Arrival time.
+    pub arrival_ns: u64,
+    /// Restart on finish.
+    pub restart: bool,
+    /// Times the phase list runs.
+    pub loops: u32,
+    /// Initial affinity.
+    pub cpus: CpuSet,
+    /// Thread i pinned to the i-th CPU of `cpus`.
+    pub pin_threads: bool,
+    /// Memory hint.
+    pub memory_hint: Option<Level>,
+    /// Barrier.
+    pub barrier: Option<(f64, BarrierKind)>,
+    /// Heartbeat interval in instructions.
+    pub heartbeat_every: Option<f64>,
+    /// Phases.
+    pub phases: Vec<Phase>,
+}
+
+/// A phase, with its model inputs derived.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Phase {
+    /// Instructions per thread.
+    pub instructions: f64,
+    /// Core-only time per instruction on the reference core, in ns.
+    pub core_ns_per_instr: f64,
+    /// Cache-line requests per instruction.
+    pub requests_per_instr: f64,
+    /// LLC misses / references.
+    pub llc_miss_rate: f64,
+    /// Where memory lives.
+    pub memory: Memory,
+}
+
+/// LLC references per memory request when a phase gives no miss rate: one
+/// miss per four references, a middle value for SPEC-like code.
+const DEFAULT_LLC_MISS_RATE: f64 = 0.25;
+
+impl Scenario {
+    /// Parses and validates scenario text. `file` names it in errors;
+    /// `load_xml` resolves `machine.xml` (the caller owns the file system).
+    pub fn parse(
+        text: &str,
+        file: &str,
+        load_xml: &dyn Fn(&str) -> Result<Machine, String>,
+    ) -> Result<Scenario, ScenarioError> {
+        let err = |offset: Option<usize>, field: Option<String>, why: String| ScenarioError {
+            file: file.to_string(),
+            line: offset.map(|o| line_of(text, o)),
+            field,
+            why,
+        };
+        let spec: ScenarioSpec = toml::from_str(text).map_err(|e| {
+            let offset = e.span().map(|s| s.start);
+            let field = offset.and_then(|o| key_at(text, o));
+            err(offset, field, e.message().to_string())
+        })?;
+        let at = |span: std::ops::Range<usize>, field: &str, why: String| {
+            err(Some(span.start), Some(field.to_string()), why)
+        };
+
+        let mspan = spec.machine.span();
+        let mspec = spec.machine.get_ref();
+        let machine = match (&mspec.synthetic, &mspec.xml) {
+            (Some(s), None) => Machine::synthetic(s)
+                .map_err(|e| at(mspan.clone(), "machine.synthetic", e.to_string()))?,
+            (None, Some(x)) => load_xml(x).map_err(|e| at(mspan.clone(), "machine.xml", e))?,
+            _ => {
+                return Err(at(
+                    mspan,
+                    "machine",
+                    "give exactly one of synthetic or xml".into(),
+                ));
+            }
+        };
+        spec.model
+            .validate(&machine)
+            .map_err(|(f, why)| err(None, Some(format!("model.{f}")), why))?;
+        if spec.job.is_empty() {
+            return Err(err(
+                None,
+                Some("job".into()),
+                "the scenario has no [[job]]".into(),
+            ));
+        }
+        let mut jobs = Vec::new();
+        for sj in &spec.job {
+            let span = sj.span();
+            let j = sj.get_ref();
+            let field = |f: &str| format!("job '{}'.{f}", j.name);
+            let cpus = match &j.cpus {
+                None => machine.all_cpus().clone(),
+                Some(list) => {
+                    let set = CpuSet::parse_list(list)
+                        .map_err(|e| at(span.clone(), &field("cpus"), e.to_string()))?;
+                    if set.is_empty() || !set.is_subset(machine.all_cpus()) {
+                        let why = format!(
+                            "'{list}' is not a non-empty subset of the machine's CPUs {}",
+                            machine.all_cpus()
+                        );
+                        return Err(at(span.clone(), &field("cpus"), why));
+                    }
+                    set
+                }
+            };
+            if j.pin_threads && j.threads.0 as usize > cpus.len() {
+                let why = format!(
+                    "pins {} threads to {} CPUs ({cpus}): at most one thread per CPU",
+                    j.threads.0,
+                    cpus.len()
+                );
+                return Err(at(span.clone(), &field("pin_threads"), why));
+            }
+            if j.phase.is_empty() {
+                return Err(at(
+                    span.clone(),
+                    &field("phase"),
+                    "a job needs at least one [[job.phase]]".into(),
+                ));
+            }
+            let mut phases = Vec::new();
+            for sp in &j.phase {
+                phases.push(
+                    derive_phase(sp.get_ref(), &spec.model, &machine)
+                        .map_err(|(f, why)| at(sp.span(), &field(&format!("phase.{f}")), why))?,
+                );
+            }
+            for copy in 0..j.copies.0 {
+                let name = if j.copies.0 > 1 {
+                    format!("{}#{}", j.name, copy + 1)
+                } else {
+                    j.name.clone()
+                };
+                jobs.push(Job {
+                    name,
+                    program: j.program.clone().unwrap_or_else(|| j.name.clone()),
+                    threads: j.threads.0,
+                    arrival_ns: (j.arrival_s.0 * 1e9) as u64,
+                    restart: j.restart,
+                    loops: j.loops.0,
+                    cpus: cpus.clone(),
+                    pin_threads: j.pin_threads,
+                    memory_hint: j.memory_hint,
+                    barrier: j.barrier.as_ref().map(|b| (b.every.0, b.kind)),
+                    heartbeat_every: j.heartbeat_every.map(|h| h.0),
+                    phases: phases.clone(),
+                });
+            }
+        }
+        if jobs.iter().all(|j| j.restart) && spec.horizon_s.is_none() {
+            return Err(err(
+                None,
+                Some("horizon_s".into()),
+                "every job restarts, so the run never ends: set horizon_s".into(),
+            ));
+        }
+        let mut policies = vec!["linux".to_string()];
+        for p in spec.policies {
+            herd_policy::build(&p)
+                .map_err(|e| err(None, Some("policies".into()), e.to_string()))?;
+            if !policies.contains(&p) {
+                policies.push(p);
+            }
+        }
+        let name = spec.name.unwrap_or_else(|| {
+            std::path::Path::new(file)
+                .file_stem()
+                .map_or(file.to_string(), |s| s.to_string_lossy().into_owned())
+        });
+        Ok(Scenario {
+            name,
+            machine,
+            model: spec.model,
+            sensor: spec.sensor,
+            policies,
+            seeds: if spec.seeds.is_empty() {
+                vec![1]
+            } else {
+                spec.seeds
+            },
+            period_ns: (spec.period_ms.0 * 1e6).max(1.0) as u64,
+            horizon_ns: spec.horizon_s.map(|h| (h.0 * 1e9) as u64),
+            jobs,
+        })
+    }
+}
+
+/// Splits a phase's solo time into core time and memory requests.
+fn derive_phase(
+    p: &PhaseSpec,
+    model: &ModelParams,
+    m: &Machine,
+) -> Result<Phase, (String, String)> {
+    let solo_ns = 1.0 / (p.ipc.0 * model.freq_ghz);
+    let bytes_per_instr = match (p.bytes_per_instr, p.bw_gbps) {
+        (Some(b), None) => b.0,
+        // GB/s is bytes per ns; divided by instructions per ns.
+        (None, Some(bw)) => bw.0 * solo_ns,
+        (None, None) => 0.0,
+        (Some(_), Some(_)) => {
+            return Err((
+                "bw_gbps".into(),
+                "give bytes_per_instr or bw_gbps, not both".into(),
+            ));
+        }
+    };
+    let requests = bytes_per_instr / herd_model::params::LINE_BYTES;
+    let core_ns = solo_ns - requests * model.request_ns;
+    if core_ns <= 0.0 {
+        let max_gbps = herd_model::params::LINE_BYTES / model.request_ns;
+        let why = format!(
+            "demands {:.2} GB/s alone, but one core streams at most {max_gbps:.2} GB/s (64 B / request_ns)",
+            bytes_per_instr / solo_ns
+        );
+        return Err(("bw_gbps".into(), why));
+    }
+    if let Memory::Node(n) = p.memory {
+        if n >= m.numa_nodes().len() {
+            return Err((
+                "memory".into(),
+                format!(
+                    "node {n} does not exist (the machine has {})",
+                    m.numa_nodes().len()
+                ),
+            ));
+        }
+    }
+    let llc_miss_rate = p.llc_miss_rate.map_or(DEFAULT_LLC_MISS_RATE, |r| r.0);
+    if llc_miss_rate > 1.0 {
+        return Err((
+            "llc_miss_rate".into(),
+            format!("must be in [0, 1], got {llc_miss_rate}"),
+        ));
+    }
+    Ok(Phase {
+        instructions: p.instructions.0,
+        core_ns_per_instr: core_ns,
+        requests_per_instr: requests,
+        llc_miss_rate,
+        memory: p.memory,
+    })
+}

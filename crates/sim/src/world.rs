@@ -1,0 +1,786 @@
+//! The simulated world: threads running phases on the modelled machine,
+//! advanced from event to event, seen through the engine's Sensor,
+//! Actuator and Clock traits.
+//!
+//! Rates are constant between events. Events are: decision boundaries
+//! (the engine's `advance_to`), phase ends, barrier arrivals, the end of a
+//! migration's cache warm-up, job arrivals, and kernel balancing ticks.
+//! After any event that changes which threads run where, every rate is
+//! recomputed: CPU shares, SMT sharing, core speed, and the memory
+//! contention fixed point.
+
+use std::collections::HashMap;
+
+use herd_engine::{Actuator, Clock, Sensor};
+use herd_model::{MemSystem, ModelParams, Stream, Target, smt_share};
+use herd_policy::{
+    JobView, Obs, Placement, Plan, Snapshot, SystemObs, TaskId, TaskState, TaskView,
+};
+use herd_topo::{CpuSet, Machine};
+
+use crate::kernel::Kernel;
+use crate::scenario::{BarrierKind, Job, Memory, Scenario, SensorSpec};
+
+/// Counters accumulated per thread.
+#[derive(Debug, Clone, Copy, Default)]
+struct Counters {
+    instr: f64,
+    cpu_ns: f64,
+    wait_ns: f64,
+    mem_bytes: f64,
+    llc_refs: f64,
+    cycles: f64,
+    migrations: u32,
+}
+
+#[derive(Debug, Clone)]
+struct Thread {
+    id: TaskId,
+    job: usize,
+    rank: u32,
+    arrived: bool,
+    done: bool,
+    paused: bool,
+    at_barrier: bool,
+    phase: usize,
+    loops_left: u32,
+    left: f64,
+    to_barrier: f64,
+    warmup_ns: f64,
+    cpu: Option<usize>,
+    last_cpu: Option<usize>,
+    share: f64,
+    rate: f64,
+    total: Counters,
+    seen: Counters,
+}
+
+#[derive(Debug, Clone, Default)]
+struct JobState {
+    first: usize,
+    arrived: bool,
+    live: u32,
+    waiting: u32,
+    run_started_ns: u64,
+    finished_ns: Option<u64>,
+    runs: u32,
+}
+
+/// One CPU's occupancy over an interval, for the report's timeline.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Segment {
+    /// OS index of the CPU.
+    pub cpu: u32,
+    /// Start.
+    pub start_ns: u64,
+    /// End.
+    pub end_ns: u64,
+    /// The job at the head of the CPU's queue.
+    pub job: usize,
+    /// How many threads shared the CPU.
+    pub sharing: usize,
+}
+
+/// Most timeline segments kept per run; the report says when it was cut.
+pub const MAX_SEGMENTS: usize = 20_000;
+
+/// Totals the metrics are computed from.
+#[derive(Debug, Clone, Default)]
+pub struct Totals {
+    /// Energy used.
+    pub energy_j: f64,
+    /// Busy CPU time over all CPUs.
+    pub busy_cpu_ns: f64,
+    /// Migrations.
+    pub migrations: u64,
+    /// Migrations between LLC domains.
+    pub migrations_cross_llc: u64,
+    /// Migrations between NUMA nodes.
+    pub migrations_cross_numa: u64,
+    /// Memory-contention solves that did not converge.
+    pub unconverged_solves: u64,
+    /// Placements the actuator ignored because they named no CPU of the machine.
+    pub ignored_placements: u64,
+}
+
+/// The simulated machine and workload.
+pub struct World<'a> {
+    machine: &'a Machine,
+    model: &'a ModelParams,
+    sensor: SensorSpec,
+    mem: MemSystem,
+    jobs: &'a [Job],
+    kernel: Kernel,
+    threads: Vec<Thread>,
+    allowed: Vec<CpuSet>,
+    job_state: Vec<JobState>,
+    index_of: HashMap<TaskId, usize>,
+    next_id: TaskId,
+    now_ns: u64,
+    dirty: bool,
+    last_balance_ns: u64,
+    power_w: f64,
+    speed_of_kind: Vec<f64>,
+    snapshot: Snapshot,
+    last_observe_ns: u64,
+    seen_energy_j: f64,
+    seen_mem_bytes: f64,
+    /// Totals for metrics.
+    pub totals: Totals,
+    trace: Option<Vec<Segment>>,
+    open_segments: Vec<Option<(u64, usize, usize)>>,
+}
+
+const EVENT_LIMIT: u64 = 50_000_000;
+
+impl<'a> World<'a> {
+    /// A world for `scenario` restricted to `jobs` (all of the scenario's, or
+    /// one for a solo run). `trace` records the CPU timeline.
+    pub fn new(scenario: &'a Scenario, jobs: &'a [Job], trace: bool) -> Self {
+        let machine = &scenario.machine;
+        let kernel = Kernel::new(machine);
+        let mut threads = Vec::new();
+        let mut allowed = Vec::new();
+        let mut job_state = Vec::new();
+        for (j, job) in jobs.iter().enumerate() {
+            job_state.push(JobState {
+                first: threads.len(),
+                ..JobState::default()
+            });
+            let pinned: Vec<u32> = job.cpus.iter().collect();
+            for rank in 0..job.threads {
+                threads.push(Thread {
+                    id: 0,
+                    job: j,
+                    rank,
+                    arrived: false,
+                    done: false,
+                    paused: false,
+                    at_barrier: false,
+                    phase: 0,
+                    loops_left: job.loops,
+                    left: job.phases[0].instructions,
+                    to_barrier: job.barrier.map_or(f64::INFINITY, |b| b.0),
+                    warmup_ns: 0.0,
+                    cpu: None,
+                    last_cpu: None,
+                    share: 0.0,
+                    rate: 0.0,
+                    total: Counters::default(),
+                    seen: Counters::default(),
+                });
+                allowed.push(if job.pin_threads {
+                    CpuSet::single(pinned[rank as usize % pinned.len()])
+                } else {
+                    job.cpus.clone()
+                });
+            }
+        }
+        let speed_of_kind = (0..machine.kinds().len())
+            .map(|k| scenario.model.kind_speed(machine, k))
+            .collect();
+        let n = kernel.len();
+        World {
+            machine,
+            model: &scenario.model,
+            sensor: scenario.sensor.clone(),
+            mem: scenario.model.mem_system(machine),
+            jobs,
+            kernel,
+            threads,
+            allowed,
+            job_state,
+            index_of: HashMap::new(),
+            next_id: 1,
+            now_ns: 0,
+            dirty: true,
+            last_balance_ns: 0,
+            power_w: scenario.model.power.idle_w,
+            speed_of_kind,
+            snapshot: Snapshot::default(),
+            last_observe_ns: 0,
+            seen_energy_j: 0.0,
+            seen_mem_bytes: 0.0,
+            totals: Totals::default(),
+            trace: trace.then(Vec::new),
+            open_segments: vec![None; n],
+        }
+    }
+
+    /// When each job finished its first run (`None`: not within the run).
+    pub fn finish_times(&self) -> Vec<Option<u64>> {
+        self.job_state.iter().map(|s| s.finished_ns).collect()
+    }
+
+    /// The recorded timeline, closed at the current time.
+    pub fn take_trace(&mut self) -> Option<Vec<Segment>> {
+        let now = self.now_ns;
+        let mut trace = self.trace.take()?;
+        for (pos, open) in self.open_segments.iter_mut().enumerate() {
+            if let Some((start, job, sharing)) = open.take() {
+                if trace.len() < MAX_SEGMENTS && now > start {
+                    trace.push(Segment {
+                        cpu: self.kernel.os[pos],
+                        start_ns: start,
+                        end_ns: now,
+                        job,
+                        sharing,
+                    });
+                }
+            }
+        }
+        Some(trace)
+    }
+
+    fn queued(&self, t: usize) -> bool {
+        let th = &self.threads[t];
+        let blocked =
+            th.at_barrier && matches!(self.jobs[th.job].barrier, Some((_, BarrierKind::Block)));
+        th.arrived && !th.done && !th.paused && !blocked
+    }
+
+    fn progressing(&self, t: usize) -> bool {
+        let th = &self.threads[t];
+        th.cpu.is_some() && !th.at_barrier && th.warmup_ns <= 0.0
+    }
+
+    fn enqueue(&mut self, t: usize) {
+        if self.threads[t].cpu.is_some() || !self.queued(t) {
+            return;
+        }
+        let prev = self.threads[t].last_cpu;
+        let Some(pos) = self.kernel.select(&self.allowed[t], prev) else {
+            return;
+        };
+        if let Some(p) = prev {
+            self.note_migration(t, p, pos);
+        }
+        self.kernel.enqueue(t, pos);
+        self.threads[t].cpu = Some(pos);
+        self.threads[t].last_cpu = Some(pos);
+        self.dirty = true;
+    }
+
+    fn dequeue(&mut self, t: usize) {
+        if let Some(pos) = self.threads[t].cpu.take() {
+            self.kernel.dequeue(t, pos);
+            self.dirty = true;
+        }
+    }
+
+    fn note_migration(&mut self, t: usize, from: usize, to: usize) {
+        let cost =
+            self.model
+                .migration
+                .cost_ns(self.machine, self.kernel.os[from], self.kernel.os[to]);
+        if self.kernel.core[from] == self.kernel.core[to] && cost == 0 && from == to {
+            return;
+        }
+        if from != to {
+            let th = &mut self.threads[t];
+            th.warmup_ns += cost as f64;
+            th.total.migrations += 1;
+            self.totals.migrations += 1;
+            if self.kernel.llc[from] != self.kernel.llc[to] || self.kernel.llc[from].is_none() {
+                self.totals.migrations_cross_llc += 1;
+            }
+            if self.kernel.numa[from] != self.kernel.numa[to] {
+                self.totals.migrations_cross_numa += 1;
+            }
+        }
+    }
+
+    fn apply_moves(&mut self, moves: Vec<(usize, usize, usize)>) {
+        for (t, from, to) in moves {
+            self.note_migration(t, from, to);
+            self.threads[t].cpu = Some(to);
+            self.threads[t].last_cpu = Some(to);
+            self.dirty = true;
+        }
+    }
+
+    fn arrive_jobs(&mut self) {
+        for j in 0..self.jobs.len() {
+            if self.job_state[j].arrived || self.jobs[j].arrival_ns > self.now_ns {
+                continue;
+            }
+            self.job_state[j].arrived = true;
+            self.start_run(j);
+        }
+    }
+
+    fn start_run(&mut self, j: usize) {
+        let job = &self.jobs[j];
+        let first = self.job_state[j].first;
+        self.job_state[j].live = job.threads;
+        self.job_state[j].waiting = 0;
+        self.job_state[j].run_started_ns = self.now_ns;
+        for t in first..first + job.threads as usize {
+            let id = self.next_id;
+            self.next_id += 1;
+            let th = &mut self.threads[t];
+            self.index_of.remove(&th.id);
+            th.id = id;
+            th.arrived = true;
+            th.done = false;
+            th.at_barrier = false;
+            th.phase = 0;
+            th.loops_left = job.loops;
+            th.left = job.phases[0].instructions;
+            th.to_barrier = job.barrier.map_or(f64::INFINITY, |b| b.0);
+            self.index_of.insert(id, t);
+            self.enqueue(t);
+        }
+        self.dirty = true;
+    }
+
+    /// Whether every job that does not restart has finished.
+    fn all_done(&self) -> bool {
+        let mut any = false;
+        for (j, job) in self.jobs.iter().enumerate() {
+            if !job.restart {
+                any = true;
+                if self.job_state[j].finished_ns.is_none() {
+                    return false;
+                }
+            }
+        }
+        any
+    }
+
+    fn recompute(&mut self) {
+        self.dirty = false;
+        let n = self.kernel.len();
+        let busy: Vec<usize> = (0..n).map(|p| self.kernel.busy_siblings(p)).collect();
+        let mut streams = Vec::new();
+        let mut who = Vec::new();
+        for t in 0..self.threads.len() {
+            let Some(pos) = self.threads[t].cpu else {
+                self.threads[t].share = 0.0;
+                self.threads[t].rate = 0.0;
+                continue;
+            };
+            let share = 1.0 / self.kernel.queues[pos].len() as f64;
+            self.threads[t].share = share;
+            self.threads[t].rate = 0.0;
+            if !self.progressing(t) {
+                continue;
+            }
+            let th = &self.threads[t];
+            let phase = &self.jobs[th.job].phases[th.phase];
+            let speed = self.speed_of_kind[self.kernel.kind[pos]]
+                * smt_share(busy[pos], self.model.smt_sigma);
+            let home = self.kernel.numa[pos];
+            streams.push(Stream {
+                compute_ns_per_instr: phase.core_ns_per_instr / speed,
+                requests_per_instr: phase.requests_per_instr,
+                cpu_share: share,
+                home,
+                target: match phase.memory {
+                    Memory::Local => Target::Node(home),
+                    Memory::Interleaved => Target::Interleaved,
+                    Memory::Node(k) => Target::Node(k),
+                },
+            });
+            who.push(t);
+        }
+        if !streams.is_empty() {
+            let sol = self.mem.solve(&streams);
+            if !sol.converged {
+                self.totals.unconverged_solves += 1;
+            }
+            for (i, &t) in who.iter().enumerate() {
+                self.threads[t].rate = streams[i].cpu_share / sol.ns_per_instr[i];
+            }
+        }
+        // Power: S0's model over busy CPUs, cores and packages.
+        let mut packages = vec![false; self.machine.packages().len()];
+        let mut cores_by_kind = vec![0usize; self.machine.kinds().len()];
+        let mut extra = 0;
+        for (c, cpus) in self.kernel.core_cpus.iter().enumerate() {
+            let b = cpus
+                .iter()
+                .filter(|&&p| !self.kernel.queues[p].is_empty())
+                .count();
+            if b > 0 {
+                packages[self.machine.cores()[c].package] = true;
+                cores_by_kind[self.machine.cores()[c].kind] += 1;
+                extra += b - 1;
+            }
+        }
+        let active = packages.iter().filter(|&&a| a).count();
+        self.power_w = self.model.power.power_w(active, &cores_by_kind, extra);
+        self.record_timeline();
+    }
+
+    fn record_timeline(&mut self) {
+        let Some(trace) = self.trace.as_mut() else {
+            return;
+        };
+        for pos in 0..self.kernel.len() {
+            let q = &self.kernel.queues[pos];
+            let now_state = q.first().map(|&t| (self.threads[t].job, q.len()));
+            let open = self.open_segments[pos];
+            if open.map(|(_, j, s)| (j, s)) == now_state {
+                continue;
+            }
+            if let Some((start, job, sharing)) = open {
+                if trace.len() < MAX_SEGMENTS && self.now_ns > start {
+                    trace.push(Segment {
+                        cpu: self.kernel.os[pos],
+                        start_ns: start,
+                        end_ns: self.now_ns,
+                        job,
+                        sharing,
+                    });
+                }
+            }
+            self.open_segments[pos] = now_state.map(|(j, s)| (self.now_ns, j, s));
+        }
+    }
+
+    /// Time to the next thread event, in ns (infinite if none).
+    fn next_thread_event(&self) -> f64 {
+        let mut best = f64::INFINITY;
+        for th in &self.threads {
+            if th.cpu.is_none() || th.share <= 0.0 {
+                continue;
+            }
+            if th.warmup_ns > 0.0 {
+                best = best.min(th.warmup_ns / th.share);
+            } else if !th.at_barrier && th.rate > 0.0 {
+                best = best.min(th.left.min(th.to_barrier) / th.rate);
+            }
+        }
+        best
+    }
+
+    fn advance(&mut self, dt: f64) {
+        for th in &mut self.threads {
+            if th.cpu.is_none() {
+                continue;
+            }
+            th.total.cpu_ns += th.share * dt;
+            th.total.wait_ns += (1.0 - th.share) * dt;
+            if th.warmup_ns > 0.0 {
+                th.warmup_ns = (th.warmup_ns - th.share * dt).max(0.0);
+                continue;
+            }
+            if th.at_barrier || th.rate <= 0.0 {
+                continue;
+            }
+            let phase = &self.jobs[th.job].phases[th.phase];
+            let d = (th.rate * dt).min(th.left);
+            th.total.instr += d;
+            th.left -= d;
+            th.to_barrier -= d;
+            let requests = d * phase.requests_per_instr;
+            th.total.mem_bytes += requests * herd_model::params::LINE_BYTES;
+            if phase.llc_miss_rate > 0.0 {
+                th.total.llc_refs += requests / phase.llc_miss_rate;
+            }
+        }
+        for (pos, q) in self.kernel.queues.iter().enumerate() {
+            if q.is_empty() {
+                continue;
+            }
+            self.totals.busy_cpu_ns += dt;
+            let ghz = self.model.freq_ghz * self.speed_of_kind[self.kernel.kind[pos]];
+            for &t in q {
+                self.threads[t].total.cycles += self.threads[t].share * dt * ghz;
+            }
+        }
+        self.totals.energy_j += self.power_w * dt * 1e-9;
+    }
+
+    /// Handles every thread event due now.
+    fn thread_events(&mut self) {
+        for t in 0..self.threads.len() {
+            if self.threads[t].cpu.is_none() {
+                continue;
+            }
+            let job = self.threads[t].job;
+            let spec = &self.jobs[job];
+            let th = &mut self.threads[t];
+            if th.warmup_ns > 0.0 && th.warmup_ns < 1e-3 {
+                th.warmup_ns = 0.0;
+                self.dirty = true;
+            }
+            if th.at_barrier || th.warmup_ns > 0.0 {
+                continue;
+            }
+            let phase_len = spec.phases[th.phase].instructions;
+            if th.left <= 1e-9 * phase_len + 1e-6 {
+                self.end_phase(t);
+            } else if let Some((every, _)) = spec.barrier {
+                if th.to_barrier <= 1e-9 * every + 1e-6 {
+                    self.reach_barrier(t);
+                }
+            }
+        }
+    }
+
+    fn end_phase(&mut self, t: usize) {
+        let spec = &self.jobs[self.threads[t].job];
+        let th = &mut self.threads[t];
+        self.dirty = true;
+        th.phase += 1;
+        if th.phase == spec.phases.len() {
+            th.loops_left -= 1;
+            th.phase = 0;
+            if th.loops_left == 0 {
+                th.done = true;
+                self.dequeue(t);
+                self.thread_done(t);
+                return;
+            }
+        }
+        th.left = spec.phases[th.phase].instructions;
+    }
+
+    fn reach_barrier(&mut self, t: usize) {
+        let j = self.threads[t].job;
+        let (every, kind) = self.jobs[j]
+            .barrier
+            .expect("barrier event without a barrier");
+        self.threads[t].at_barrier = true;
+        self.threads[t].to_barrier = every;
+        self.job_state[j].waiting += 1;
+        if kind == BarrierKind::Block {
+            self.dequeue(t);
+        }
+        self.dirty = true;
+        self.maybe_release(j);
+    }
+
+    fn maybe_release(&mut self, j: usize) {
+        let st = &self.job_state[j];
+        if st.live == 0 || st.waiting < st.live {
+            return;
+        }
+        self.job_state[j].waiting = 0;
+        let first = self.job_state[j].first;
+        for t in first..first + self.jobs[j].threads as usize {
+            if self.threads[t].at_barrier {
+                self.threads[t].at_barrier = false;
+                self.enqueue(t);
+            }
+        }
+        self.dirty = true;
+    }
+
+    fn thread_done(&mut self, t: usize) {
+        let j = self.threads[t].job;
+        self.job_state[j].live -= 1;
+        if self.job_state[j].live > 0 {
+            self.maybe_release(j);
+            return;
+        }
+        let st = &mut self.job_state[j];
+        st.runs += 1;
+        if st.finished_ns.is_none() {
+            st.finished_ns = Some(self.now_ns);
+        }
+        if self.jobs[j].restart && !self.all_done() {
+            self.start_run(j);
+        } else {
+            let first = self.job_state[j].first;
+            for t in first..first + self.jobs[j].threads as usize {
+                let id = self.threads[t].id;
+                self.index_of.remove(&id);
+            }
+        }
+    }
+
+    fn kernel_balance(&mut self) {
+        let periodic = (self.now_ns - self.last_balance_ns) as f64 >= self.model.balance_ms * 1e6;
+        let moves = if periodic {
+            self.last_balance_ns = self.now_ns;
+            let service: Vec<f64> = self.threads.iter().map(|t| t.total.cpu_ns).collect();
+            // Trade places only when the gap exceeds half a balancing interval
+            // of CPU time, so equal tasks do not ping-pong every tick.
+            self.kernel
+                .balance(&self.allowed, &service, self.model.balance_ms * 0.5e6)
+        } else {
+            self.kernel.pull_idle(&self.allowed)
+        };
+        if !moves.is_empty() {
+            self.apply_moves(moves);
+        }
+    }
+
+    /// Runs events until `t_end` or until everything is done.
+    fn run_until(&mut self, t_end: u64) {
+        let mut events = 0u64;
+        while self.now_ns < t_end && !self.all_done() {
+            events += 1;
+            assert!(
+                events < EVENT_LIMIT,
+                "simulation made no progress: {events} events without reaching {t_end} ns"
+            );
+            self.arrive_jobs();
+            if self.dirty {
+                self.kernel_balance();
+                self.recompute();
+            }
+            let next_arrival = self
+                .jobs
+                .iter()
+                .zip(&self.job_state)
+                .filter(|(_, s)| !s.arrived)
+                .map(|(j, _)| j.arrival_ns)
+                .min()
+                .unwrap_or(u64::MAX);
+            let next_balance = self.last_balance_ns + (self.model.balance_ms * 1e6) as u64;
+            let horizon = t_end
+                .min(next_arrival)
+                .min(next_balance.max(self.now_ns + 1));
+            let dt_thread = self.next_thread_event();
+            let step_ns = (horizon - self.now_ns) as f64;
+            let (dt, integral) = if dt_thread < step_ns {
+                (dt_thread, false)
+            } else {
+                (step_ns, true)
+            };
+            // Whole nanoseconds keep time exact; a sub-ns event rounds up.
+            let dt_ns = if integral {
+                dt as u64
+            } else {
+                (dt.ceil() as u64).max(1)
+            };
+            self.advance(dt_ns as f64);
+            self.now_ns += dt_ns;
+            self.thread_events();
+            if self.now_ns >= next_balance {
+                self.dirty = true;
+            }
+        }
+    }
+}
+
+impl Clock for World<'_> {
+    fn now_ns(&self) -> u64 {
+        self.now_ns
+    }
+    fn advance_to(&mut self, t_ns: u64) {
+        self.run_until(t_ns);
+    }
+}
+
+impl Sensor for World<'_> {
+    fn observe(&mut self) -> &Snapshot {
+        self.arrive_jobs();
+        if self.dirty {
+            self.kernel_balance();
+            self.recompute();
+        }
+        let hw = self.sensor.hw_counters;
+        let bw = self.sensor.mem_bandwidth;
+        let mut tasks = Vec::with_capacity(self.threads.len());
+        let mut present_jobs = vec![false; self.jobs.len()];
+        for t in 0..self.threads.len() {
+            let th = &self.threads[t];
+            if !th.arrived || th.done {
+                continue;
+            }
+            present_jobs[th.job] = true;
+            let (d, s) = (th.total, th.seen);
+            let hb = self.jobs[th.job]
+                .heartbeat_every
+                .map(|k| (d.instr / k) as u64);
+            let state = if th.paused {
+                TaskState::Paused
+            } else if th.cpu.is_some() {
+                TaskState::Runnable
+            } else {
+                TaskState::Blocked
+            };
+            tasks.push(TaskView {
+                id: th.id,
+                job: th.job as u32,
+                rank: th.rank,
+                state,
+                cpu: th.last_cpu.map(|p| self.kernel.os[p]),
+                obs: Obs {
+                    cpu_time_ns: (d.cpu_ns - s.cpu_ns) as u64,
+                    wait_ns: (d.wait_ns - s.wait_ns) as u64,
+                    instructions: hw.then_some((d.instr - s.instr) as u64),
+                    cycles: hw.then_some((d.cycles - s.cycles) as u64),
+                    llc_refs: hw.then_some((d.llc_refs - s.llc_refs) as u64),
+                    llc_misses: hw.then_some(
+                        ((d.mem_bytes - s.mem_bytes) / herd_model::params::LINE_BYTES) as u64,
+                    ),
+                    mem_bytes: bw.then_some((d.mem_bytes - s.mem_bytes) as u64),
+                    migrations: d.migrations - s.migrations,
+                },
+                heartbeats: hb,
+            });
+            self.threads[t].seen = d;
+        }
+        let jobs = (0..self.jobs.len())
+            .filter(|&j| present_jobs[j])
+            .map(|j| JobView {
+                id: j as u32,
+                name: self.jobs[j].name.clone(),
+                program: self.jobs[j].program.clone(),
+                arrival_ns: self.jobs[j].arrival_ns,
+                memory_hint: self.jobs[j].memory_hint,
+            })
+            .collect();
+        let mem_total: f64 = self.threads.iter().map(|t| t.total.mem_bytes).sum();
+        let system = SystemObs {
+            mem_bytes: bw.then_some((mem_total - self.seen_mem_bytes) as u64),
+            energy_j: self
+                .sensor
+                .energy
+                .then_some(self.totals.energy_j - self.seen_energy_j),
+        };
+        self.seen_mem_bytes = mem_total;
+        self.seen_energy_j = self.totals.energy_j;
+        self.snapshot = Snapshot {
+            now_ns: self.now_ns,
+            period_ns: self.now_ns - self.last_observe_ns,
+            tasks,
+            jobs,
+            system,
+        };
+        self.last_observe_ns = self.now_ns;
+        &self.snapshot
+    }
+
+    fn finished(&self) -> bool {
+        self.all_done()
+    }
+}
+
+impl Actuator for World<'_> {
+    fn apply(&mut self, plan: &Plan) {
+        for (id, placement) in &plan.tasks {
+            let Some(&t) = self.index_of.get(id) else {
+                continue;
+            };
+            match placement {
+                Placement::Run { cpus, .. } => {
+                    let cpus = cpus.intersection(self.machine.all_cpus());
+                    if cpus.is_empty() {
+                        self.totals.ignored_placements += 1;
+                        continue;
+                    }
+                    self.allowed[t] = cpus;
+                    self.threads[t].paused = false;
+                    if let Some(pos) = self.threads[t].cpu {
+                        if !self.allowed[t].contains(self.kernel.os[pos]) {
+                            self.dequeue(t);
+                        }
+                    }
+                    self.enqueue(t);
+                }
+                Placement::Pause { .. } => {
+                    self.threads[t].paused = true;
+                    self.dequeue(t);
+                }
+            }
+            self.dirty = true;
+        }
+    }
+}
