@@ -40,19 +40,10 @@ pub fn run(args: &DoctorArgs) -> Result<(), Failure> {
 
 fn text(r: &Report) -> String {
     let mut s = String::new();
-    let width = r
-        .capabilities
-        .iter()
-        .map(|c| c.name.len())
-        .max()
-        .unwrap_or(0);
+    let width = r.capabilities.iter().map(|c| c.name.len()).max().unwrap_or(0);
     for c in &r.capabilities {
         let mark = if c.available { "yes" } else { "no " };
-        let path = c
-            .path
-            .as_ref()
-            .map(|p| format!(" [{p}]"))
-            .unwrap_or_default();
+        let path = c.path.as_ref().map(|p| format!(" [{p}]")).unwrap_or_default();
         let _ = writeln!(s, "{:width$}  {mark}  {}{path}", c.name, c.reason);
     }
     let cpuset = match r.cpuset {

@@ -7,6 +7,8 @@
 
 mod doctor_cmd;
 mod output;
+mod policies_cmd;
+mod sim_cmd;
 mod topo_cmd;
 
 use std::path::PathBuf;
@@ -28,6 +30,10 @@ enum Command {
     Topo(topo_cmd::TopoArgs),
     /// Say what this machine lets herd do (counters, cgroups, PSI, RAPL...) and why not.
     Doctor(doctor_cmd::DoctorArgs),
+    /// Compare policies on a simulated machine and workload (a scenario file).
+    Sim(sim_cmd::SimArgs),
+    /// List every policy with its parameters and defaults.
+    Policies(policies_cmd::PoliciesArgs),
 }
 
 /// Where the machine description comes from; this machine by default.
@@ -96,6 +102,8 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Topo(args) => topo_cmd::run(args),
         Command::Doctor(args) => doctor_cmd::run(args),
+        Command::Sim(args) => sim_cmd::run(args),
+        Command::Policies(args) => policies_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -182,20 +182,14 @@ pub fn tree(m: &Machine) -> String {
             .memory_bytes
             .map(|b| format!(" ({})", bytes(b)))
             .unwrap_or_default();
-        let only = if n.cpus.is_empty() {
-            " memory only"
-        } else {
-            ""
-        };
+        let only = if n.cpus.is_empty() { " memory only" } else { "" };
         let _ = writeln!(s, "{indent}NUMANode N#{}{mem}{only}", n.os);
     };
     for (p, pkg) in m.packages().iter().enumerate() {
         let os = pkg.os.map(|o| format!(" P#{o}")).unwrap_or_default();
         let _ = writeln!(s, "  Package{os}");
         for (id, node) in m.numa_nodes().iter().enumerate() {
-            if node.package != Some(p)
-                && !(node.package.is_none() && node.cpus.intersects(&pkg.cpus))
-            {
+            if node.package != Some(p) && !(node.package.is_none() && node.cpus.intersects(&pkg.cpus)) {
                 continue;
             }
             node_line(&mut s, "    ", id);

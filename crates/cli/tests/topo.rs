@@ -47,18 +47,8 @@ fn every_fixture_gives_hwlocs_counts() {
             input = tmp.path().join(Path::new(stem).file_name().unwrap());
         }
         let doc = json(&["topo", "--json", "--input", input.to_str().unwrap()]);
-        for (col, key) in [
-            (1, "cpus"),
-            (2, "cores"),
-            (3, "packages"),
-            (4, "numa_nodes"),
-        ] {
-            assert_eq!(
-                doc[key].as_u64().unwrap().to_string(),
-                f[col],
-                "{}: {key}",
-                f[0]
-            );
+        for (col, key) in [(1, "cpus"), (2, "cores"), (3, "packages"), (4, "numa_nodes")] {
+            assert_eq!(doc[key].as_u64().unwrap().to_string(), f[col], "{}: {key}", f[0]);
         }
         let l3: u64 = f[5].parse().unwrap();
         if l3 > 0 {
@@ -77,12 +67,7 @@ fn every_fixture_gives_hwlocs_counts() {
             .iter()
             .map(|k| k["cpus"].as_array().unwrap().len())
             .sum();
-        assert_eq!(
-            kind_cpus,
-            cpu_list.len(),
-            "{}: every CPU has one kind",
-            f[0]
-        );
+        assert_eq!(kind_cpus, cpu_list.len(), "{}: every CPU has one kind", f[0]);
         let smt = cpu_list
             .iter()
             .map(|c| c["siblings"].as_array().unwrap().len())
@@ -152,10 +137,7 @@ fn bad_input_is_one_line_and_exit_2() {
     std::fs::create_dir(&empty).unwrap();
     let missing = tmp.path().join("missing.xml");
     for (args, needle) in [
-        (
-            vec!["topo", "--input", missing.to_str().unwrap()],
-            "No such file",
-        ),
+        (vec!["topo", "--input", missing.to_str().unwrap()], "No such file"),
         (vec!["topo", "--input", v3.to_str().unwrap()], "format 3.0"),
         (
             vec!["topo", "--input", empty.to_str().unwrap()],
@@ -165,10 +147,7 @@ fn bad_input_is_one_line_and_exit_2() {
             vec!["topo", "--synthetic", "package:2 core:x"],
             "not a whole number",
         ),
-        (
-            vec!["topo", "--synthetic", "package:2 core:0 pu:2"],
-            "at least 1",
-        ),
+        (vec!["topo", "--synthetic", "package:2 core:0 pu:2"], "at least 1"),
         (
             vec!["topo", "--synthetic", "core:2", "--input", "x.xml"],
             "cannot be used with",
@@ -237,10 +216,7 @@ fn doctor_reports_every_capability_with_reasons() {
             c["available"].is_boolean() && c.get("path").is_some(),
             "{name}: {c}"
         );
-        assert!(
-            !c["reason"].as_str().unwrap().is_empty(),
-            "{name}: a reason"
-        );
+        assert!(!c["reason"].as_str().unwrap().is_empty(), "{name}: a reason");
     }
     // An unavailable hardware counter carries the kernel's errno.
     for c in caps
@@ -252,10 +228,7 @@ fn doctor_reports_every_capability_with_reasons() {
         }
     }
     // The cpuset choice agrees with the capabilities.
-    let avail = |n: &str| {
-        caps.iter()
-            .any(|c| c["name"] == n && c["available"] == true)
-    };
+    let avail = |n: &str| caps.iter().any(|c| c["name"] == n && c["available"] == true);
     let expected = if avail("cgroup_v2.cpuset") {
         "cgroup-v2"
     } else if avail("cgroup_v1.cpuset") {

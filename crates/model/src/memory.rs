@@ -217,8 +217,7 @@ impl MemSystem {
                     .iter()
                     .map(|&(j, a)| (streams[j].cpu_share * a, t[j] - a * old, a))
                     .collect();
-                let arrivals =
-                    |w: f64| rest.iter().map(|&(sa, r, a)| sa / (r + a * w)).sum::<f64>();
+                let arrivals = |w: f64| rest.iter().map(|&(sa, r, a)| sa / (r + a * w)).sum::<f64>();
                 let (w, l, sat) = self.solve_queue(q, arrivals);
                 for &(j, a) in &users[q] {
                     t[j] += a * (w - old);
@@ -262,11 +261,7 @@ impl MemSystem {
             }
             for _ in 0..BISECTIONS {
                 let mid = 0.5 * (lo + hi);
-                if arrivals(mid) > mu {
-                    lo = mid
-                } else {
-                    hi = mid
-                }
+                if arrivals(mid) > mu { lo = mid } else { hi = mid }
             }
             return (hi, arrivals(hi), true);
         }
@@ -342,11 +337,7 @@ mod tests {
         let streams = vec![stream(0.2, 0.1); 16];
         let sol = sys.solve(&streams);
         assert!(sol.saturated[0]);
-        assert!(
-            (sol.lambda[0] - 0.4).abs() / 0.4 < 1e-6,
-            "{}",
-            sol.lambda[0]
-        );
+        assert!((sol.lambda[0] - 0.4).abs() / 0.4 < 1e-6, "{}", sol.lambda[0]);
         let served: f64 = sol.ns_per_instr.iter().map(|t| 0.1 / t).sum();
         assert!((served - 0.4).abs() / 0.4 < 1e-6);
     }

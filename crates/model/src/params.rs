@@ -136,10 +136,7 @@ impl ModelParams {
             ));
         }
         if !(self.remote_latency_ratio.is_finite() && self.remote_latency_ratio >= 1.0) {
-            return Err((
-                "remote_latency_ratio".into(),
-                "must be a number >= 1".into(),
-            ));
+            return Err(("remote_latency_ratio".into(), "must be a number >= 1".into()));
         }
         if let Some(speeds) = &self.kind_speed {
             if speeds.len() != m.kinds().len() {
@@ -151,18 +148,12 @@ impl ModelParams {
                 return Err(("kind_speed".into(), why));
             }
             if speeds.iter().any(|s| !(s.is_finite() && *s > 0.0)) {
-                return Err((
-                    "kind_speed".into(),
-                    "speeds must be positive numbers".into(),
-                ));
+                return Err(("kind_speed".into(), "speeds must be positive numbers".into()));
             }
         }
         if let Contention::Superlinear { alpha, exponent } = self.contention {
             if !(alpha.is_finite() && alpha >= 0.0 && exponent.is_finite() && exponent > 0.0) {
-                return Err((
-                    "contention".into(),
-                    "alpha must be >= 0 and exponent > 0".into(),
-                ));
+                return Err(("contention".into(), "alpha must be >= 0 and exponent > 0".into()));
             }
         }
         let m_us = &self.migration;
@@ -172,10 +163,7 @@ impl ModelParams {
             ("cross_numa_us", m_us.cross_numa_us),
         ] {
             if !(v.is_finite() && v >= 0.0) {
-                return Err((
-                    format!("migration.{field}"),
-                    format!("must be >= 0, got {v}"),
-                ));
+                return Err((format!("migration.{field}"), format!("must be >= 0, got {v}")));
             }
         }
         Ok(())
@@ -183,9 +171,7 @@ impl ModelParams {
 
     /// Speed of kind `k` relative to the reference core.
     pub fn kind_speed(&self, m: &Machine, k: usize) -> f64 {
-        self.kind_speed
-            .as_ref()
-            .map_or(m.kinds()[k].capacity, |v| v[k])
+        self.kind_speed.as_ref().map_or(m.kinds()[k].capacity, |v| v[k])
     }
 
     /// The machine's memory system under these parameters.
@@ -203,9 +189,7 @@ impl ModelParams {
             node_mu: vec![per_ns(self.node_bw_gbps); n],
             link_mu: per_ns(self.link_bw_gbps),
             request_ns: self.request_ns,
-            remote_ratio: (0..n)
-                .map(|i| (0..n).map(|j| ratio(i, j)).collect())
-                .collect(),
+            remote_ratio: (0..n).map(|i| (0..n).map(|j| ratio(i, j)).collect()).collect(),
             contention: self.contention,
         }
     }

@@ -104,10 +104,7 @@ mod tests {
         let p = PowerModel::dell_c6100();
         let siblings = p.power_w(1, &[2], 2);
         let full = p.power_w(1, &[3], 0);
-        assert!(
-            (siblings - full).abs() / full < 0.05,
-            "{siblings} vs {full}"
-        );
+        assert!((siblings - full).abs() / full < 0.05, "{siblings} vs {full}");
         assert!((p.power_w(0, &[0], 0) - 76.11).abs() < 1e-9);
     }
 }

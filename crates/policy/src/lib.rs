@@ -17,8 +17,8 @@ mod view;
 pub use baseline::{Layout, Linux, Static};
 pub use plan::{JobDirective, Placement, Plan, Reason};
 pub use view::{
-    Estimate, Estimates, JobId, JobView, Level, Obs, Rng, Snapshot, SystemObs, TaskId, TaskState,
-    TaskView, View,
+    Estimate, Estimates, JobId, JobView, Level, Obs, Rng, Snapshot, SystemObs, TaskId, TaskState, TaskView,
+    View,
 };
 
 /// A placement policy.
@@ -142,23 +142,19 @@ impl Params {
     pub fn f64_or(&self, key: &str, default: f64) -> Result<f64, PolicyError> {
         match self.values.iter().rev().find(|(k, _)| k == key) {
             None => Ok(default),
-            Some((_, v)) => v
-                .parse::<f64>()
-                .ok()
-                .filter(|x| x.is_finite())
-                .ok_or_else(|| PolicyError::Param {
-                    policy: self.policy.into(),
-                    why: format!("{key}={v} is not a finite number"),
-                }),
+            Some((_, v)) => {
+                v.parse::<f64>()
+                    .ok()
+                    .filter(|x| x.is_finite())
+                    .ok_or_else(|| PolicyError::Param {
+                        policy: self.policy.into(),
+                        why: format!("{key}={v} is not a finite number"),
+                    })
+            }
         }
     }
 
-    fn one_of<'a>(
-        &self,
-        key: &str,
-        default: &'a str,
-        allowed: &[&'a str],
-    ) -> Result<&'a str, PolicyError> {
+    fn one_of<'a>(&self, key: &str, default: &'a str, allowed: &[&'a str]) -> Result<&'a str, PolicyError> {
         let v = self.str_or(key, default);
         allowed
             .iter()
@@ -220,10 +216,7 @@ mod tests {
             e.contains("unknown parameter 'bogus'") && e.contains("places"),
             "{e}"
         );
-        let e = build("static:compact:places=sockets")
-            .err()
-            .unwrap()
-            .to_string();
+        let e = build("static:compact:places=sockets").err().unwrap().to_string();
         assert!(e.contains("expected one of threads, cores"), "{e}");
         assert!(build("linux:x=1").is_err());
     }
@@ -242,10 +235,6 @@ mod tests {
         let mut b = Rng::new(7);
         let xs: Vec<u64> = (0..5).map(|_| a.next_u64()).collect();
         assert_eq!(xs, (0..5).map(|_| b.next_u64()).collect::<Vec<_>>());
-        assert!(
-            (0..1000)
-                .map(|_| a.next_f64())
-                .all(|x| (0.0..1.0).contains(&x))
-        );
+        assert!((0..1000).map(|_| a.next_f64()).all(|x| (0.0..1.0).contains(&x)));
     }
 }

@@ -7,11 +7,7 @@ use herd_topo::Machine;
 /// The hierarchy path of a core: (package, NUMA node, LLC, core index).
 fn core_path(m: &Machine, core: usize) -> [usize; 4] {
     let c = &m.cores()[core];
-    let cpu = c
-        .cpus
-        .first()
-        .and_then(|os| m.cpu(os))
-        .expect("a core has CPUs");
+    let cpu = c.cpus.first().and_then(|os| m.cpu(os)).expect("a core has CPUs");
     [c.package, cpu.numa, cpu.llc.map_or(0, |l| l + 1), core]
 }
 
@@ -67,11 +63,7 @@ pub fn scatter(m: &Machine) -> Vec<u32> {
     let cores = scatter_cores(m);
     let smt = m.smt_max();
     (0..smt)
-        .flat_map(|s| {
-            cores
-                .iter()
-                .filter_map(move |&c| m.cores()[c].cpus.iter().nth(s))
-        })
+        .flat_map(|s| cores.iter().filter_map(move |&c| m.cores()[c].cpus.iter().nth(s)))
         .collect()
 }
 

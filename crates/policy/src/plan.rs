@@ -71,7 +71,6 @@ impl Plan {
     }
     /// Pauses `task`.
     pub fn pause(&mut self, task: TaskId, why: impl Into<Reason>) {
-        self.tasks
-            .push((task, Placement::Pause { why: why.into() }));
+        self.tasks.push((task, Placement::Pause { why: why.into() }));
     }
 }

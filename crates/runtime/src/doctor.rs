@@ -162,12 +162,7 @@ pub fn probe(machine: &Machine, roots: &Roots) -> Report {
                 format!("opened '{}' on this thread", event.name()),
                 Some(path),
             ),
-            Err(e) => cap(
-                name,
-                false,
-                perf::explain_open_error(&e, paranoid),
-                Some(path),
-            ),
+            Err(e) => cap(name, false, perf::explain_open_error(&e, paranoid), Some(path)),
         });
     }
     caps.push(probe_schedstat(roots));
@@ -229,17 +224,12 @@ fn probe_schedstat(roots: &Roots) -> Capability {
             Some(&path),
         ),
         Ok(text) => {
-            let fields: Vec<u64> = text
-                .split_whitespace()
-                .filter_map(|f| f.parse().ok())
-                .collect();
+            let fields: Vec<u64> = text.split_whitespace().filter_map(|f| f.parse().ok()).collect();
             match fields.as_slice() {
                 [run_ns, wait_ns, slices] if *run_ns > 0 || *slices > 0 => cap(
                     "schedstat",
                     true,
-                    format!(
-                        "per-task run time and run-queue wait: {run_ns} ns run, {wait_ns} ns waiting"
-                    ),
+                    format!("per-task run time and run-queue wait: {run_ns} ns run, {wait_ns} ns waiting"),
                     Some(&path),
                 ),
                 [_, _, _] => cap(
@@ -282,10 +272,7 @@ fn probe_psi(roots: &Roots) -> Capability {
     }
 }
 
-fn probe_cgroups(
-    mounts: &[Mount],
-    roots: &Roots,
-) -> (Capability, Capability, Capability, Capability) {
+fn probe_cgroups(mounts: &[Mount], roots: &Roots) -> (Capability, Capability, Capability, Capability) {
     let v1 = |controller: &str, name: &str, purpose: &str| match v1_mount(mounts, controller) {
         None => cap(
             name,
@@ -306,21 +293,10 @@ fn probe_cgroups(
             Some(&m.dir),
         ),
     };
-    let v1_cpuset = v1(
-        "cpuset",
-        "cgroup_v1.cpuset",
-        "herd can confine programs to CPUs",
-    );
+    let v1_cpuset = v1("cpuset", "cgroup_v1.cpuset", "herd can confine programs to CPUs");
     let v1_freezer = v1("freezer", "cgroup_v1.freezer", "herd can freeze programs");
     let Some(v2) = mounts.iter().find(|m| m.fstype == "cgroup2") else {
-        let none = |name: &str| {
-            cap(
-                name,
-                false,
-                "no cgroup2 (unified) hierarchy is mounted",
-                None,
-            )
-        };
+        let none = |name: &str| cap(name, false, "no cgroup2 (unified) hierarchy is mounted", None);
         return (
             v1_cpuset,
             none("cgroup_v2.cpuset"),
@@ -554,12 +530,7 @@ fn probe_machine(machine: &Machine, roots: &Roots) -> Vec<Capability> {
             None,
         )
     } else {
-        cap(
-            "core_kinds",
-            false,
-            "symmetric: every core is of one kind",
-            None,
-        )
+        cap("core_kinds", false, "symmetric: every core is of one kind", None)
     };
     vec![smt_cap, numa_cap, kinds_cap]
 }

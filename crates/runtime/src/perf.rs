@@ -55,19 +55,10 @@ impl Event {
             Event::Instructions => (b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_INSTRUCTIONS as u64),
             Event::Cycles => (b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_CPU_CYCLES as u64),
             Event::LlcMisses => (b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_CACHE_MISSES as u64),
-            Event::LlcReferences => (
-                b::PERF_TYPE_HARDWARE,
-                b::PERF_COUNT_HW_CACHE_REFERENCES as u64,
-            ),
+            Event::LlcReferences => (b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_CACHE_REFERENCES as u64),
             Event::TaskClock => (b::PERF_TYPE_SOFTWARE, b::PERF_COUNT_SW_TASK_CLOCK as u64),
-            Event::ContextSwitches => (
-                b::PERF_TYPE_SOFTWARE,
-                b::PERF_COUNT_SW_CONTEXT_SWITCHES as u64,
-            ),
-            Event::CpuMigrations => (
-                b::PERF_TYPE_SOFTWARE,
-                b::PERF_COUNT_SW_CPU_MIGRATIONS as u64,
-            ),
+            Event::ContextSwitches => (b::PERF_TYPE_SOFTWARE, b::PERF_COUNT_SW_CONTEXT_SWITCHES as u64),
+            Event::CpuMigrations => (b::PERF_TYPE_SOFTWARE, b::PERF_COUNT_SW_CPU_MIGRATIONS as u64),
         }
     }
 }
@@ -89,8 +80,7 @@ pub fn open_counter(event: Event, tid: i32) -> io::Result<OwnedFd> {
     attr.set_inherit(1);
     // SAFETY: attr is a fully initialised perf_event_attr whose size field
     // matches the struct; the kernel only reads it.
-    let fd =
-        unsafe { sys::perf_event_open(&mut attr, tid, -1, -1, b::PERF_FLAG_FD_CLOEXEC as u64) };
+    let fd = unsafe { sys::perf_event_open(&mut attr, tid, -1, -1, b::PERF_FLAG_FD_CLOEXEC as u64) };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -101,7 +91,10 @@ pub fn open_counter(event: Event, tid: i32) -> io::Result<OwnedFd> {
 /// A short explanation of why perf_event_open failed, for `herd doctor`.
 pub fn explain_open_error(err: &io::Error, paranoid: Option<i32>) -> String {
     let why = match err.raw_os_error() {
-        Some(libc::ENOENT) => "the kernel has no such event: no PMU driver exposes it (typical of a VM without a virtual PMU)".to_string(),
+        Some(libc::ENOENT) => {
+            "the kernel has no such event: no PMU driver exposes it (typical of a VM without a virtual PMU)"
+                .to_string()
+        }
         Some(libc::EOPNOTSUPP) => "the PMU does not support this event".to_string(),
         Some(libc::EACCES) | Some(libc::EPERM) => match paranoid {
             Some(p) => format!("not permitted with kernel.perf_event_paranoid={p}: run as root or lower it"),

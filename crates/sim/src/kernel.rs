@@ -82,10 +82,7 @@ impl Kernel {
 
     /// The position of OS CPU `os`.
     pub fn pos(&self, os: u32) -> Option<usize> {
-        self.pos_of
-            .get(os as usize)
-            .copied()
-            .filter(|&p| p != usize::MAX)
+        self.pos_of.get(os as usize).copied().filter(|&p| p != usize::MAX)
     }
 
     fn allows(&self, allowed: &CpuSet, pos: usize) -> bool {
@@ -101,9 +98,7 @@ impl Kernel {
     }
 
     fn core_idle(&self, core: usize) -> bool {
-        self.core_cpus[core]
-            .iter()
-            .all(|&p| self.queues[p].is_empty())
+        self.core_cpus[core].iter().all(|&p| self.queues[p].is_empty())
     }
 
     fn idle_per_package(&self) -> Vec<usize> {
@@ -184,11 +179,7 @@ impl Kernel {
             let llc = self.llc[to];
             let source = (0..self.len())
                 .filter(|&p| self.queues[p].len() >= 2)
-                .filter(|&p| {
-                    self.queues[p]
-                        .iter()
-                        .any(|&t| allowed[t].contains(self.os[to]))
-                })
+                .filter(|&p| self.queues[p].iter().any(|&t| allowed[t].contains(self.os[to])))
                 .max_by_key(|&p| (self.queues[p].len(), self.llc[p] == llc, usize::MAX - p));
             if let Some(from) = source {
                 if let Some(t) = self.take_movable(from, to, allowed) {
@@ -212,9 +203,7 @@ impl Kernel {
         // A busy core with a fully idle core elsewhere: spread out. The idle
         // list is computed once; in the common oversubscribed state it is
         // empty and this step costs one pass over the cores.
-        let mut idle_cores: Vec<usize> = (0..self.core_cpus.len())
-            .filter(|&c| self.core_idle(c))
-            .collect();
+        let mut idle_cores: Vec<usize> = (0..self.core_cpus.len()).filter(|&c| self.core_idle(c)).collect();
         for core in 0..self.core_cpus.len() {
             if idle_cores.is_empty() {
                 break;
@@ -243,9 +232,7 @@ impl Kernel {
         }
         // Even out queue lengths.
         for _ in 0..self.len() {
-            let Some(from) =
-                (0..self.len()).max_by_key(|&p| (self.queues[p].len(), usize::MAX - p))
-            else {
+            let Some(from) = (0..self.len()).max_by_key(|&p| (self.queues[p].len(), usize::MAX - p)) else {
                 break;
             };
             let longest = self.queues[from].len();
@@ -300,9 +287,7 @@ impl Kernel {
             };
             // The most-served thread on a shorter queue that can trade places.
             let candidate = (0..self.len())
-                .filter(|&p| {
-                    self.queues[p].len() + 1 == longest && allowed[lo].contains(self.os[p])
-                })
+                .filter(|&p| self.queues[p].len() + 1 == longest && allowed[lo].contains(self.os[p]))
                 .flat_map(|p| self.queues[p].iter().map(move |&t| (t, p)))
                 .filter(|&(t, _)| allowed[t].contains(self.os[from]))
                 .max_by(|a, b| service[a.0].total_cmp(&service[b.0]).then(b.1.cmp(&a.1)));

@@ -242,14 +242,14 @@ pub fn run_policy<M: CostMeter>(
 
 /// Runs every policy under every seed, `linux` first. `meter` makes a cost
 /// meter per run (`None`: no timing, byte-reproducible results);
-/// `progress(policy, seed, now_ns)` is called at every decision.
+/// `on_decision(policy, seed, view, plan)` sees every decision.
 pub fn compare<M: CostMeter>(
     s: &Scenario,
     policies: &[String],
     seeds: &[u64],
     mut meter: impl FnMut() -> Option<M>,
     trace: bool,
-    mut progress: impl FnMut(&str, u64, u64),
+    mut on_decision: impl FnMut(&str, u64, &View<'_>, &Plan),
 ) -> Result<Comparison, PolicyError> {
     let solo = solo_times(s);
     let mut names = vec!["linux".to_string()];
@@ -262,8 +262,8 @@ pub fn compare<M: CostMeter>(
     for &seed in seeds {
         for name in &names {
             let mut m = meter();
-            let r = run_policy(s, name, seed, &solo, m.as_mut(), trace, |view, _| {
-                progress(name, seed, view.now_ns())
+            let r = run_policy(s, name, seed, &solo, m.as_mut(), trace, |view, plan| {
+                on_decision(name, seed, view, plan)
             })?;
             results.push(r);
         }

@@ -6,8 +6,8 @@ use std::fmt::Write;
 use crate::{Comparison, PolicyResult};
 
 const PALETTE: [&str; 10] = [
-    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
-    "#9c755f", "#bab0ac",
+    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
+    "#bab0ac",
 ];
 
 fn esc(s: &str) -> String {
@@ -54,11 +54,7 @@ fn timeline(out: &mut String, r: &PolicyResult, job_names: &[String]) {
     let (w, row) = (900.0, 14.0);
     let h = 40.0 + row * cpus.len() as f64;
     let _ = writeln!(out, "<h3>Timeline: {} (seed {})</h3>", esc(&r.name), r.seed);
-    let _ = writeln!(
-        out,
-        "<svg width=\"{}\" height=\"{h}\" role=\"img\">",
-        w + 60.0
-    );
+    let _ = writeln!(out, "<svg width=\"{}\" height=\"{h}\" role=\"img\">", w + 60.0);
     for (i, cpu) in cpus.iter().enumerate() {
         let _ = writeln!(
             out,
@@ -94,11 +90,7 @@ fn timeline(out: &mut String, r: &PolicyResult, job_names: &[String]) {
     );
     out.push_str("</svg>\n");
     if segments.len() >= crate::MAX_SEGMENTS {
-        let _ = writeln!(
-            out,
-            "<p>Timeline cut at {} segments.</p>",
-            crate::MAX_SEGMENTS
-        );
+        let _ = writeln!(out, "<p>Timeline cut at {} segments.</p>", crate::MAX_SEGMENTS);
     }
 }
 
@@ -111,12 +103,8 @@ pub fn html(c: &Comparison, job_names: &[String]) -> String {
         esc(&c.scenario)
     );
     let label = |r: &PolicyResult| format!("{} (seed {})", r.name, r.seed);
-    let series = |f: &dyn Fn(&PolicyResult) -> f64| {
-        c.policies
-            .iter()
-            .map(|r| (label(r), f(r)))
-            .collect::<Vec<_>>()
-    };
+    let series =
+        |f: &dyn Fn(&PolicyResult) -> f64| c.policies.iter().map(|r| (label(r), f(r))).collect::<Vec<_>>();
     bars(
         &mut out,
         "Makespan (lower is better)",
@@ -135,12 +123,7 @@ pub fn html(c: &Comparison, job_names: &[String]) -> String {
         "J",
         &series(&|r| r.energy_j),
     );
-    bars(
-        &mut out,
-        "Migrations",
-        "",
-        &series(&|r| r.migrations as f64),
-    );
+    bars(&mut out, "Migrations", "", &series(&|r| r.migrations as f64));
     for r in &c.policies {
         timeline(&mut out, r, job_names);
     }

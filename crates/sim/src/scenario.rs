@@ -282,9 +282,7 @@ fn line_of(text: &str, offset: usize) -> usize {
 
 /// The key written on the line holding `offset`, if the line is `key = value`.
 fn key_at(text: &str, offset: usize) -> Option<String> {
-    let start = text[..offset.min(text.len())]
-        .rfind('\n')
-        .map_or(0, |i| i + 1);
+    let start = text[..offset.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
     let line = text[start..].lines().next()?;
     let (key, _) = line.split_once('=')?;
     let key = key.trim();
@@ -388,8 +386,9 @@ impl Scenario {
         let mspan = spec.machine.span();
         let mspec = spec.machine.get_ref();
         let machine = match (&mspec.synthetic, &mspec.xml) {
-            (Some(s), None) => Machine::synthetic(s)
-                .map_err(|e| at(mspan.clone(), "machine.synthetic", e.to_string()))?,
+            (Some(s), None) => {
+                Machine::synthetic(s).map_err(|e| at(mspan.clone(), "machine.synthetic", e.to_string()))?
+            }
             (None, Some(x)) => load_xml(x).map_err(|e| at(mspan.clone(), "machine.xml", e))?,
             _ => {
                 return Err(at(
@@ -482,8 +481,7 @@ impl Scenario {
         }
         let mut policies = vec!["linux".to_string()];
         for p in spec.policies {
-            herd_policy::build(&p)
-                .map_err(|e| err(None, Some("policies".into()), e.to_string()))?;
+            herd_policy::build(&p).map_err(|e| err(None, Some("policies".into()), e.to_string()))?;
             if !policies.contains(&p) {
                 policies.push(p);
             }
@@ -512,11 +510,7 @@ impl Scenario {
 }
 
 /// Splits a phase's solo time into core time and memory requests.
-fn derive_phase(
-    p: &PhaseSpec,
-    model: &ModelParams,
-    m: &Machine,
-) -> Result<Phase, (String, String)> {
+fn derive_phase(p: &PhaseSpec, model: &ModelParams, m: &Machine) -> Result<Phase, (String, String)> {
     let solo_ns = 1.0 / (p.ipc.0 * model.freq_ghz);
     let bytes_per_instr = match (p.bytes_per_instr, p.bw_gbps) {
         (Some(b), None) => b.0,

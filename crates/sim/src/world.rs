@@ -13,9 +13,7 @@ use std::collections::HashMap;
 
 use herd_engine::{Actuator, Clock, Sensor};
 use herd_model::{MemSystem, ModelParams, Stream, Target, smt_share};
-use herd_policy::{
-    JobView, Obs, Placement, Plan, Snapshot, SystemObs, TaskId, TaskState, TaskView,
-};
+use herd_policy::{JobView, Obs, Placement, Plan, Snapshot, SystemObs, TaskId, TaskState, TaskView};
 use herd_topo::{CpuSet, Machine};
 
 use crate::kernel::Kernel;
@@ -234,8 +232,7 @@ impl<'a> World<'a> {
 
     fn queued(&self, t: usize) -> bool {
         let th = &self.threads[t];
-        let blocked =
-            th.at_barrier && matches!(self.jobs[th.job].barrier, Some((_, BarrierKind::Block)));
+        let blocked = th.at_barrier && matches!(self.jobs[th.job].barrier, Some((_, BarrierKind::Block)));
         th.arrived && !th.done && !th.paused && !blocked
     }
 
@@ -269,24 +266,21 @@ impl<'a> World<'a> {
     }
 
     fn note_migration(&mut self, t: usize, from: usize, to: usize) {
-        let cost =
-            self.model
-                .migration
-                .cost_ns(self.machine, self.kernel.os[from], self.kernel.os[to]);
-        if self.kernel.core[from] == self.kernel.core[to] && cost == 0 && from == to {
+        if from == to {
             return;
         }
-        if from != to {
-            let th = &mut self.threads[t];
-            th.warmup_ns += cost as f64;
-            th.total.migrations += 1;
-            self.totals.migrations += 1;
-            if self.kernel.llc[from] != self.kernel.llc[to] || self.kernel.llc[from].is_none() {
-                self.totals.migrations_cross_llc += 1;
-            }
-            if self.kernel.numa[from] != self.kernel.numa[to] {
-                self.totals.migrations_cross_numa += 1;
-            }
+        let (a, b) = (self.kernel.os[from], self.kernel.os[to]);
+        let cost = self.model.migration.cost_ns(self.machine, a, b);
+        let th = &mut self.threads[t];
+        th.warmup_ns += cost as f64;
+        th.total.migrations += 1;
+        self.totals.migrations += 1;
+        // Without LLC information (both None) no boundary is known.
+        if self.kernel.llc[from] != self.kernel.llc[to] {
+            self.totals.migrations_cross_llc += 1;
+        }
+        if self.kernel.numa[from] != self.kernel.numa[to] {
+            self.totals.migrations_cross_numa += 1;
         }
     }
 
@@ -368,8 +362,8 @@ impl<'a> World<'a> {
             }
             let th = &self.threads[t];
             let phase = &self.jobs[th.job].phases[th.phase];
-            let speed = self.speed_of_kind[self.kernel.kind[pos]]
-                * smt_share(busy[pos], self.model.smt_sigma);
+            let speed =
+                self.speed_of_kind[self.kernel.kind[pos]] * smt_share(busy[pos], self.model.smt_sigma);
             let home = self.kernel.numa[pos];
             streams.push(Stream {
                 compute_ns_per_instr: phase.core_ns_per_instr / speed,
@@ -456,6 +450,7 @@ impl<'a> World<'a> {
     }
 
     fn advance(&mut self, dt: f64) {
+        let mut warmed_up = false;
         for th in &mut self.threads {
             if th.cpu.is_none() {
                 continue;
@@ -463,7 +458,13 @@ impl<'a> World<'a> {
             th.total.cpu_ns += th.share * dt;
             th.total.wait_ns += (1.0 - th.share) * dt;
             if th.warmup_ns > 0.0 {
-                th.warmup_ns = (th.warmup_ns - th.share * dt).max(0.0);
+                th.warmup_ns -= th.share * dt;
+                // Warm-up over: the thread runs at full speed from now on, so
+                // rates must be recomputed (this step ends at that event).
+                if th.warmup_ns < 1e-3 {
+                    th.warmup_ns = 0.0;
+                    warmed_up = true;
+                }
                 continue;
             }
             if th.at_barrier || th.rate <= 0.0 {
@@ -491,6 +492,7 @@ impl<'a> World<'a> {
             }
         }
         self.totals.energy_j += self.power_w * dt * 1e-9;
+        self.dirty |= warmed_up;
     }
 
     /// Handles every thread event due now.
@@ -502,10 +504,6 @@ impl<'a> World<'a> {
             let job = self.threads[t].job;
             let spec = &self.jobs[job];
             let th = &mut self.threads[t];
-            if th.warmup_ns > 0.0 && th.warmup_ns < 1e-3 {
-                th.warmup_ns = 0.0;
-                self.dirty = true;
-            }
             if th.at_barrier || th.warmup_ns > 0.0 {
                 continue;
             }
@@ -540,9 +538,7 @@ impl<'a> World<'a> {
 
     fn reach_barrier(&mut self, t: usize) {
         let j = self.threads[t].job;
-        let (every, kind) = self.jobs[j]
-            .barrier
-            .expect("barrier event without a barrier");
+        let (every, kind) = self.jobs[j].barrier.expect("barrier event without a barrier");
         self.threads[t].at_barrier = true;
         self.threads[t].to_barrier = every;
         self.job_state[j].waiting += 1;
@@ -632,9 +628,7 @@ impl<'a> World<'a> {
                 .min()
                 .unwrap_or(u64::MAX);
             let next_balance = self.last_balance_ns + (self.model.balance_ms * 1e6) as u64;
-            let horizon = t_end
-                .min(next_arrival)
-                .min(next_balance.max(self.now_ns + 1));
+            let horizon = t_end.min(next_arrival).min(next_balance.max(self.now_ns + 1));
             let dt_thread = self.next_thread_event();
             let step_ns = (horizon - self.now_ns) as f64;
             let (dt, integral) = if dt_thread < step_ns {
@@ -685,9 +679,7 @@ impl Sensor for World<'_> {
             }
             present_jobs[th.job] = true;
             let (d, s) = (th.total, th.seen);
-            let hb = self.jobs[th.job]
-                .heartbeat_every
-                .map(|k| (d.instr / k) as u64);
+            let hb = self.jobs[th.job].heartbeat_every.map(|k| (d.instr / k) as u64);
             let state = if th.paused {
                 TaskState::Paused
             } else if th.cpu.is_some() {
@@ -707,9 +699,8 @@ impl Sensor for World<'_> {
                     instructions: hw.then_some((d.instr - s.instr) as u64),
                     cycles: hw.then_some((d.cycles - s.cycles) as u64),
                     llc_refs: hw.then_some((d.llc_refs - s.llc_refs) as u64),
-                    llc_misses: hw.then_some(
-                        ((d.mem_bytes - s.mem_bytes) / herd_model::params::LINE_BYTES) as u64,
-                    ),
+                    llc_misses: hw
+                        .then_some(((d.mem_bytes - s.mem_bytes) / herd_model::params::LINE_BYTES) as u64),
                     mem_bytes: bw.then_some((d.mem_bytes - s.mem_bytes) as u64),
                     migrations: d.migrations - s.migrations,
                 },

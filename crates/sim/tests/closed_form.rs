@@ -5,8 +5,7 @@ use herd_engine::NoMeter;
 use herd_sim::{PolicyResult, Scenario};
 
 fn scenario(text: &str) -> Scenario {
-    Scenario::parse(text, "test.toml", &|_| Err("no files in tests".into()))
-        .unwrap_or_else(|e| panic!("{e}"))
+    Scenario::parse(text, "test.toml", &|_| Err("no files in tests".into())).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn run(s: &Scenario, policy: &str) -> PolicyResult {
@@ -19,8 +18,7 @@ fn close(a: f64, b: f64, rel: f64) -> bool {
 }
 
 /// Moves are free here so the fluid shares are exactly fair.
-const FREE_MOVES: &str =
-    "[model.migration]\nsame_llc_us = 0\ncross_llc_us = 0\ncross_numa_us = 0\n";
+const FREE_MOVES: &str = "[model.migration]\nsame_llc_us = 0\ncross_llc_us = 0\ncross_numa_us = 0\n";
 
 fn compute_jobs(n: usize, instructions: f64) -> String {
     format!(
@@ -39,11 +37,7 @@ fn equal_compute_jobs_share_cores_fairly() {
         let s = scenario(&text);
         let r = run(&s, "linux");
         let work_s = jobs as f64 * 0.4;
-        let expected = if jobs >= cores {
-            work_s / cores as f64
-        } else {
-            0.4
-        };
+        let expected = if jobs >= cores { work_s / cores as f64 } else { 0.4 };
         // Exact when every CPU holds the same number of jobs; otherwise the
         // kernel rotates jobs every balancing interval (4 ms), and the last
         // job can end up to one interval late.
@@ -132,4 +126,20 @@ fn spinning_barriers_waste_cpu_and_blocking_ones_do_not() {
     // spinning threads hold CPUs they cannot use.
     assert!(block < spin, "block {block} vs spin {spin}");
     assert!(block >= 0.6 * (1.0 - 1e-9), "{block}");
+}
+
+#[test]
+fn a_migration_costs_its_warm_up_and_no_more() {
+    // Default migration costs: 6 jobs rotate over 4 cores hundreds of times.
+    // Each move costs 20 us of warm-up, so the makespan stays within 1% of
+    // the fair-share ideal (a warm-up that lingered to the next balancing
+    // tick would cost 4 ms a move and blow this up).
+    let text = format!(
+        "[machine]\nsynthetic = \"package:1 l3:1 core:4\"\n{}",
+        compute_jobs(6, 5e9)
+    );
+    let r = run(&scenario(&text), "linux");
+    let ideal = 6.0 * 5e9 * 0.4e-9 / 4.0;
+    assert!(r.migrations > 100, "{}", r.migrations);
+    assert!(r.makespan_s < ideal * 1.01, "{} vs {ideal}", r.makespan_s);
 }

@@ -111,12 +111,7 @@ impl CpuSet {
     /// Set intersection.
     pub fn intersection(&self, other: &Self) -> Self {
         let mut out = Self {
-            words: self
-                .words
-                .iter()
-                .zip(&other.words)
-                .map(|(a, b)| a & b)
-                .collect(),
+            words: self.words.iter().zip(&other.words).map(|(a, b)| a & b).collect(),
         };
         out.trim();
         out

@@ -31,9 +31,7 @@ static LOAD_LOCK: Mutex<()> = Mutex::new(());
 
 /// Loads the machine from `source` through hwloc.
 pub fn load(source: Source<'_>) -> Result<Machine, TopoError> {
-    let _guard = LOAD_LOCK
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _guard = LOAD_LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let (name, topology) = match source {
         Source::ThisMachine => (
             "this machine".to_string(),
@@ -52,10 +50,7 @@ pub fn load(source: Source<'_>) -> Result<Machine, TopoError> {
         Source::FsRoot(dir) => {
             check_fsroot(dir)?;
             let name = dir.display().to_string();
-            (
-                name.clone(),
-                load_fsroot(dir).map_err(|e| hwloc_err(&name, e))?,
-            )
+            (name.clone(), load_fsroot(dir).map_err(|e| hwloc_err(&name, e))?)
         }
         Source::HwlocSynthetic(spec) => {
             let name = format!("hwloc synthetic: {spec}");
@@ -236,13 +231,9 @@ fn convert(name: &str, topology: &Topology) -> Result<Machine, TopoError> {
     }
 
     // LLC: L3 where there is one, else the largest cache level hwloc knows.
-    let llc_type = [
-        ObjectType::L3Cache,
-        ObjectType::L2Cache,
-        ObjectType::L1Cache,
-    ]
-    .into_iter()
-    .find(|&t| topology.objects_with_type(t).next().is_some());
+    let llc_type = [ObjectType::L3Cache, ObjectType::L2Cache, ObjectType::L1Cache]
+        .into_iter()
+        .find(|&t| topology.objects_with_type(t).next().is_some());
     let llcs: Vec<&TopologyObject> = llc_type
         .map(|t| topology.objects_with_type(t).collect())
         .unwrap_or_default();
@@ -260,10 +251,7 @@ fn convert(name: &str, topology: &Topology) -> Result<Machine, TopoError> {
         .collect();
 
     let kinds = kinds_of(topology);
-    let max_raw = kinds
-        .iter()
-        .filter_map(|k| k.raw_capacity)
-        .fold(0.0, f64::max);
+    let max_raw = kinds.iter().filter_map(|k| k.raw_capacity).fold(0.0, f64::max);
     let kind_ids: Vec<usize> = kinds
         .iter()
         .map(|k| {
@@ -301,9 +289,7 @@ fn convert(name: &str, topology: &Topology) -> Result<Machine, TopoError> {
             why: "a PU has no OS index".into(),
         })? as u32;
         let core_obj = pu.first_ancestor_with_type(ObjectType::Core);
-        let key = core_obj.map_or(pu.global_persistent_index(), |c| {
-            c.global_persistent_index()
-        });
+        let key = core_obj.map_or(pu.global_persistent_index(), |c| c.global_persistent_index());
         if let Some(&i) = position_of.get(&key) {
             cores[i].cpus.push(os);
             continue;
@@ -359,9 +345,7 @@ fn numa_distances(topology: &Topology, nodes: &[&TopologyObject]) -> Option<Vec<
         .objects()
         .map(|o| {
             let gp = o.map(|o| o.global_persistent_index());
-            nodes
-                .iter()
-                .position(|n| Some(n.global_persistent_index()) == gp)
+            nodes.iter().position(|n| Some(n.global_persistent_index()) == gp)
         })
         .collect::<Option<_>>()?;
     let mut m = vec![vec![0.0; nodes.len()]; nodes.len()];

@@ -204,12 +204,7 @@ impl MachineBuilder {
         self.packages.len() - 1
     }
     /// Adds a NUMA node; returns its index.
-    pub fn numa_node(
-        &mut self,
-        os: u32,
-        package: Option<usize>,
-        memory_bytes: Option<u64>,
-    ) -> usize {
+    pub fn numa_node(&mut self, os: u32, package: Option<usize>, memory_bytes: Option<u64>) -> usize {
         self.numa.push((os, package, memory_bytes));
         self.numa.len() - 1
     }
@@ -219,12 +214,7 @@ impl MachineBuilder {
         self.llcs.len() - 1
     }
     /// Adds a core kind; returns its index. Kinds are re-ordered weakest first by `build`.
-    pub fn kind(
-        &mut self,
-        capacity: f64,
-        label: impl Into<String>,
-        max_freq_mhz: Option<u32>,
-    ) -> usize {
+    pub fn kind(&mut self, capacity: f64, label: impl Into<String>, max_freq_mhz: Option<u32>) -> usize {
         self.kinds.push((capacity, label.into(), max_freq_mhz));
         self.kinds.len() - 1
     }

@@ -121,16 +121,12 @@ pub fn parse(spec: &str) -> Result<Machine, TopoError> {
                 }
                 g.capacity = cap;
             }
-            "kind" => {
-                current(&mut groups, expect_group, token, spec)?.name = Some(value.to_string())
-            }
+            "kind" => current(&mut groups, expect_group, token, spec)?.name = Some(value.to_string()),
             _ => return Err(err(format!("unknown level '{key}' in '{token}'"))),
         }
     }
     if expect_group {
-        return Err(err(
-            "the spec ends with '+'; a core group must follow".into()
-        ));
+        return Err(err("the spec ends with '+'; a core group must follow".into()));
     }
     if groups.is_empty() {
         return Err(err("the spec has no 'core:N' level".into()));
@@ -138,9 +134,7 @@ pub fn parse(spec: &str) -> Result<Machine, TopoError> {
     for g in &mut groups {
         g.pus = g.pus.max(1);
     }
-    let multiplicity = outer
-        .iter()
-        .try_fold(1u32, |acc, &(_, n)| acc.checked_mul(n));
+    let multiplicity = outer.iter().try_fold(1u32, |acc, &(_, n)| acc.checked_mul(n));
     let per_instance = groups.iter().try_fold(0u32, |acc, g| {
         g.cores.checked_mul(g.pus).and_then(|n| acc.checked_add(n))
     });
@@ -167,10 +161,7 @@ fn current<'a>(
 }
 
 fn count_of(outer: &[(Outer, u32)], level: Outer) -> u32 {
-    outer
-        .iter()
-        .find(|&&(l, _)| l == level)
-        .map_or(1, |&(_, n)| n)
+    outer.iter().find(|&&(l, _)| l == level).map_or(1, |&(_, n)| n)
 }
 
 fn build(spec: &str, outer: &[(Outer, u32)], groups: &[Group]) -> Result<Machine, TopoError> {
@@ -188,10 +179,7 @@ fn build(spec: &str, outer: &[(Outer, u32)], groups: &[Group]) -> Result<Machine
                     format!("group{i}")
                 }
             });
-            match kinds
-                .iter()
-                .position(|(c, n)| *c == g.capacity && *n == name)
-            {
+            match kinds.iter().position(|(c, n)| *c == g.capacity && *n == name) {
                 Some(k) => k,
                 None => {
                     kinds.push((g.capacity, name));
@@ -220,8 +208,7 @@ fn build(spec: &str, outer: &[(Outer, u32)], groups: &[Group]) -> Result<Machine
     let mut node_package = Vec::new();
     // Without a numa level the whole machine is one node, as in hwloc.
     let has_numa_level = outer.iter().any(|&(l, _)| l == Outer::Numa);
-    let machine_node =
-        (!has_numa_level).then(|| b.numa_node(0, (packages == 1).then_some(0), None));
+    let machine_node = (!has_numa_level).then(|| b.numa_node(0, (packages == 1).then_some(0), None));
     for p in 0..packages {
         let pkg = b.package(Some(p));
         for _ in 0..numas {
@@ -304,10 +291,8 @@ mod tests {
 
     #[test]
     fn hybrid_spec() {
-        let m = parse(
-            "package:1 l3:1 core:6 pu:2 capacity:1.0 kind:P + core:8 pu:1 capacity:0.6 kind:E",
-        )
-        .unwrap();
+        let m = parse("package:1 l3:1 core:6 pu:2 capacity:1.0 kind:P + core:8 pu:1 capacity:0.6 kind:E")
+            .unwrap();
         assert_eq!(counts(&m), [20, 14, 1, 1, 1, 2]);
         // Weakest kind first.
         assert_eq!(m.kinds()[0].label, "E");

@@ -28,8 +28,7 @@ fn hybrid_fixture_kinds_are_ordered_and_scaled() {
 
 #[test]
 fn numa_details_come_through() {
-    let m =
-        Machine::from_path(&fixtures().join("xml/fakememinitiators-1np2c+1npp+gi.xml")).unwrap();
+    let m = Machine::from_path(&fixtures().join("xml/fakememinitiators-1np2c+1npp+gi.xml")).unwrap();
     // Memory-only nodes are kept, with no CPUs of their own.
     assert!(m.numa_nodes().iter().any(|n| n.cpus.is_empty()));
     let m = Machine::from_path(&fixtures().join("xml/64amd64-4s2n4ca2co.xml")).unwrap();
@@ -77,10 +76,7 @@ fn bad_inputs_are_typed_errors() {
     let missing = Machine::from_path(&tmp.path().join("nope.xml")).unwrap_err();
     assert!(missing.to_string().contains("nope.xml"), "{missing}");
     let empty = Machine::from_path(tmp.path()).unwrap_err();
-    assert!(
-        empty.to_string().contains("no sys/devices/system/cpu"),
-        "{empty}"
-    );
+    assert!(empty.to_string().contains("no sys/devices/system/cpu"), "{empty}");
     let v3 = tmp.path().join("v3.xml");
     std::fs::write(
         &v3,

@@ -1,0 +1,70 @@
+//! `herd policies`: every policy, one line each, with parameters and defaults.
+
+use std::fmt::Write;
+
+use clap::Args;
+use serde::Serialize;
+
+use crate::{Failure, output};
+
+/// Arguments of `herd policies`.
+#[derive(Args, Debug)]
+pub struct PoliciesArgs {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct ParamJson {
+    key: &'static str,
+    default: &'static str,
+    about: &'static str,
+}
+
+#[derive(Serialize)]
+struct PolicyJson {
+    name: &'static str,
+    about: &'static str,
+    params: Vec<ParamJson>,
+}
+
+/// `herd policies`.
+pub fn run(args: &PoliciesArgs) -> Result<(), Failure> {
+    let catalog = herd_policy::catalog();
+    if args.json {
+        let list: Vec<PolicyJson> = catalog
+            .iter()
+            .map(|p| PolicyJson {
+                name: p.name,
+                about: p.about,
+                params: p
+                    .params
+                    .iter()
+                    .map(|q| ParamJson {
+                        key: q.key,
+                        default: q.default,
+                        about: q.about,
+                    })
+                    .collect(),
+            })
+            .collect();
+        output::print_json(&list)?;
+        return Ok(());
+    }
+    let width = catalog.iter().map(|p| p.name.len()).max().unwrap_or(0);
+    let mut s = String::new();
+    for p in catalog {
+        let _ = writeln!(s, "{:width$}  {}", p.name, p.about);
+        for q in p.params {
+            let _ = writeln!(
+                s,
+                "{:width$}    {}={} (default)  {}",
+                "", q.key, q.default, q.about
+            );
+        }
+    }
+    s.push_str("\nUse as --policy NAME[:key=value,...], e.g. --policy static:compact:places=cores\n");
+    output::print(&s)?;
+    Ok(())
+}

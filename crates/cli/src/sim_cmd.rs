@@ -1,0 +1,232 @@
+//! `herd sim`: run policies on a simulated machine and workload, compare them.
+
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use clap::Args;
+use herd_engine::CostMeter;
+use herd_policy::{Placement, Plan};
+use herd_sim::{Comparison, PolicyResult, Scenario};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::{Failure, output};
+
+/// Arguments of `herd sim`.
+#[derive(Args, Debug)]
+pub struct SimArgs {
+    /// The scenario file (TOML; see docs/scenarios.md).
+    scenario: PathBuf,
+    /// A policy to compare (repeatable); replaces the scenario's list. `linux` always runs.
+    #[arg(long = "policy", value_name = "NAME[:key=value,...]")]
+    policies: Vec<String>,
+    /// A seed (repeatable); replaces the scenario's seeds.
+    #[arg(long = "seed", value_name = "N")]
+    seeds: Vec<u64>,
+    /// Print JSON instead of a table (schema: docs/json.md).
+    #[arg(long)]
+    json: bool,
+    /// Write an HTML report with SVG plots to this file.
+    #[arg(long, value_name = "FILE.html")]
+    report: Option<PathBuf>,
+    /// Do not measure herd's own decision time: timing fields become null
+    /// and the output is byte-for-byte reproducible.
+    #[arg(long)]
+    no_timing: bool,
+    /// Print why each policy placed tasks where it did (its first plan).
+    #[arg(long)]
+    explain: bool,
+}
+
+/// Real time spent in the policy, for the overhead figures.
+#[derive(Default)]
+struct WallMeter(Option<Instant>);
+
+impl CostMeter for WallMeter {
+    fn start(&mut self) {
+        self.0 = Some(Instant::now());
+    }
+    fn stop(&mut self) -> u64 {
+        self.0.take().map_or(0, |t| t.elapsed().as_nanos() as u64)
+    }
+}
+
+/// Loads a scenario file; XML machines resolve relative to the file.
+pub fn load_scenario(path: &Path) -> Result<Scenario, Failure> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Failure::Input(anyhow::anyhow!("{}: {e}", path.display())))?;
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let load_xml = |rel: &str| herd_topo::Machine::from_path(&dir.join(rel)).map_err(|e| e.to_string());
+    Scenario::parse(&text, &path.display().to_string(), &load_xml).map_err(|e| Failure::Input(e.into()))
+}
+
+/// `herd sim`.
+pub fn run(args: &SimArgs) -> Result<(), Failure> {
+    let scenario = load_scenario(&args.scenario)?;
+    let policies = if args.policies.is_empty() {
+        scenario.policies.clone()
+    } else {
+        args.policies.clone()
+    };
+    for p in &policies {
+        herd_policy::build(p).map_err(|e| Failure::Input(e.into()))?;
+    }
+    let seeds = if args.seeds.is_empty() {
+        scenario.seeds.clone()
+    } else {
+        args.seeds.clone()
+    };
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").expect("static template"));
+    let mut explained: Vec<(String, Plan)> = Vec::new();
+    let mut last_msg_ns = 0;
+    let timing = !args.no_timing;
+    let comparison = herd_sim::compare(
+        &scenario,
+        &policies,
+        &seeds,
+        || timing.then(WallMeter::default),
+        args.report.is_some(),
+        |policy, seed, view, plan| {
+            // Keep each policy's first plan that places something (first seed).
+            if args.explain && seed == seeds[0] {
+                match explained.iter_mut().find(|(name, _)| name == policy) {
+                    None => explained.push((policy.to_string(), plan.clone())),
+                    Some((_, first)) if first.tasks.is_empty() && !plan.tasks.is_empty() => {
+                        *first = plan.clone()
+                    }
+                    Some(_) => {}
+                }
+            }
+            // Redraw at most every simulated second: the hook runs every decision.
+            let now_ns = view.now_ns();
+            if now_ns < last_msg_ns || now_ns - last_msg_ns >= 1_000_000_000 {
+                last_msg_ns = now_ns;
+                bar.set_message(format!(
+                    "{policy} (seed {seed}): simulated {:.0} s",
+                    now_ns as f64 * 1e-9
+                ));
+                bar.tick();
+            }
+        },
+    )
+    .map_err(|e| Failure::Input(e.into()))?;
+    bar.finish_and_clear();
+    if let Some(path) = &args.report {
+        let names: Vec<String> = scenario.jobs.iter().map(|j| j.name.clone()).collect();
+        std::fs::write(path, herd_sim::report::html(&comparison, &names))
+            .map_err(|e| Failure::Input(anyhow::anyhow!("{}: {e}", path.display())))?;
+        eprintln!("herd: report written to {}", path.display());
+    }
+    if args.json {
+        output::print_json(&comparison)?;
+    } else {
+        output::print(&table(&comparison))?;
+        if !explained.is_empty() {
+            output::print(&explanation(&explained))?;
+        }
+    }
+    Ok(())
+}
+
+fn explanation(runs: &[(String, Plan)]) -> String {
+    let mut s = String::from("\nWhy (each policy's first placements):\n");
+    for (name, plan) in runs {
+        let _ = writeln!(s, "  {name}:");
+        if let Some(note) = &plan.note {
+            let _ = writeln!(s, "    {note}");
+        }
+        for (task, placement) in plan.tasks.iter().take(16) {
+            match placement {
+                Placement::Run { cpus, why } => {
+                    let _ = writeln!(s, "    task {task} -> CPUs {cpus}: {why}");
+                }
+                Placement::Pause { why } => {
+                    let _ = writeln!(s, "    task {task} paused: {why}");
+                }
+            }
+        }
+        if plan.tasks.len() > 16 {
+            let _ = writeln!(s, "    ... and {} more", plan.tasks.len() - 16);
+        }
+    }
+    s
+}
+
+fn ratio(v: f64, base: f64) -> String {
+    if base > 0.0 && v.is_finite() {
+        format!(" ({:.3}x)", v / base)
+    } else {
+        String::new()
+    }
+}
+
+/// Metrics as rows, policies as columns, with each policy's ratio to `linux`.
+fn table(c: &Comparison) -> String {
+    let mut s = String::new();
+    let mut seeds: Vec<u64> = c.policies.iter().map(|r| r.seed).collect();
+    seeds.dedup();
+    for seed in seeds {
+        let runs: Vec<&PolicyResult> = c.policies.iter().filter(|r| r.seed == seed).collect();
+        let Some(base) = runs.iter().find(|r| r.name == "linux").copied() else {
+            continue;
+        };
+        let _ = writeln!(s, "scenario {} (seed {seed})", c.scenario);
+        type Metric<'a> = (&'a str, &'a dyn Fn(&PolicyResult) -> Option<f64>, bool);
+        let metrics: [Metric; 10] = [
+            ("makespan_s", &|r| Some(r.makespan_s), true),
+            ("throughput", &|r| Some(r.throughput), true),
+            ("energy_j", &|r| Some(r.energy_j), true),
+            ("avg_power_w", &|r| Some(r.avg_power_w), true),
+            ("migrations", &|r| Some(r.migrations as f64), false),
+            ("migrations_per_min", &|r| Some(r.migrations_per_min), false),
+            (
+                "migrations_cross_llc",
+                &|r| Some(r.migrations_cross_llc as f64),
+                false,
+            ),
+            (
+                "migrations_cross_numa",
+                &|r| Some(r.migrations_cross_numa as f64),
+                false,
+            ),
+            ("decision_overhead_pct", &|r| r.decision_overhead_pct, false),
+            ("decision_wall_us", &|r| r.decision_wall_us, false),
+        ];
+        let width = runs.iter().map(|r| r.name.len()).max().unwrap_or(8).max(22);
+        let _ = write!(s, "{:<24}", "metric");
+        for r in &runs {
+            let _ = write!(s, "{:>width$}", r.name);
+        }
+        s.push('\n');
+        for (name, get, with_ratio) in metrics {
+            let _ = write!(s, "{name:<24}");
+            for r in &runs {
+                let cell = match get(r) {
+                    None => "-".to_string(),
+                    Some(v) if with_ratio && r.name != "linux" => {
+                        format!("{v:.3}{}", ratio(v, get(base).unwrap_or(0.0)))
+                    }
+                    Some(v) => format!("{v:.3}"),
+                };
+                let _ = write!(s, "{cell:>width$}");
+            }
+            s.push('\n');
+        }
+        for (i, job) in base.jobs.iter().enumerate() {
+            let _ = write!(s, "{:<24}", format!("slowdown {}", job.name));
+            for r in &runs {
+                let cell = r.jobs[i].slowdown.map_or("-".to_string(), |v| format!("{v:.3}"));
+                let _ = write!(s, "{cell:>width$}");
+            }
+            s.push('\n');
+        }
+        for r in &runs {
+            for note in &r.notes {
+                let _ = writeln!(s, "note ({}): {note}", r.name);
+            }
+        }
+        s.push('\n');
+    }
+    s
+}
