@@ -8,6 +8,8 @@
 //! from the [`Clock`]; the cost of deciding is measured by an injected
 //! [`CostMeter`], so the crate stays pure and simulations stay reproducible.
 
+pub mod replay;
+
 use herd_policy::{Estimates, Plan, Policy, Snapshot, View};
 use herd_topo::Machine;
 use serde::Serialize;

@@ -100,7 +100,8 @@ pub struct Solution {
 
 const MAX_SWEEPS: u32 = 200;
 const BISECTIONS: u32 = 100;
-const TOLERANCE: f64 = 1e-10;
+/// Relative change in any waiting time below which the sweeps stop.
+const TOLERANCE: f64 = 1e-9;
 
 impl MemSystem {
     /// Number of nodes.
@@ -139,31 +140,29 @@ impl MemSystem {
             Contention::MM1 if u >= 1.0 => f64::INFINITY,
             Contention::MM1 => u / (mu * (1.0 - u)),
             Contention::Superlinear { alpha, exponent } => {
-                self.request_ns * alpha * u.min(1.0).powf(exponent)
+                self.request_ns * alpha * pow(u.min(1.0), exponent)
             }
         }
     }
 
-    /// Each stream's route: (queue, requests per instruction through it).
-    fn routes(&self, streams: &[Stream]) -> Vec<Vec<(usize, f64)>> {
+    /// Every stream's route as one flat list of (stream, queue, requests per
+    /// instruction through it): one allocation however many streams.
+    fn routes(&self, streams: &[Stream]) -> Vec<(usize, usize, f64)> {
         let n = self.nodes();
-        streams
-            .iter()
-            .map(|s| {
-                let mut route = Vec::new();
-                let mut through = |node: usize, frac: f64| {
-                    route.push((node, s.requests_per_instr * frac));
-                    if node != s.home {
-                        route.push((self.link_index(s.home, node), s.requests_per_instr * frac));
-                    }
-                };
-                match s.target {
-                    Target::Node(k) => through(k.min(n - 1), 1.0),
-                    Target::Interleaved => (0..n).for_each(|k| through(k, 1.0 / n as f64)),
+        let mut out = Vec::with_capacity(streams.len() * 2);
+        for (j, s) in streams.iter().enumerate() {
+            let mut through = |node: usize, frac: f64| {
+                out.push((j, node, s.requests_per_instr * frac));
+                if node != s.home {
+                    out.push((j, self.link_index(s.home, node), s.requests_per_instr * frac));
                 }
-                route
-            })
-            .collect()
+            };
+            match s.target {
+                Target::Node(k) => through(k.min(n - 1), 1.0),
+                Target::Interleaved => (0..n).for_each(|k| through(k, 1.0 / n as f64)),
+            }
+        }
+        out
     }
 
     /// Unloaded time per instruction of each stream.
@@ -185,23 +184,43 @@ impl MemSystem {
 
     /// Solves for every stream's speed under contention.
     pub fn solve(&self, streams: &[Stream]) -> Solution {
+        self.solve_from(streams, None)
+    }
+
+    /// As [`MemSystem::solve`], starting from a previous solution's arrival
+    /// rates (the simulator re-solves after small changes; a warm start
+    /// needs a few Newton steps instead of a cold search).
+    pub fn solve_from(&self, streams: &[Stream], warm: Option<&[f64]>) -> Solution {
         let nq = self.queue_count();
         let base = self.base_ns(streams);
         let routes = self.routes(streams);
         // users[q] = (stream, weight of q's waiting time in its ns/instr).
         let mut users: Vec<Vec<(usize, f64)>> = vec![Vec::new(); nq];
-        for (j, route) in routes.iter().enumerate() {
-            for &(q, a) in route {
-                if a > 0.0 && streams[j].cpu_share > 0.0 {
-                    users[q].push((j, a));
-                }
+        for &(j, q, a) in &routes {
+            if a > 0.0 && streams[j].cpu_share > 0.0 {
+                users[q].push((j, a));
             }
         }
-        let mut wait = vec![0.0; nq];
-        let mut lambda = vec![0.0; nq];
+        let mut lambda: Vec<f64> = match warm {
+            Some(w) if w.len() == nq => w
+                .iter()
+                .enumerate()
+                .map(|(q, &l)| l.clamp(0.0, self.mu(q)))
+                .collect(),
+            _ => vec![0.0; nq],
+        };
+        let mut wait: Vec<f64> = (0..nq)
+            .map(|q| self.wait_at(q, lambda[q]).min(f64::MAX))
+            .collect();
         let mut saturated = vec![false; nq];
         // t[j] = base[j] + sum over its route of weight * wait.
         let mut t = base.clone();
+        for &(j, q, a) in &routes {
+            if a > 0.0 && wait[q].is_finite() {
+                t[j] += a * wait[q];
+            }
+        }
+        let mut terms: Vec<(f64, f64, f64)> = Vec::new();
         let mut converged = false;
         let mut sweeps = 0;
         while sweeps < MAX_SWEEPS {
@@ -209,21 +228,23 @@ impl MemSystem {
             let mut change: f64 = 0.0;
             for q in 0..nq {
                 if users[q].is_empty() {
+                    lambda[q] = 0.0;
+                    wait[q] = 0.0;
                     continue;
                 }
-                // Hold the other queues; t without this queue's share:
-                let old = wait[q];
-                let rest: Vec<(f64, f64, f64)> = users[q]
-                    .iter()
-                    .map(|&(j, a)| (streams[j].cpu_share * a, t[j] - a * old, a))
-                    .collect();
-                let arrivals = |w: f64| rest.iter().map(|&(sa, r, a)| sa / (r + a * w)).sum::<f64>();
-                let (w, l, sat) = self.solve_queue(q, arrivals);
+                // Hold the other queues: t[j] = rest + a * w at this queue.
+                let old = if wait[q].is_finite() { wait[q] } else { 0.0 };
+                terms.clear();
+                terms.extend(
+                    users[q]
+                        .iter()
+                        .map(|&(j, a)| (streams[j].cpu_share * a, t[j] - a * old, a)),
+                );
+                let (w, l, sat) = self.solve_queue(q, &terms, lambda[q]);
                 for &(j, a) in &users[q] {
                     t[j] += a * (w - old);
                 }
-                let scale = old.abs().max(self.request_ns);
-                change = change.max((w - old).abs() / scale);
+                change = change.max((w - old).abs() / old.abs().max(self.request_ns));
                 wait[q] = w;
                 lambda[q] = l;
                 saturated[q] = sat;
@@ -243,43 +264,92 @@ impl MemSystem {
         }
     }
 
-    /// For one queue, given `arrivals(w)` (decreasing in w): the waiting
-    /// time, arrival rate and saturation at its fixed point.
-    fn solve_queue(&self, q: usize, arrivals: impl Fn(f64) -> f64) -> (f64, f64, bool) {
+    /// d(wait)/d(lambda) at queue `q`.
+    fn wait_slope(&self, q: usize, lambda: f64) -> f64 {
         let mu = self.mu(q);
-        // The largest arrival rate with a finite wait, just under capacity.
+        match self.contention {
+            Contention::MM1 => 1.0 / ((mu - lambda) * (mu - lambda)),
+            Contention::Superlinear { alpha, exponent } => {
+                let u = (lambda / mu).clamp(0.0, 1.0);
+                self.request_ns * alpha * exponent * pow(u, exponent - 1.0) / mu
+            }
+        }
+    }
+
+    /// For one queue whose users spend `rest + a * w` ns per instruction
+    /// and send `share * a / (rest + a * w)` requests per ns (`terms` holds
+    /// (share * a, rest, a)): the waiting time, arrival rate and saturation
+    /// at its fixed point. Newton's method on F(x) = arrivals(wait(x)) - x,
+    /// which decreases in x, kept inside a bracket that bisection shrinks
+    /// whenever a Newton step would leave it.
+    fn solve_queue(&self, q: usize, terms: &[(f64, f64, f64)], guess: f64) -> (f64, f64, bool) {
+        let arrivals = |w: f64| terms.iter().map(|&(sa, r, a)| sa / (r + a * w)).sum::<f64>();
+        let mu = self.mu(q);
         let top = mu * (1.0 - 1e-12);
         let w_top = self.wait_at(q, top);
         if w_top.is_finite() && arrivals(w_top) > top {
             // Saturated: raise the wait until the demand fits the capacity.
-            let (mut lo, mut hi) = (w_top, w_top.max(self.request_ns));
-            let mut doublings = 0;
-            while arrivals(hi) > mu && doublings < 200 {
-                lo = hi;
-                hi *= 2.0;
-                doublings += 1;
-            }
+            // Demand is convex and decreasing in the wait, so Newton steps
+            // from the left (demand > mu) stay left of the root and climb to
+            // it monotonically: no bracket needed.
+            let mut w = w_top;
             for _ in 0..BISECTIONS {
-                let mid = 0.5 * (lo + hi);
-                if arrivals(mid) > mu { lo = mid } else { hi = mid }
+                let (mut demand, mut slope) = (0.0, 0.0);
+                for &(sa, r, a) in terms {
+                    let d = r + a * w;
+                    demand += sa / d;
+                    slope -= sa * a / (d * d);
+                }
+                if demand <= mu || slope >= 0.0 {
+                    break;
+                }
+                let step = (demand - mu) / -slope;
+                w += step;
+                if step <= w * 1e-13 {
+                    break;
+                }
             }
-            return (hi, arrivals(hi), true);
+            return (w, arrivals(w).min(mu), true);
         }
-        // F(x) = arrivals(wait(x)) - x is decreasing on [0, top]; F(0) >= 0.
         let (mut lo, mut hi) = (0.0, top);
+        let mut x = guess.clamp(0.0, top);
         for _ in 0..BISECTIONS {
-            let mid = 0.5 * (lo + hi);
-            if arrivals(self.wait_at(q, mid)) > mid {
-                lo = mid
-            } else {
-                hi = mid
+            let w = self.wait_at(q, x);
+            // F and F' in one pass over the users.
+            let (mut f, mut df_dw) = (-x, 0.0);
+            for &(sa, r, a) in terms {
+                let d = r + a * w;
+                f += sa / d;
+                df_dw -= sa * a / (d * d);
             }
-            if hi - lo <= mu * 1e-15 {
+            if f > 0.0 {
+                lo = x
+            } else {
+                hi = x
+            }
+            let slope = df_dw * self.wait_slope(q, x) - 1.0;
+            let newton = x - f / slope;
+            let next = if newton > lo && newton < hi && newton.is_finite() {
+                newton
+            } else {
+                0.5 * (lo + hi)
+            };
+            if (next - x).abs() <= mu * 1e-14 || hi - lo <= mu * 1e-15 {
+                x = next;
                 break;
             }
+            x = next;
         }
-        let x = 0.5 * (lo + hi);
         (self.wait_at(q, x), x, false)
+    }
+}
+
+/// u^e, exact and fast for the usual whole exponents.
+fn pow(u: f64, e: f64) -> f64 {
+    if e == e.trunc() && e.abs() < 16.0 {
+        u.powi(e as i32)
+    } else {
+        u.powf(e)
     }
 }
 
@@ -374,30 +444,66 @@ mod tests {
         // Independent: iterate lambda <- (1-d) lambda + d * arrivals(wait(lambda)).
         let routes = sys.routes(&streams);
         let base = sys.base_ns(&streams);
-        let mut lambda = vec![0.0; 3];
+        let mut lambda = [0.0; 3];
         for _ in 0..20000 {
             let wait: Vec<f64> = (0..3).map(|q| sys.wait_at(q, lambda[q])).collect();
-            let mut next = vec![0.0; 3];
-            for (j, route) in routes.iter().enumerate() {
-                let t = base[j] + route.iter().map(|&(q, a)| a * wait[q]).sum::<f64>();
-                for &(q, a) in route {
-                    next[q] += a / t;
-                }
+            let mut t = base.clone();
+            for &(j, q, a) in &routes {
+                t[j] += a * wait[q];
             }
-            for q in 0..3 {
-                lambda[q] = 0.9 * lambda[q] + 0.1 * next[q];
+            let mut next = [0.0; 3];
+            for &(j, q, a) in &routes {
+                next[q] += a / t[j];
+            }
+            for (l, n) in lambda.iter_mut().zip(next) {
+                *l = 0.9 * *l + 0.1 * n;
             }
         }
-        for q in 0..3 {
-            assert!(
-                (sol.lambda[q] - lambda[q]).abs() < 1e-9,
-                "queue {q}: {} vs {}",
-                sol.lambda[q],
-                lambda[q]
-            );
+        for (q, (ours, theirs)) in sol.lambda.iter().zip(lambda).enumerate() {
+            assert!((ours - theirs).abs() < 1e-9, "queue {q}: {ours} vs {theirs}");
         }
         assert_eq!(sys.link_index(0, 1), 2);
         assert_eq!(sys.link_index(1, 0), 2);
+    }
+
+    #[test]
+    fn a_warm_start_reaches_the_same_fixed_point() {
+        for contention in [
+            Contention::MM1,
+            Contention::Superlinear {
+                alpha: 3.0,
+                exponent: 2.0,
+            },
+        ] {
+            let sys = MemSystem {
+                node_mu: vec![0.4, 0.4],
+                link_mu: 0.25,
+                request_ns: 6.4,
+                remote_ratio: vec![vec![1.0, 1.7], vec![1.7, 1.0]],
+                contention,
+            };
+            let streams: Vec<Stream> = (0..12)
+                .map(|i| Stream {
+                    compute_ns_per_instr: 0.3 + 0.05 * i as f64,
+                    requests_per_instr: 0.01 * (1 + i % 4) as f64,
+                    cpu_share: if i % 3 == 0 { 0.5 } else { 1.0 },
+                    home: i % 2,
+                    target: if i % 5 == 0 {
+                        Target::Interleaved
+                    } else {
+                        Target::Node(i % 2)
+                    },
+                })
+                .collect();
+            let cold = sys.solve(&streams);
+            // Start from a perturbed answer, as after a small change.
+            let guess: Vec<f64> = cold.lambda.iter().map(|l| l * 0.7).collect();
+            let warm = sys.solve_from(&streams, Some(&guess));
+            assert!(cold.converged && warm.converged);
+            for (a, b) in cold.ns_per_instr.iter().zip(&warm.ns_per_instr) {
+                assert!((a - b).abs() / a < 1e-9, "{a} vs {b}");
+            }
+        }
     }
 
     #[test]

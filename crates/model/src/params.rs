@@ -91,6 +91,12 @@ pub struct ModelParams {
     /// How often the simulated kernel balances run queues: Linux's
     /// busiest-group balancing runs every few ms at the lowest domains.
     pub balance_ms: f64,
+    /// How often the kernel trades places between tasks on longer and
+    /// shorter run queues, for fairness across CPUs. Linux's balancing at
+    /// the package and NUMA levels of a busy machine runs every tens to
+    /// hundreds of ms (balance_interval grows with domain size and
+    /// busy_factor); 100 ms.
+    pub fairness_ms: f64,
 }
 
 impl Default for ModelParams {
@@ -110,6 +116,7 @@ impl Default for ModelParams {
             migration: MigrationCost::default(),
             power: PowerModel::default(),
             balance_ms: 4.0,
+            fairness_ms: 100.0,
         }
     }
 }
@@ -123,6 +130,7 @@ impl ModelParams {
             ("link_bw_gbps", self.link_bw_gbps),
             ("request_ns", self.request_ns),
             ("balance_ms", self.balance_ms),
+            ("fairness_ms", self.fairness_ms),
         ];
         for (field, v) in positive {
             if !(v.is_finite() && v > 0.0) {

@@ -165,6 +165,28 @@ impl Kernel {
         Some(self.queues[from].remove(i))
     }
 
+    /// Whether any balancing step could move something: an idle CPU beside
+    /// a queue of two or more, a fully idle core beside a core with two busy
+    /// siblings, or queues two or more apart. One pass; in the common
+    /// oversubscribed steady state the answer is no.
+    fn could_move(&self) -> bool {
+        let (mut shortest, mut longest) = (usize::MAX, 0);
+        for q in &self.queues {
+            shortest = shortest.min(q.len());
+            longest = longest.max(q.len());
+        }
+        if longest >= shortest + 2 {
+            return true;
+        }
+        let (mut idle_core, mut crowded_core) = (false, false);
+        for cpus in &self.core_cpus {
+            let busy = cpus.iter().filter(|&&p| !self.queues[p].is_empty()).count();
+            idle_core |= busy == 0;
+            crowded_core |= busy >= 2;
+        }
+        idle_core && crowded_core
+    }
+
     /// New-idle balancing: every idle CPU pulls from the longest queue it
     /// can. Returns the moves (thread, from, to).
     pub fn pull_idle(&mut self, allowed: &[CpuSet]) -> Vec<(usize, usize, usize)> {
@@ -199,6 +221,9 @@ impl Kernel {
         service: &[f64],
         min_gap: f64,
     ) -> Vec<(usize, usize, usize)> {
+        if !min_gap.is_finite() && !self.could_move() {
+            return Vec::new();
+        }
         let mut moves = self.pull_idle(allowed);
         // A busy core with a fully idle core elsewhere: spread out. The idle
         // list is computed once; in the common oversubscribed state it is
@@ -253,7 +278,9 @@ impl Kernel {
             self.queues[to].push(thread);
             moves.push((thread, from, to));
         }
-        self.rotate(allowed, service, min_gap, &mut moves);
+        if min_gap.is_finite() {
+            self.rotate(allowed, service, min_gap, &mut moves);
+        }
         moves
     }
 
@@ -277,6 +304,16 @@ impl Kernel {
         let long: Vec<usize> = (0..self.len())
             .filter(|&p| self.queues[p].len() == longest)
             .collect();
+        // Threads on shorter queues, most served first, gathered once: with
+        // the usual wide affinities the first candidate fits every long
+        // queue, so this stays O(T log T) rather than O(CPUs x T).
+        let mut short: Vec<(usize, usize)> = (0..self.len())
+            .filter(|&p| self.queues[p].len() + 1 == longest)
+            .flat_map(|p| self.queues[p].iter().map(move |&t| (t, p)))
+            .collect();
+        short.sort_by(|a, b| service[b.0].total_cmp(&service[a.0]).then(a.1.cmp(&b.1)));
+        // Each short queue trades once per round, so lengths stay put.
+        let mut traded = vec![false; self.len()];
         for from in long {
             // The thread here that has had the least CPU.
             let Some(&lo) = self.queues[from]
@@ -286,15 +323,18 @@ impl Kernel {
                 continue;
             };
             // The most-served thread on a shorter queue that can trade places.
-            let candidate = (0..self.len())
-                .filter(|&p| self.queues[p].len() + 1 == longest && allowed[lo].contains(self.os[p]))
-                .flat_map(|p| self.queues[p].iter().map(move |&t| (t, p)))
-                .filter(|&(t, _)| allowed[t].contains(self.os[from]))
-                .max_by(|a, b| service[a.0].total_cmp(&service[b.0]).then(b.1.cmp(&a.1)));
-            let Some((hi, to)) = candidate else { continue };
-            if service[hi] - service[lo] <= min_gap {
+            let Some(k) = (0..short.len()).find(|&k| {
+                let (t, p) = short[k];
+                !traded[p] && allowed[lo].contains(self.os[p]) && allowed[t].contains(self.os[from])
+            }) else {
                 continue;
+            };
+            let (hi, to) = short[k];
+            if service[hi] - service[lo] <= min_gap {
+                // Candidates only get less served from here on.
+                break;
             }
+            traded[to] = true;
             self.dequeue(lo, from);
             self.dequeue(hi, to);
             self.queues[to].push(lo);

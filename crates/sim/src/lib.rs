@@ -66,6 +66,14 @@ pub struct PolicyResult {
     pub jobs: Vec<JobResult>,
     /// Anything the reader should know (solver trouble, ignored placements).
     pub notes: Vec<String>,
+    /// Events the simulator stepped through.
+    pub sim_events: u64,
+    /// Times it recomputed every rate.
+    pub sim_recomputes: u64,
+    /// Memory-contention solves (a recompute that changed no stream skips it).
+    pub sim_solves: u64,
+    /// Mean Gauss-Seidel sweeps per solve.
+    pub sim_sweeps_per_solve: f64,
     /// The CPU timeline, when recorded.
     #[serde(skip)]
     pub timeline: Option<Vec<Segment>>,
@@ -236,6 +244,14 @@ pub fn run_policy<M: CostMeter>(
         decision_wall_us: timed.then(|| overhead.decide_ns_mean() / 1000.0),
         jobs,
         notes,
+        sim_events: t.events,
+        sim_recomputes: t.recomputes,
+        sim_solves: t.solves,
+        sim_sweeps_per_solve: if t.solves > 0 {
+            t.solve_sweeps as f64 / t.solves as f64
+        } else {
+            0.0
+        },
         timeline: world.take_trace(),
     })
 }

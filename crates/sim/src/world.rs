@@ -44,11 +44,18 @@ struct Thread {
     loops_left: u32,
     left: f64,
     to_barrier: f64,
-    warmup_ns: f64,
+    /// Instructions owed to cache warm-up after a migration: retired at the
+    /// thread's rate but not counted, so a move costs time without an event.
+    debt: f64,
     cpu: Option<usize>,
     last_cpu: Option<usize>,
     share: f64,
     rate: f64,
+    /// Memory bytes and LLC references per instruction, and cycles per ns
+    /// of CPU: set by `recompute` so `advance` needs no lookups.
+    bytes_per_instr: f64,
+    refs_per_instr: f64,
+    cycles_per_ns: f64,
     total: Counters,
     seen: Counters,
 }
@@ -99,6 +106,14 @@ pub struct Totals {
     pub unconverged_solves: u64,
     /// Placements the actuator ignored because they named no CPU of the machine.
     pub ignored_placements: u64,
+    /// Events the simulation stepped through.
+    pub events: u64,
+    /// Rate recomputations.
+    pub recomputes: u64,
+    /// Memory-contention solves, and the Gauss-Seidel sweeps they took.
+    pub solves: u64,
+    /// Sweeps over all solves.
+    pub solve_sweeps: u64,
 }
 
 /// The simulated machine and workload.
@@ -117,12 +132,36 @@ pub struct World<'a> {
     now_ns: u64,
     dirty: bool,
     last_balance_ns: u64,
+    last_fairness_ns: u64,
+    /// Jobs by arrival time, and how many of them have arrived.
+    arrival_order: Vec<usize>,
+    arrived_jobs: usize,
+    /// Jobs that do not restart and have not finished.
+    unfinished: usize,
+    /// Whether the set of present jobs changed since the last observation.
+    jobs_changed: bool,
+    /// Whether any job runs once (else only the horizon ends the run).
+    has_fixed_jobs: bool,
     power_w: f64,
+    /// CPUs with a non-empty queue, as of the last recompute.
+    busy_cpus: usize,
+    /// The last contention solution's arrival rates, to warm-start the next.
+    last_lambda: Vec<f64>,
+    /// The streams of the last solve and their ns per instruction: a change
+    /// that leaves every stream as it was (a swap of like threads) reuses them.
+    last_streams: Vec<Stream>,
+    last_ns_per_instr: Vec<f64>,
     speed_of_kind: Vec<f64>,
     snapshot: Snapshot,
     last_observe_ns: u64,
     seen_energy_j: f64,
     seen_mem_bytes: f64,
+    /// Memory traffic of all threads so far.
+    mem_bytes_total: f64,
+    /// Thread indices behind `snapshot.tasks`, in order; rebuilt when a
+    /// thread arrives or finishes.
+    present: Vec<usize>,
+    tasks_changed: bool,
     /// Totals for metrics.
     pub totals: Totals,
     trace: Option<Vec<Segment>>,
@@ -159,11 +198,14 @@ impl<'a> World<'a> {
                     loops_left: job.loops,
                     left: job.phases[0].instructions,
                     to_barrier: job.barrier.map_or(f64::INFINITY, |b| b.0),
-                    warmup_ns: 0.0,
+                    debt: 0.0,
                     cpu: None,
                     last_cpu: None,
                     share: 0.0,
                     rate: 0.0,
+                    bytes_per_instr: 0.0,
+                    refs_per_instr: 0.0,
+                    cycles_per_ns: 0.0,
                     total: Counters::default(),
                     seen: Counters::default(),
                 });
@@ -174,6 +216,8 @@ impl<'a> World<'a> {
                 });
             }
         }
+        let mut arrival_order: Vec<usize> = (0..jobs.len()).collect();
+        arrival_order.sort_by_key(|&j| (jobs[j].arrival_ns, j));
         let speed_of_kind = (0..machine.kinds().len())
             .map(|k| scenario.model.kind_speed(machine, k))
             .collect();
@@ -193,12 +237,25 @@ impl<'a> World<'a> {
             now_ns: 0,
             dirty: true,
             last_balance_ns: 0,
+            last_fairness_ns: 0,
+            arrival_order,
+            arrived_jobs: 0,
+            unfinished: jobs.iter().filter(|j| !j.restart).count(),
+            jobs_changed: true,
+            has_fixed_jobs: jobs.iter().any(|j| !j.restart),
             power_w: scenario.model.power.idle_w,
+            busy_cpus: 0,
+            last_lambda: Vec::new(),
+            last_streams: Vec::new(),
+            last_ns_per_instr: Vec::new(),
             speed_of_kind,
             snapshot: Snapshot::default(),
             last_observe_ns: 0,
             seen_energy_j: 0.0,
             seen_mem_bytes: 0.0,
+            mem_bytes_total: 0.0,
+            present: Vec::new(),
+            tasks_changed: true,
             totals: Totals::default(),
             trace: trace.then(Vec::new),
             open_segments: vec![None; n],
@@ -238,7 +295,7 @@ impl<'a> World<'a> {
 
     fn progressing(&self, t: usize) -> bool {
         let th = &self.threads[t];
-        th.cpu.is_some() && !th.at_barrier && th.warmup_ns <= 0.0
+        th.cpu.is_some() && !th.at_barrier
     }
 
     fn enqueue(&mut self, t: usize) {
@@ -272,7 +329,10 @@ impl<'a> World<'a> {
         let (a, b) = (self.kernel.os[from], self.kernel.os[to]);
         let cost = self.model.migration.cost_ns(self.machine, a, b);
         let th = &mut self.threads[t];
-        th.warmup_ns += cost as f64;
+        let phase = &self.jobs[th.job].phases[th.phase];
+        // What the thread would retire alone in the warm-up time.
+        let solo_ns = phase.core_ns_per_instr + phase.requests_per_instr * self.model.request_ns;
+        th.debt += cost as f64 / solo_ns;
         th.total.migrations += 1;
         self.totals.migrations += 1;
         // Without LLC information (both None) no boundary is known.
@@ -294,13 +354,21 @@ impl<'a> World<'a> {
     }
 
     fn arrive_jobs(&mut self) {
-        for j in 0..self.jobs.len() {
-            if self.job_state[j].arrived || self.jobs[j].arrival_ns > self.now_ns {
-                continue;
+        while let Some(&j) = self.arrival_order.get(self.arrived_jobs) {
+            if self.jobs[j].arrival_ns > self.now_ns {
+                break;
             }
+            self.arrived_jobs += 1;
             self.job_state[j].arrived = true;
+            self.jobs_changed = true;
             self.start_run(j);
         }
+    }
+
+    fn next_arrival_ns(&self) -> u64 {
+        self.arrival_order
+            .get(self.arrived_jobs)
+            .map_or(u64::MAX, |&j| self.jobs[j].arrival_ns)
     }
 
     fn start_run(&mut self, j: usize) {
@@ -323,27 +391,21 @@ impl<'a> World<'a> {
             th.left = job.phases[0].instructions;
             th.to_barrier = job.barrier.map_or(f64::INFINITY, |b| b.0);
             self.index_of.insert(id, t);
+            self.tasks_changed = true;
             self.enqueue(t);
         }
         self.dirty = true;
     }
 
-    /// Whether every job that does not restart has finished.
+    /// Whether every job that does not restart has finished (a workload of
+    /// restarting jobs only ends at the horizon).
     fn all_done(&self) -> bool {
-        let mut any = false;
-        for (j, job) in self.jobs.iter().enumerate() {
-            if !job.restart {
-                any = true;
-                if self.job_state[j].finished_ns.is_none() {
-                    return false;
-                }
-            }
-        }
-        any
+        self.unfinished == 0 && self.has_fixed_jobs
     }
 
     fn recompute(&mut self) {
         self.dirty = false;
+        self.totals.recomputes += 1;
         let n = self.kernel.len();
         let busy: Vec<usize> = (0..n).map(|p| self.kernel.busy_siblings(p)).collect();
         let mut streams = Vec::new();
@@ -355,8 +417,17 @@ impl<'a> World<'a> {
                 continue;
             };
             let share = 1.0 / self.kernel.queues[pos].len() as f64;
-            self.threads[t].share = share;
-            self.threads[t].rate = 0.0;
+            let phase = &self.jobs[self.threads[t].job].phases[self.threads[t].phase];
+            let th = &mut self.threads[t];
+            th.share = share;
+            th.rate = 0.0;
+            th.bytes_per_instr = phase.requests_per_instr * herd_model::params::LINE_BYTES;
+            th.refs_per_instr = if phase.llc_miss_rate > 0.0 {
+                phase.requests_per_instr / phase.llc_miss_rate
+            } else {
+                0.0
+            };
+            th.cycles_per_ns = self.model.freq_ghz * self.speed_of_kind[self.kernel.kind[pos]];
             if !self.progressing(t) {
                 continue;
             }
@@ -378,14 +449,19 @@ impl<'a> World<'a> {
             });
             who.push(t);
         }
-        if !streams.is_empty() {
-            let sol = self.mem.solve(&streams);
+        if streams != self.last_streams {
+            let sol = self.mem.solve_from(&streams, Some(&self.last_lambda));
             if !sol.converged {
                 self.totals.unconverged_solves += 1;
             }
-            for (i, &t) in who.iter().enumerate() {
-                self.threads[t].rate = streams[i].cpu_share / sol.ns_per_instr[i];
-            }
+            self.totals.solves += 1;
+            self.totals.solve_sweeps += u64::from(sol.sweeps);
+            self.last_lambda = sol.lambda;
+            self.last_ns_per_instr = sol.ns_per_instr;
+            self.last_streams = streams;
+        }
+        for (i, &t) in who.iter().enumerate() {
+            self.threads[t].rate = self.last_streams[i].cpu_share / self.last_ns_per_instr[i];
         }
         // Power: S0's model over busy CPUs, cores and packages.
         let mut packages = vec![false; self.machine.packages().len()];
@@ -403,6 +479,7 @@ impl<'a> World<'a> {
             }
         }
         let active = packages.iter().filter(|&&a| a).count();
+        self.busy_cpus = self.kernel.queues.iter().filter(|q| !q.is_empty()).count();
         self.power_w = self.model.power.power_w(active, &cores_by_kind, extra);
         self.record_timeline();
     }
@@ -437,78 +514,54 @@ impl<'a> World<'a> {
     fn next_thread_event(&self) -> f64 {
         let mut best = f64::INFINITY;
         for th in &self.threads {
-            if th.cpu.is_none() || th.share <= 0.0 {
-                continue;
-            }
-            if th.warmup_ns > 0.0 {
-                best = best.min(th.warmup_ns / th.share);
-            } else if !th.at_barrier && th.rate > 0.0 {
-                best = best.min(th.left.min(th.to_barrier) / th.rate);
+            if th.cpu.is_some() && !th.at_barrier && th.rate > 0.0 {
+                best = best.min((th.debt + th.left.min(th.to_barrier)) / th.rate);
             }
         }
         best
     }
 
     fn advance(&mut self, dt: f64) {
-        let mut warmed_up = false;
+        let mut mem_bytes = 0.0;
         for th in &mut self.threads {
             if th.cpu.is_none() {
                 continue;
             }
             th.total.cpu_ns += th.share * dt;
             th.total.wait_ns += (1.0 - th.share) * dt;
-            if th.warmup_ns > 0.0 {
-                th.warmup_ns -= th.share * dt;
-                // Warm-up over: the thread runs at full speed from now on, so
-                // rates must be recomputed (this step ends at that event).
-                if th.warmup_ns < 1e-3 {
-                    th.warmup_ns = 0.0;
-                    warmed_up = true;
-                }
-                continue;
-            }
+            th.total.cycles += th.share * dt * th.cycles_per_ns;
             if th.at_barrier || th.rate <= 0.0 {
                 continue;
             }
-            let phase = &self.jobs[th.job].phases[th.phase];
-            let d = (th.rate * dt).min(th.left);
+            let mut d = th.rate * dt;
+            if th.debt > 0.0 {
+                let pay = d.min(th.debt);
+                th.debt -= pay;
+                d -= pay;
+            }
+            let d = d.min(th.left);
             th.total.instr += d;
             th.left -= d;
             th.to_barrier -= d;
-            let requests = d * phase.requests_per_instr;
-            th.total.mem_bytes += requests * herd_model::params::LINE_BYTES;
-            if phase.llc_miss_rate > 0.0 {
-                th.total.llc_refs += requests / phase.llc_miss_rate;
-            }
+            th.total.mem_bytes += d * th.bytes_per_instr;
+            th.total.llc_refs += d * th.refs_per_instr;
+            mem_bytes += d * th.bytes_per_instr;
         }
-        for (pos, q) in self.kernel.queues.iter().enumerate() {
-            if q.is_empty() {
-                continue;
-            }
-            self.totals.busy_cpu_ns += dt;
-            let ghz = self.model.freq_ghz * self.speed_of_kind[self.kernel.kind[pos]];
-            for &t in q {
-                self.threads[t].total.cycles += self.threads[t].share * dt * ghz;
-            }
-        }
+        self.totals.busy_cpu_ns += dt * self.busy_cpus as f64;
         self.totals.energy_j += self.power_w * dt * 1e-9;
-        self.dirty |= warmed_up;
+        self.mem_bytes_total += mem_bytes;
     }
 
     /// Handles every thread event due now.
     fn thread_events(&mut self) {
+        let jobs = self.jobs;
         for t in 0..self.threads.len() {
-            if self.threads[t].cpu.is_none() {
+            let th = &self.threads[t];
+            if th.cpu.is_none() || th.at_barrier || th.debt > 1e-6 {
                 continue;
             }
-            let job = self.threads[t].job;
-            let spec = &self.jobs[job];
-            let th = &mut self.threads[t];
-            if th.at_barrier || th.warmup_ns > 0.0 {
-                continue;
-            }
-            let phase_len = spec.phases[th.phase].instructions;
-            if th.left <= 1e-9 * phase_len + 1e-6 {
+            let spec = &jobs[th.job];
+            if th.left <= 1e-9 * spec.phases[th.phase].instructions + 1e-6 {
                 self.end_phase(t);
             } else if let Some((every, _)) = spec.barrier {
                 if th.to_barrier <= 1e-9 * every + 1e-6 {
@@ -528,6 +581,7 @@ impl<'a> World<'a> {
             th.phase = 0;
             if th.loops_left == 0 {
                 th.done = true;
+                self.tasks_changed = true;
                 self.dequeue(t);
                 self.thread_done(t);
                 return;
@@ -576,10 +630,14 @@ impl<'a> World<'a> {
         st.runs += 1;
         if st.finished_ns.is_none() {
             st.finished_ns = Some(self.now_ns);
+            if !self.jobs[j].restart {
+                self.unfinished -= 1;
+            }
         }
         if self.jobs[j].restart && !self.all_done() {
             self.start_run(j);
         } else {
+            self.jobs_changed = true;
             let first = self.job_state[j].first;
             for t in first..first + self.jobs[j].threads as usize {
                 let id = self.threads[t].id;
@@ -588,17 +646,34 @@ impl<'a> World<'a> {
         }
     }
 
+    /// Kernel balancing at the current event: periodic balancing once
+    /// `balance_ms` has passed (fairness rotation once `fairness_ms` has),
+    /// new-idle pulls whenever the running set changed. Balancing piggybacks
+    /// on events instead of adding its own, so its effective interval is
+    /// the larger of `balance_ms` and the time between events.
     fn kernel_balance(&mut self) {
-        let periodic = (self.now_ns - self.last_balance_ns) as f64 >= self.model.balance_ms * 1e6;
-        let moves = if periodic {
+        let since = (self.now_ns - self.last_balance_ns) as f64;
+        let moves = if since >= self.model.balance_ms * 1e6 {
             self.last_balance_ns = self.now_ns;
-            let service: Vec<f64> = self.threads.iter().map(|t| t.total.cpu_ns).collect();
-            // Trade places only when the gap exceeds half a balancing interval
-            // of CPU time, so equal tasks do not ping-pong every tick.
-            self.kernel
-                .balance(&self.allowed, &service, self.model.balance_ms * 0.5e6)
-        } else {
+            let rotate = (self.now_ns - self.last_fairness_ns) as f64 >= self.model.fairness_ms * 1e6;
+            let min_gap = if rotate {
+                self.last_fairness_ns = self.now_ns;
+                // Trade places only past half an interval of CPU time, so
+                // equal tasks do not ping-pong.
+                self.model.fairness_ms * 0.5e6
+            } else {
+                f64::INFINITY
+            };
+            let service: Vec<f64> = if rotate {
+                self.threads.iter().map(|t| t.total.cpu_ns).collect()
+            } else {
+                Vec::new()
+            };
+            self.kernel.balance(&self.allowed, &service, min_gap)
+        } else if self.dirty {
             self.kernel.pull_idle(&self.allowed)
+        } else {
+            return;
         };
         if !moves.is_empty() {
             self.apply_moves(moves);
@@ -610,43 +685,28 @@ impl<'a> World<'a> {
         let mut events = 0u64;
         while self.now_ns < t_end && !self.all_done() {
             events += 1;
+            self.totals.events += 1;
             assert!(
                 events < EVENT_LIMIT,
                 "simulation made no progress: {events} events without reaching {t_end} ns"
             );
             self.arrive_jobs();
+            self.kernel_balance();
             if self.dirty {
-                self.kernel_balance();
                 self.recompute();
             }
-            let next_arrival = self
-                .jobs
-                .iter()
-                .zip(&self.job_state)
-                .filter(|(_, s)| !s.arrived)
-                .map(|(j, _)| j.arrival_ns)
-                .min()
-                .unwrap_or(u64::MAX);
-            let next_balance = self.last_balance_ns + (self.model.balance_ms * 1e6) as u64;
-            let horizon = t_end.min(next_arrival).min(next_balance.max(self.now_ns + 1));
+            let horizon = t_end.min(self.next_arrival_ns());
             let dt_thread = self.next_thread_event();
             let step_ns = (horizon - self.now_ns) as f64;
-            let (dt, integral) = if dt_thread < step_ns {
-                (dt_thread, false)
+            if dt_thread < step_ns {
+                // Whole nanoseconds keep time exact; a sub-ns event rounds up.
+                let dt_ns = (dt_thread.ceil() as u64).max(1);
+                self.advance(dt_ns as f64);
+                self.now_ns += dt_ns;
+                self.thread_events();
             } else {
-                (step_ns, true)
-            };
-            // Whole nanoseconds keep time exact; a sub-ns event rounds up.
-            let dt_ns = if integral {
-                dt as u64
-            } else {
-                (dt.ceil() as u64).max(1)
-            };
-            self.advance(dt_ns as f64);
-            self.now_ns += dt_ns;
-            self.thread_events();
-            if self.now_ns >= next_balance {
-                self.dirty = true;
+                self.advance(step_ns);
+                self.now_ns = horizon;
             }
         }
     }
@@ -664,61 +724,74 @@ impl Clock for World<'_> {
 impl Sensor for World<'_> {
     fn observe(&mut self) -> &Snapshot {
         self.arrive_jobs();
+        self.kernel_balance();
         if self.dirty {
-            self.kernel_balance();
             self.recompute();
+        }
+        if self.tasks_changed {
+            self.tasks_changed = false;
+            self.present = (0..self.threads.len())
+                .filter(|&t| self.threads[t].arrived && !self.threads[t].done)
+                .collect();
+            self.snapshot.tasks = self
+                .present
+                .iter()
+                .map(|&t| TaskView {
+                    id: self.threads[t].id,
+                    job: self.threads[t].job as u32,
+                    rank: self.threads[t].rank,
+                    state: TaskState::Runnable,
+                    cpu: None,
+                    obs: Obs::default(),
+                    heartbeats: None,
+                })
+                .collect();
         }
         let hw = self.sensor.hw_counters;
         let bw = self.sensor.mem_bandwidth;
-        let mut tasks = Vec::with_capacity(self.threads.len());
-        let mut present_jobs = vec![false; self.jobs.len()];
-        for t in 0..self.threads.len() {
-            let th = &self.threads[t];
-            if !th.arrived || th.done {
-                continue;
-            }
-            present_jobs[th.job] = true;
+        // Update in place: this runs every decision for every task.
+        for (view, &t) in self.snapshot.tasks.iter_mut().zip(&self.present) {
+            let th = &mut self.threads[t];
             let (d, s) = (th.total, th.seen);
-            let hb = self.jobs[th.job].heartbeat_every.map(|k| (d.instr / k) as u64);
-            let state = if th.paused {
+            th.seen = d;
+            view.state = if th.paused {
                 TaskState::Paused
             } else if th.cpu.is_some() {
                 TaskState::Runnable
             } else {
                 TaskState::Blocked
             };
-            tasks.push(TaskView {
-                id: th.id,
-                job: th.job as u32,
-                rank: th.rank,
-                state,
-                cpu: th.last_cpu.map(|p| self.kernel.os[p]),
-                obs: Obs {
-                    cpu_time_ns: (d.cpu_ns - s.cpu_ns) as u64,
-                    wait_ns: (d.wait_ns - s.wait_ns) as u64,
-                    instructions: hw.then_some((d.instr - s.instr) as u64),
-                    cycles: hw.then_some((d.cycles - s.cycles) as u64),
-                    llc_refs: hw.then_some((d.llc_refs - s.llc_refs) as u64),
-                    llc_misses: hw
-                        .then_some(((d.mem_bytes - s.mem_bytes) / herd_model::params::LINE_BYTES) as u64),
-                    mem_bytes: bw.then_some((d.mem_bytes - s.mem_bytes) as u64),
-                    migrations: d.migrations - s.migrations,
-                },
-                heartbeats: hb,
-            });
-            self.threads[t].seen = d;
+            view.cpu = th.last_cpu.map(|p| self.kernel.os[p]);
+            let mem = d.mem_bytes - s.mem_bytes;
+            view.obs = Obs {
+                cpu_time_ns: (d.cpu_ns - s.cpu_ns) as u64,
+                wait_ns: (d.wait_ns - s.wait_ns) as u64,
+                instructions: hw.then_some((d.instr - s.instr) as u64),
+                cycles: hw.then_some((d.cycles - s.cycles) as u64),
+                llc_refs: hw.then_some((d.llc_refs - s.llc_refs) as u64),
+                llc_misses: hw.then_some((mem / herd_model::params::LINE_BYTES) as u64),
+                mem_bytes: bw.then_some(mem as u64),
+                migrations: d.migrations - s.migrations,
+            };
+            view.heartbeats = self.jobs[th.job].heartbeat_every.map(|k| (d.instr / k) as u64);
         }
-        let jobs = (0..self.jobs.len())
-            .filter(|&j| present_jobs[j])
-            .map(|j| JobView {
-                id: j as u32,
-                name: self.jobs[j].name.clone(),
-                program: self.jobs[j].program.clone(),
-                arrival_ns: self.jobs[j].arrival_ns,
-                memory_hint: self.jobs[j].memory_hint,
-            })
-            .collect();
-        let mem_total: f64 = self.threads.iter().map(|t| t.total.mem_bytes).sum();
+        if self.jobs_changed {
+            self.jobs_changed = false;
+            self.snapshot.jobs = (0..self.jobs.len())
+                .filter(|&j| {
+                    let st = &self.job_state[j];
+                    st.arrived && (st.finished_ns.is_none() || self.jobs[j].restart)
+                })
+                .map(|j| JobView {
+                    id: j as u32,
+                    name: self.jobs[j].name.clone(),
+                    program: self.jobs[j].program.clone(),
+                    arrival_ns: self.jobs[j].arrival_ns,
+                    memory_hint: self.jobs[j].memory_hint,
+                })
+                .collect();
+        }
+        let mem_total = self.mem_bytes_total;
         let system = SystemObs {
             mem_bytes: bw.then_some((mem_total - self.seen_mem_bytes) as u64),
             energy_j: self
@@ -728,13 +801,9 @@ impl Sensor for World<'_> {
         };
         self.seen_mem_bytes = mem_total;
         self.seen_energy_j = self.totals.energy_j;
-        self.snapshot = Snapshot {
-            now_ns: self.now_ns,
-            period_ns: self.now_ns - self.last_observe_ns,
-            tasks,
-            jobs,
-            system,
-        };
+        self.snapshot.now_ns = self.now_ns;
+        self.snapshot.period_ns = self.now_ns - self.last_observe_ns;
+        self.snapshot.system = system;
         self.last_observe_ns = self.now_ns;
         &self.snapshot
     }

@@ -19,6 +19,8 @@ fn close(a: f64, b: f64, rel: f64) -> bool {
 
 /// Moves are free here so the fluid shares are exactly fair.
 const FREE_MOVES: &str = "[model.migration]\nsame_llc_us = 0\ncross_llc_us = 0\ncross_numa_us = 0\n";
+/// The kernel rotates tasks for fairness every 4 ms in these tests.
+const FAIRNESS: &str = "fairness_ms = 4\n";
 
 fn compute_jobs(n: usize, instructions: f64) -> String {
     format!(
@@ -31,7 +33,7 @@ fn equal_compute_jobs_share_cores_fairly() {
     // 0.4 ns per instruction at IPC 1 and 2.5 GHz: 1e9 instructions = 0.4 s.
     for (jobs, cores) in [(6, 2), (3, 2), (5, 4), (2, 4)] {
         let text = format!(
-            "[machine]\nsynthetic = \"core:{cores}\"\n[model]\nfreq_ghz = 2.5\n{FREE_MOVES}{}",
+            "[machine]\nsynthetic = \"core:{cores}\"\n[model]\nfreq_ghz = 2.5\n{FAIRNESS}{FREE_MOVES}{}",
             compute_jobs(jobs, 1e9)
         );
         let s = scenario(&text);
@@ -39,8 +41,8 @@ fn equal_compute_jobs_share_cores_fairly() {
         let work_s = jobs as f64 * 0.4;
         let expected = if jobs >= cores { work_s / cores as f64 } else { 0.4 };
         // Exact when every CPU holds the same number of jobs; otherwise the
-        // kernel rotates jobs every balancing interval (4 ms), and the last
-        // job can end up to one interval late.
+        // kernel rotates jobs every fairness interval (4 ms here), and the
+        // last job can end up to one interval late.
         let tolerance_s = if jobs % cores == 0 || jobs < cores {
             1e-6 * expected
         } else {
@@ -132,10 +134,10 @@ fn spinning_barriers_waste_cpu_and_blocking_ones_do_not() {
 fn a_migration_costs_its_warm_up_and_no_more() {
     // Default migration costs: 6 jobs rotate over 4 cores hundreds of times.
     // Each move costs 20 us of warm-up, so the makespan stays within 1% of
-    // the fair-share ideal (a warm-up that lingered to the next balancing
-    // tick would cost 4 ms a move and blow this up).
+    // the fair-share ideal (a warm-up that cost more than its 20 us, e.g.
+    // lingering to the next balancing tick, would blow this up).
     let text = format!(
-        "[machine]\nsynthetic = \"package:1 l3:1 core:4\"\n{}",
+        "[machine]\nsynthetic = \"package:1 l3:1 core:4\"\n[model]\n{FAIRNESS}{}",
         compute_jobs(6, 5e9)
     );
     let r = run(&scenario(&text), "linux");

@@ -1,0 +1,89 @@
+//! Simulator scale: a 256-CPU machine, 1,000 tasks, one simulated hour at a
+//! 10 ms period. Target: <= 10 s of wall time on a 2-core machine.
+//!
+//! Run: cargo bench -p herd-sim --bench scale [-- POLICY...]
+//! (HERD_BENCH_HORIZON_S=60 for a short run)
+//! Prints wall time per policy (median of 3 runs) and events handled.
+
+use std::time::Instant;
+
+use herd_engine::NoMeter;
+use herd_sim::Scenario;
+
+/// 250 jobs x 4 threads on a four-socket machine: 4 packages (one NUMA
+/// node each) x 32 cores x 2 threads, like a 4x Xeon Platinum 8358 box.
+/// Jobs alternate memory-bound and compute phases lasting 2-60 s and
+/// restart when they finish, so all 1,000 tasks live for the whole hour.
+fn scenario(horizon_s: f64) -> Scenario {
+    let mut text = format!(
+        "name = \"scale\"\nperiod_ms = 10\nhorizon_s = {horizon_s}\n\
+         [machine]\nsynthetic = \"package:4 numa:1 l3:1 core:32 pu:2\"\n",
+    );
+    for j in 0..250 {
+        // Deterministic variety: phase lengths and intensities vary by job.
+        let mem_gbps = [0.2, 1.0, 2.5, 4.0][j % 4];
+        let long = 2.0e9 * (1 + j % 30) as f64;
+        let memory = ["local", "interleaved", "local", "local"][j % 4];
+        text.push_str(&format!(
+            "[[job]]\nname = \"job{j}\"\nthreads = 4\nrestart = true\narrival_s = {}\n\
+             [[job.phase]]\ninstructions = {long}\nipc = 1.6\nbw_gbps = 0.1\n\
+             [[job.phase]]\ninstructions = {}\nipc = 0.6\nbw_gbps = {mem_gbps}\nmemory = \"{memory}\"\n",
+            (j % 10) as f64 * 0.5,
+            long / 2.0,
+        ));
+    }
+    Scenario::parse(&text, "scale", &|_| Err("no xml".into())).expect("bench scenario parses")
+}
+
+fn main() {
+    // HERD_BENCH_HORIZON_S shortens the run for profiling.
+    let horizon_s: f64 = std::env::var("HERD_BENCH_HORIZON_S")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3600.0);
+    let s = scenario(horizon_s);
+    let tasks: u32 = s.jobs.iter().map(|j| j.threads).sum();
+    println!(
+        "machine: {} CPUs; tasks: {tasks}; horizon: {horizon_s} s; period: 10 ms",
+        s.machine.cpus().len()
+    );
+    let policies: Vec<String> = {
+        let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+        if args.is_empty() {
+            vec!["linux".into(), "static:scatter".into()]
+        } else {
+            args
+        }
+    };
+    // Solo times are not part of the measured loop.
+    let solo = vec![1.0; s.jobs.len()];
+    for p in policies {
+        let mut walls = Vec::new();
+        let mut counts = (0, 0, 0, 0, 0.0);
+        for _ in 0..3 {
+            let t0 = Instant::now();
+            let r =
+                herd_sim::run_policy::<NoMeter>(&s, &p, 1, &solo, None, false, |_, _| {}).expect("policy");
+            walls.push(t0.elapsed().as_secs_f64());
+            counts = (
+                r.decisions,
+                r.sim_events,
+                r.sim_recomputes,
+                r.sim_solves,
+                r.sim_sweeps_per_solve,
+            );
+            assert!(
+                r.makespan_s >= horizon_s * 0.999,
+                "ran to the horizon: {}",
+                r.makespan_s
+            );
+        }
+        walls.sort_by(f64::total_cmp);
+        let (decisions, events, recomputes, solves, sweeps) = counts;
+        println!(
+            "{p:>16}: median {:.2} s wall (runs: {:.2?}); {decisions} decisions, {events} events, \
+             {recomputes} rate recomputes, {solves} contention solves ({sweeps:.1} sweeps each)",
+            walls[1], walls
+        );
+    }
+}
