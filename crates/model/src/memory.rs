@@ -101,7 +101,7 @@ pub struct Solution {
 const MAX_SWEEPS: u32 = 200;
 const BISECTIONS: u32 = 100;
 /// Relative change in any waiting time below which the sweeps stop.
-const TOLERANCE: f64 = 1e-9;
+const TOLERANCE: f64 = 1e-7;
 
 impl MemSystem {
     /// Number of nodes.
@@ -188,9 +188,9 @@ impl MemSystem {
     }
 
     /// As [`MemSystem::solve`], starting from a previous solution's arrival
-    /// rates (the simulator re-solves after small changes; a warm start
-    /// needs a few Newton steps instead of a cold search).
-    pub fn solve_from(&self, streams: &[Stream], warm: Option<&[f64]>) -> Solution {
+    /// rates and waits (the simulator re-solves after small changes; a warm
+    /// start needs a few Newton steps instead of a cold search).
+    pub fn solve_from(&self, streams: &[Stream], warm: Option<&Solution>) -> Solution {
         let nq = self.queue_count();
         let base = self.base_ns(streams);
         let routes = self.routes(streams);
@@ -201,17 +201,24 @@ impl MemSystem {
                 users[q].push((j, a));
             }
         }
+        let warm = warm.filter(|w| w.lambda.len() == nq && w.wait_ns.len() == nq);
         let mut lambda: Vec<f64> = match warm {
-            Some(w) if w.len() == nq => w
+            Some(w) => w
+                .lambda
                 .iter()
                 .enumerate()
                 .map(|(q, &l)| l.clamp(0.0, self.mu(q)))
                 .collect(),
-            _ => vec![0.0; nq],
+            None => vec![0.0; nq],
         };
-        let mut wait: Vec<f64> = (0..nq)
-            .map(|q| self.wait_at(q, lambda[q]).min(f64::MAX))
-            .collect();
+        let mut wait: Vec<f64> = match warm {
+            Some(w) => w
+                .wait_ns
+                .iter()
+                .map(|&x| if x.is_finite() { x.max(0.0) } else { 0.0 })
+                .collect(),
+            None => vec![0.0; nq],
+        };
         let mut saturated = vec![false; nq];
         // t[j] = base[j] + sum over its route of weight * wait.
         let mut t = base.clone();
@@ -240,7 +247,7 @@ impl MemSystem {
                         .iter()
                         .map(|&(j, a)| (streams[j].cpu_share * a, t[j] - a * old, a)),
                 );
-                let (w, l, sat) = self.solve_queue(q, &terms, lambda[q]);
+                let (w, l, sat) = self.solve_queue(q, &terms, lambda[q], old);
                 for &(j, a) in &users[q] {
                     t[j] += a * (w - old);
                 }
@@ -282,30 +289,33 @@ impl MemSystem {
     /// at its fixed point. Newton's method on F(x) = arrivals(wait(x)) - x,
     /// which decreases in x, kept inside a bracket that bisection shrinks
     /// whenever a Newton step would leave it.
-    fn solve_queue(&self, q: usize, terms: &[(f64, f64, f64)], guess: f64) -> (f64, f64, bool) {
+    fn solve_queue(&self, q: usize, terms: &[(f64, f64, f64)], guess: f64, guess_w: f64) -> (f64, f64, bool) {
         let arrivals = |w: f64| terms.iter().map(|&(sa, r, a)| sa / (r + a * w)).sum::<f64>();
         let mu = self.mu(q);
         let top = mu * (1.0 - 1e-12);
         let w_top = self.wait_at(q, top);
         if w_top.is_finite() && arrivals(w_top) > top {
             // Saturated: raise the wait until the demand fits the capacity.
-            // Demand is convex and decreasing in the wait, so Newton steps
-            // from the left (demand > mu) stay left of the root and climb to
-            // it monotonically: no bracket needed.
-            let mut w = w_top;
+            // Demand is convex and decreasing in the wait, so a Newton step
+            // lands left of the root from either side, and from the left the
+            // steps climb to it monotonically. Start from the last solution.
+            let mut w = guess_w.max(w_top);
             for _ in 0..BISECTIONS {
                 let (mut demand, mut slope) = (0.0, 0.0);
                 for &(sa, r, a) in terms {
-                    let d = r + a * w;
-                    demand += sa / d;
-                    slope -= sa * a / (d * d);
+                    // One division per term: this loop is the solver's cost.
+                    let inv = 1.0 / (r + a * w);
+                    let flow = sa * inv;
+                    demand += flow;
+                    slope -= flow * a * inv;
                 }
-                if demand <= mu || slope >= 0.0 {
+                if slope >= 0.0 {
                     break;
                 }
-                let step = (demand - mu) / -slope;
-                w += step;
-                if step <= w * 1e-13 {
+                let next = (w + (demand - mu) / -slope).max(w_top);
+                let done = (next - w).abs() <= w * 1e-13;
+                w = next;
+                if done {
                     break;
                 }
             }
@@ -318,9 +328,10 @@ impl MemSystem {
             // F and F' in one pass over the users.
             let (mut f, mut df_dw) = (-x, 0.0);
             for &(sa, r, a) in terms {
-                let d = r + a * w;
-                f += sa / d;
-                df_dw -= sa * a / (d * d);
+                let inv = 1.0 / (r + a * w);
+                let flow = sa * inv;
+                f += flow;
+                df_dw -= flow * a * inv;
             }
             if f > 0.0 {
                 lo = x
@@ -497,7 +508,9 @@ mod tests {
                 .collect();
             let cold = sys.solve(&streams);
             // Start from a perturbed answer, as after a small change.
-            let guess: Vec<f64> = cold.lambda.iter().map(|l| l * 0.7).collect();
+            let mut guess = cold.clone();
+            guess.lambda.iter_mut().for_each(|l| *l *= 0.7);
+            guess.wait_ns.iter_mut().for_each(|w| *w *= 1.3);
             let warm = sys.solve_from(&streams, Some(&guess));
             assert!(cold.converged && warm.converged);
             for (a, b) in cold.ns_per_instr.iter().zip(&warm.ns_per_instr) {

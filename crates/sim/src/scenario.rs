@@ -289,6 +289,26 @@ fn key_at(text: &str, offset: usize) -> Option<String> {
     (!key.is_empty() && !key.starts_with('[')).then(|| key.to_string())
 }
 
+/// The offset of the line `leaf = ...` in the table whose header `span`
+/// covers (toml's spans for tables cover only the header): from the header
+/// up to the next header.
+fn field_offset(text: &str, span: std::ops::Range<usize>, leaf: &str) -> Option<usize> {
+    let mut offset = span.end;
+    for line in text.get(span.end..)?.split_inclusive('\n') {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with('[') {
+            return None;
+        }
+        if let Some((key, _)) = trimmed.split_once('=') {
+            if key.trim() == leaf {
+                return Some(offset);
+            }
+        }
+        offset += line.len();
+    }
+    None
+}
+
 /// A validated, ready-to-simulate scenario.
 #[derive(Debug, Clone)]
 pub struct Scenario {
@@ -379,8 +399,11 @@ impl Scenario {
             let field = offset.and_then(|o| key_at(text, o));
             err(offset, field, e.message().to_string())
         })?;
+        // Point at the field's own line when the table writes it, else at the table.
         let at = |span: std::ops::Range<usize>, field: &str, why: String| {
-            err(Some(span.start), Some(field.to_string()), why)
+            let leaf = field.rsplit('.').next().unwrap_or(field);
+            let offset = field_offset(text, span.clone(), leaf).unwrap_or(span.start);
+            err(Some(offset), Some(field.to_string()), why)
         };
 
         let mspan = spec.machine.span();

@@ -146,7 +146,7 @@ pub struct World<'a> {
     /// CPUs with a non-empty queue, as of the last recompute.
     busy_cpus: usize,
     /// The last contention solution's arrival rates, to warm-start the next.
-    last_lambda: Vec<f64>,
+    last_solution: Option<herd_model::Solution>,
     /// The streams of the last solve and their ns per instruction: a change
     /// that leaves every stream as it was (a swap of like threads) reuses them.
     last_streams: Vec<Stream>,
@@ -245,7 +245,7 @@ impl<'a> World<'a> {
             has_fixed_jobs: jobs.iter().any(|j| !j.restart),
             power_w: scenario.model.power.idle_w,
             busy_cpus: 0,
-            last_lambda: Vec::new(),
+            last_solution: None,
             last_streams: Vec::new(),
             last_ns_per_instr: Vec::new(),
             speed_of_kind,
@@ -450,14 +450,14 @@ impl<'a> World<'a> {
             who.push(t);
         }
         if streams != self.last_streams {
-            let sol = self.mem.solve_from(&streams, Some(&self.last_lambda));
+            let sol = self.mem.solve_from(&streams, self.last_solution.as_ref());
             if !sol.converged {
                 self.totals.unconverged_solves += 1;
             }
             self.totals.solves += 1;
             self.totals.solve_sweeps += u64::from(sol.sweeps);
-            self.last_lambda = sol.lambda;
-            self.last_ns_per_instr = sol.ns_per_instr;
+            self.last_ns_per_instr = sol.ns_per_instr.clone();
+            self.last_solution = Some(sol);
             self.last_streams = streams;
         }
         for (i, &t) in who.iter().enumerate() {

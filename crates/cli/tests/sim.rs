@@ -1,0 +1,212 @@
+//! `herd sim` and `herd policies` as a user runs them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn herd(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_herd"))
+        .args(args)
+        .output()
+        .expect("run herd")
+}
+
+fn scenarios() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios")
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+const GOOD: &str = "[machine]\nsynthetic = \"core:2\"\n[[job]]\nname = \"a\"\n[[job.phase]]\ninstructions = 1e8\nipc = 1.0\n";
+
+#[test]
+fn every_shipped_scenario_runs_and_compares_against_linux() {
+    let mut ran = 0;
+    for entry in std::fs::read_dir(scenarios()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "toml") {
+            continue;
+        }
+        let out = herd(&["sim", path.to_str().unwrap(), "--json", "--no-timing"]);
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let policies = doc["policies"].as_array().unwrap();
+        assert_eq!(policies[0]["name"], "linux", "{}", path.display());
+        for p in policies {
+            for key in [
+                "makespan_s",
+                "throughput",
+                "energy_j",
+                "avg_power_w",
+                "migrations",
+            ] {
+                assert!(
+                    p[key].as_f64().is_some_and(f64::is_finite),
+                    "{}: {key}",
+                    path.display()
+                );
+            }
+            for j in p["jobs"].as_array().unwrap() {
+                assert!(j["turnaround_s"].as_f64().is_some() && j["slowdown"].as_f64().is_some());
+            }
+        }
+        ran += 1;
+    }
+    assert!(ran >= 4);
+}
+
+#[test]
+fn json_is_byte_identical_across_runs_without_timing() {
+    let path = scenarios().join("smt-mix.toml");
+    let args = [
+        "sim",
+        path.to_str().unwrap(),
+        "--json",
+        "--no-timing",
+        "--seed",
+        "3",
+    ];
+    let (a, b) = (herd(&args), herd(&args));
+    assert!(a.status.success());
+    assert_eq!(a.stdout, b.stdout);
+    // With timing on, overhead is measured: a number, not null.
+    let timed = herd(&["sim", path.to_str().unwrap(), "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&timed.stdout).unwrap();
+    assert!(doc["policies"][1]["decision_overhead_pct"].as_f64().is_some());
+}
+
+#[test]
+fn table_report_and_explain() {
+    let tmp = tempfile::tempdir().unwrap();
+    let report = tmp.path().join("r.html");
+    let path = scenarios().join("numa-two-socket.toml");
+    let out = herd(&[
+        "sim",
+        path.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+        "--explain",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    for needle in [
+        "makespan_s",
+        "static:compact",
+        "(",
+        "x)",
+        "slowdown reservoir",
+        "Why",
+        "compact: next hardware thread",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+    }
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(html.contains("<svg") && html.contains("Timeline") && html.contains("Makespan"));
+}
+
+#[test]
+fn bad_scenarios_name_file_line_and_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "unknown.toml",
+            GOOD.replace("ipc = 1.0", "ipc = 1.0\nspeed = 3"),
+            ":8",
+            "speed",
+        ),
+        (
+            "negative.toml",
+            GOOD.replace("name = \"a\"", "name = \"a\"\nthreads = -4"),
+            ":5",
+            "threads",
+        ),
+        ("nan.toml", GOOD.replace("ipc = 1.0", "ipc = nan"), ":7", "ipc"),
+        (
+            "pinned.toml",
+            GOOD.replace(
+                "name = \"a\"",
+                "name = \"a\"\nthreads = 3\ncpus = \"0-1\"\npin_threads = true",
+            ),
+            ":7",
+            "pin_threads",
+        ),
+        (
+            "nomachine.toml",
+            GOOD.replace("[machine]\nsynthetic = \"core:2\"\n", ""),
+            "",
+            "machine",
+        ),
+        (
+            "badspec.toml",
+            GOOD.replace("core:2", "core:0"),
+            ":2",
+            "machine.synthetic",
+        ),
+        (
+            "greedy.toml",
+            GOOD.replace("ipc = 1.0", "ipc = 1.0\nbw_gbps = 40"),
+            ":8",
+            "bw_gbps",
+        ),
+        (
+            "nocpu.toml",
+            GOOD.replace("name = \"a\"", "name = \"a\"\ncpus = \"7\""),
+            ":5",
+            "cpus",
+        ),
+        (
+            "policy.toml",
+            format!("policies = [\"nope\"]\n{GOOD}"),
+            "",
+            "policies",
+        ),
+    ];
+    for (name, text, line, field) in cases {
+        let path = write(tmp.path(), name, &text);
+        let out = herd(&["sim", &path]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {err}");
+        assert!(
+            err.contains(&format!("{path}{line}")),
+            "{name}: file and line in {err}"
+        );
+        assert!(err.contains(field), "{name}: field {field} in {err}");
+        assert_eq!(err.lines().count(), 1, "{name}: one line: {err}");
+        assert!(!err.contains("panicked"));
+    }
+    let out = herd(&["sim", tmp.path().join("missing.toml").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let good = write(tmp.path(), "good.toml", GOOD);
+    let out = herd(&["sim", &good, "--policy", "static:compact:places=sockets"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expected one of threads, cores"));
+}
+
+#[test]
+fn policies_lists_every_policy_with_parameters() {
+    let out = herd(&["policies"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    for needle in [
+        "linux",
+        "static:compact",
+        "static:scatter",
+        "places=threads (default)",
+    ] {
+        assert!(text.contains(needle), "{text}");
+    }
+    let json: serde_json::Value = serde_json::from_slice(&herd(&["policies", "--json"]).stdout).unwrap();
+    assert!(
+        json.as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == "static:scatter")
+    );
+}
