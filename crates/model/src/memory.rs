@@ -227,7 +227,7 @@ impl MemSystem {
                 t[j] += a * wait[q];
             }
         }
-        let mut terms: Vec<(f64, f64, f64)> = Vec::new();
+        let mut terms = Terms::default();
         let mut converged = false;
         let mut sweeps = 0;
         while sweeps < MAX_SWEEPS {
@@ -242,11 +242,9 @@ impl MemSystem {
                 // Hold the other queues: t[j] = rest + a * w at this queue.
                 let old = if wait[q].is_finite() { wait[q] } else { 0.0 };
                 terms.clear();
-                terms.extend(
-                    users[q]
-                        .iter()
-                        .map(|&(j, a)| (streams[j].cpu_share * a, t[j] - a * old, a)),
-                );
+                for &(j, a) in &users[q] {
+                    terms.push(streams[j].cpu_share * a, t[j] - a * old, a);
+                }
                 let (w, l, sat) = self.solve_queue(q, &terms, lambda[q], old);
                 for &(j, a) in &users[q] {
                     t[j] += a * (w - old);
@@ -289,8 +287,8 @@ impl MemSystem {
     /// at its fixed point. Newton's method on F(x) = arrivals(wait(x)) - x,
     /// which decreases in x, kept inside a bracket that bisection shrinks
     /// whenever a Newton step would leave it.
-    fn solve_queue(&self, q: usize, terms: &[(f64, f64, f64)], guess: f64, guess_w: f64) -> (f64, f64, bool) {
-        let arrivals = |w: f64| terms.iter().map(|&(sa, r, a)| sa / (r + a * w)).sum::<f64>();
+    fn solve_queue(&self, q: usize, terms: &Terms, guess: f64, guess_w: f64) -> (f64, f64, bool) {
+        let arrivals = |w: f64| terms.flow_and_slope(w).0;
         let mu = self.mu(q);
         let top = mu * (1.0 - 1e-12);
         let w_top = self.wait_at(q, top);
@@ -301,14 +299,7 @@ impl MemSystem {
             // steps climb to it monotonically. Start from the last solution.
             let mut w = guess_w.max(w_top);
             for _ in 0..BISECTIONS {
-                let (mut demand, mut slope) = (0.0, 0.0);
-                for &(sa, r, a) in terms {
-                    // One division per term: this loop is the solver's cost.
-                    let inv = 1.0 / (r + a * w);
-                    let flow = sa * inv;
-                    demand += flow;
-                    slope -= flow * a * inv;
-                }
+                let (demand, slope) = terms.flow_and_slope(w);
                 if slope >= 0.0 {
                     break;
                 }
@@ -326,13 +317,8 @@ impl MemSystem {
         for _ in 0..BISECTIONS {
             let w = self.wait_at(q, x);
             // F and F' in one pass over the users.
-            let (mut f, mut df_dw) = (-x, 0.0);
-            for &(sa, r, a) in terms {
-                let inv = 1.0 / (r + a * w);
-                let flow = sa * inv;
-                f += flow;
-                df_dw -= flow * a * inv;
-            }
+            let (flow, df_dw) = terms.flow_and_slope(w);
+            let f = flow - x;
             if f > 0.0 {
                 lo = x
             } else {
@@ -352,6 +338,60 @@ impl MemSystem {
             x = next;
         }
         (self.wait_at(q, x), x, false)
+    }
+}
+
+/// One queue's users, as columns: user i sends `sa[i] / (r[i] + a[i] * w)`
+/// requests per ns when the queue's wait is w.
+#[derive(Debug, Default)]
+struct Terms {
+    sa: Vec<f64>,
+    r: Vec<f64>,
+    a: Vec<f64>,
+}
+
+impl Terms {
+    fn clear(&mut self) {
+        self.sa.clear();
+        self.r.clear();
+        self.a.clear();
+    }
+
+    fn push(&mut self, sa: f64, r: f64, a: f64) {
+        self.sa.push(sa);
+        self.r.push(r);
+        self.a.push(a);
+    }
+
+    /// Total flow at wait `w` and its derivative in `w`: the solver's inner
+    /// loop. Four explicit lanes let the compiler use vector divisions while
+    /// the summation order stays fixed (results are reproducible).
+    fn flow_and_slope(&self, w: f64) -> (f64, f64) {
+        let (mut flow, mut slope) = ([0.0f64; 4], [0.0f64; 4]);
+        let lanes = self
+            .sa
+            .chunks_exact(4)
+            .zip(self.r.chunks_exact(4))
+            .zip(self.a.chunks_exact(4));
+        for ((sa, r), a) in lanes {
+            for k in 0..4 {
+                let inv = 1.0 / (r[k] + a[k] * w);
+                let f = sa[k] * inv;
+                flow[k] += f;
+                slope[k] -= f * a[k] * inv;
+            }
+        }
+        let rest = self.sa.len() - self.sa.len() % 4;
+        for ((sa, r), a) in self.sa[rest..].iter().zip(&self.r[rest..]).zip(&self.a[rest..]) {
+            let inv = 1.0 / (r + a * w);
+            let f = sa * inv;
+            flow[0] += f;
+            slope[0] -= f * a * inv;
+        }
+        (
+            (flow[0] + flow[1]) + (flow[2] + flow[3]),
+            (slope[0] + slope[1]) + (slope[2] + slope[3]),
+        )
     }
 }
 

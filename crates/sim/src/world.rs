@@ -56,6 +56,8 @@ struct Thread {
     bytes_per_instr: f64,
     refs_per_instr: f64,
     cycles_per_ns: f64,
+    /// The job's heartbeat interval, copied here for the per-period observation.
+    heartbeat_every: Option<f64>,
     total: Counters,
     seen: Counters,
 }
@@ -145,6 +147,10 @@ pub struct World<'a> {
     power_w: f64,
     /// CPUs with a non-empty queue, as of the last recompute.
     busy_cpus: usize,
+    /// Time to the next thread event, found by the last `advance`; valid
+    /// until rates change (every change marks the world dirty, and
+    /// `recompute` clears it).
+    next_event_dt: Option<f64>,
     /// The last contention solution's arrival rates, to warm-start the next.
     last_solution: Option<herd_model::Solution>,
     /// The streams of the last solve and their ns per instruction: a change
@@ -169,6 +175,15 @@ pub struct World<'a> {
 }
 
 const EVENT_LIMIT: u64 = 50_000_000;
+
+/// A counter value as a whole number. Counters are finite, non-negative and
+/// far below 2^63, so the cheap signed conversion is exact enough; `as u64`
+/// from f64 costs several times more and this runs for every task every
+/// period.
+fn whole(x: f64) -> u64 {
+    debug_assert!(x.is_finite() && x > -1.0, "counter delta {x}");
+    x.max(0.0) as i64 as u64
+}
 
 impl<'a> World<'a> {
     /// A world for `scenario` restricted to `jobs` (all of the scenario's, or
@@ -206,6 +221,7 @@ impl<'a> World<'a> {
                     bytes_per_instr: 0.0,
                     refs_per_instr: 0.0,
                     cycles_per_ns: 0.0,
+                    heartbeat_every: job.heartbeat_every,
                     total: Counters::default(),
                     seen: Counters::default(),
                 });
@@ -245,6 +261,7 @@ impl<'a> World<'a> {
             has_fixed_jobs: jobs.iter().any(|j| !j.restart),
             power_w: scenario.model.power.idle_w,
             busy_cpus: 0,
+            next_event_dt: None,
             last_solution: None,
             last_streams: Vec::new(),
             last_ns_per_instr: Vec::new(),
@@ -405,6 +422,7 @@ impl<'a> World<'a> {
 
     fn recompute(&mut self) {
         self.dirty = false;
+        self.next_event_dt = None;
         self.totals.recomputes += 1;
         let n = self.kernel.len();
         let busy: Vec<usize> = (0..n).map(|p| self.kernel.busy_siblings(p)).collect();
@@ -523,6 +541,7 @@ impl<'a> World<'a> {
 
     fn advance(&mut self, dt: f64) {
         let mut mem_bytes = 0.0;
+        let mut next = f64::INFINITY;
         for th in &mut self.threads {
             if th.cpu.is_none() {
                 continue;
@@ -546,7 +565,9 @@ impl<'a> World<'a> {
             th.total.mem_bytes += d * th.bytes_per_instr;
             th.total.llc_refs += d * th.refs_per_instr;
             mem_bytes += d * th.bytes_per_instr;
+            next = next.min((th.debt + th.left.min(th.to_barrier)) / th.rate);
         }
+        self.next_event_dt = Some(next);
         self.totals.busy_cpu_ns += dt * self.busy_cpus as f64;
         self.totals.energy_j += self.power_w * dt * 1e-9;
         self.mem_bytes_total += mem_bytes;
@@ -696,7 +717,10 @@ impl<'a> World<'a> {
                 self.recompute();
             }
             let horizon = t_end.min(self.next_arrival_ns());
-            let dt_thread = self.next_thread_event();
+            let dt_thread = match self.next_event_dt.take() {
+                Some(dt) if !self.dirty => dt,
+                _ => self.next_thread_event(),
+            };
             let step_ns = (horizon - self.now_ns) as f64;
             if dt_thread < step_ns {
                 // Whole nanoseconds keep time exact; a sub-ns event rounds up.
@@ -764,16 +788,16 @@ impl Sensor for World<'_> {
             view.cpu = th.last_cpu.map(|p| self.kernel.os[p]);
             let mem = d.mem_bytes - s.mem_bytes;
             view.obs = Obs {
-                cpu_time_ns: (d.cpu_ns - s.cpu_ns) as u64,
-                wait_ns: (d.wait_ns - s.wait_ns) as u64,
-                instructions: hw.then_some((d.instr - s.instr) as u64),
-                cycles: hw.then_some((d.cycles - s.cycles) as u64),
-                llc_refs: hw.then_some((d.llc_refs - s.llc_refs) as u64),
-                llc_misses: hw.then_some((mem / herd_model::params::LINE_BYTES) as u64),
-                mem_bytes: bw.then_some(mem as u64),
+                cpu_time_ns: whole(d.cpu_ns - s.cpu_ns),
+                wait_ns: whole(d.wait_ns - s.wait_ns),
+                instructions: hw.then(|| whole(d.instr - s.instr)),
+                cycles: hw.then(|| whole(d.cycles - s.cycles)),
+                llc_refs: hw.then(|| whole(d.llc_refs - s.llc_refs)),
+                llc_misses: hw.then(|| whole(mem / herd_model::params::LINE_BYTES)),
+                mem_bytes: bw.then(|| whole(mem)),
                 migrations: d.migrations - s.migrations,
             };
-            view.heartbeats = self.jobs[th.job].heartbeat_every.map(|k| (d.instr / k) as u64);
+            view.heartbeats = th.heartbeat_every.map(|k| whole(d.instr / k));
         }
         if self.jobs_changed {
             self.jobs_changed = false;
