@@ -21,29 +21,25 @@ pub struct NonNegative(pub f64);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Count(pub u32);
 
+/// A finite number that passes `ok`, or an error saying what it must be.
+fn checked_number<'de, D: Deserializer<'de>>(d: D, ok: fn(f64) -> bool, must: &str) -> Result<f64, D::Error> {
+    let v = f64::deserialize(d)?;
+    if v.is_finite() && ok(v) {
+        Ok(v)
+    } else {
+        Err(serde::de::Error::custom(format!("must be {must}, got {v}")))
+    }
+}
+
 impl<'de> Deserialize<'de> for Positive {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let v = f64::deserialize(d)?;
-        if v.is_finite() && v > 0.0 {
-            Ok(Positive(v))
-        } else {
-            Err(serde::de::Error::custom(format!(
-                "must be a positive number, got {v}"
-            )))
-        }
+        checked_number(d, |v| v > 0.0, "a positive number").map(Positive)
     }
 }
 
 impl<'de> Deserialize<'de> for NonNegative {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let v = f64::deserialize(d)?;
-        if v.is_finite() && v >= 0.0 {
-            Ok(NonNegative(v))
-        } else {
-            Err(serde::de::Error::custom(format!(
-                "must be a number >= 0, got {v}"
-            )))
-        }
+        checked_number(d, |v| v >= 0.0, "a number >= 0").map(NonNegative)
     }
 }
 

@@ -2,6 +2,8 @@
 //! advanced from event to event, seen through the engine's Sensor,
 //! Actuator and Clock traits.
 //!
+//! `engine_io` holds the Clock, Sensor and Actuator implementations.
+//!
 //! Rates are constant between events. Events are: decision boundaries
 //! (the engine's `advance_to`), phase ends, barrier arrivals, the end of a
 //! migration's cache warm-up, job arrivals, and kernel balancing ticks.
@@ -11,10 +13,11 @@
 
 use std::collections::HashMap;
 
-use herd_engine::{Actuator, Clock, Sensor};
 use herd_model::{MemSystem, ModelParams, Stream, Target, smt_share};
-use herd_policy::{JobView, Obs, Placement, Plan, Snapshot, SystemObs, TaskId, TaskState, TaskView};
+use herd_policy::{Snapshot, TaskId};
 use herd_topo::{CpuSet, Machine};
+
+mod engine_io;
 
 use crate::kernel::Kernel;
 use crate::scenario::{BarrierKind, Job, Memory, Scenario, SensorSpec};
@@ -175,15 +178,6 @@ pub struct World<'a> {
 }
 
 const EVENT_LIMIT: u64 = 50_000_000;
-
-/// A counter value as a whole number. Counters are finite, non-negative and
-/// far below 2^63, so the cheap signed conversion is exact enough; `as u64`
-/// from f64 costs several times more and this runs for every task every
-/// period.
-fn whole(x: f64) -> u64 {
-    debug_assert!(x.is_finite() && x > -1.0, "counter delta {x}");
-    x.max(0.0) as i64 as u64
-}
 
 impl<'a> World<'a> {
     /// A world for `scenario` restricted to `jobs` (all of the scenario's, or
@@ -732,139 +726,6 @@ impl<'a> World<'a> {
                 self.advance(step_ns);
                 self.now_ns = horizon;
             }
-        }
-    }
-}
-
-impl Clock for World<'_> {
-    fn now_ns(&self) -> u64 {
-        self.now_ns
-    }
-    fn advance_to(&mut self, t_ns: u64) {
-        self.run_until(t_ns);
-    }
-}
-
-impl Sensor for World<'_> {
-    fn observe(&mut self) -> &Snapshot {
-        self.arrive_jobs();
-        self.kernel_balance();
-        if self.dirty {
-            self.recompute();
-        }
-        if self.tasks_changed {
-            self.tasks_changed = false;
-            self.present = (0..self.threads.len())
-                .filter(|&t| self.threads[t].arrived && !self.threads[t].done)
-                .collect();
-            self.snapshot.tasks = self
-                .present
-                .iter()
-                .map(|&t| TaskView {
-                    id: self.threads[t].id,
-                    job: self.threads[t].job as u32,
-                    rank: self.threads[t].rank,
-                    state: TaskState::Runnable,
-                    cpu: None,
-                    obs: Obs::default(),
-                    heartbeats: None,
-                })
-                .collect();
-        }
-        let hw = self.sensor.hw_counters;
-        let bw = self.sensor.mem_bandwidth;
-        // Update in place: this runs every decision for every task.
-        for (view, &t) in self.snapshot.tasks.iter_mut().zip(&self.present) {
-            let th = &mut self.threads[t];
-            let (d, s) = (th.total, th.seen);
-            th.seen = d;
-            view.state = if th.paused {
-                TaskState::Paused
-            } else if th.cpu.is_some() {
-                TaskState::Runnable
-            } else {
-                TaskState::Blocked
-            };
-            view.cpu = th.last_cpu.map(|p| self.kernel.os[p]);
-            let mem = d.mem_bytes - s.mem_bytes;
-            view.obs = Obs {
-                cpu_time_ns: whole(d.cpu_ns - s.cpu_ns),
-                wait_ns: whole(d.wait_ns - s.wait_ns),
-                instructions: hw.then(|| whole(d.instr - s.instr)),
-                cycles: hw.then(|| whole(d.cycles - s.cycles)),
-                llc_refs: hw.then(|| whole(d.llc_refs - s.llc_refs)),
-                llc_misses: hw.then(|| whole(mem / herd_model::params::LINE_BYTES)),
-                mem_bytes: bw.then(|| whole(mem)),
-                migrations: d.migrations - s.migrations,
-            };
-            view.heartbeats = th.heartbeat_every.map(|k| whole(d.instr / k));
-        }
-        if self.jobs_changed {
-            self.jobs_changed = false;
-            self.snapshot.jobs = (0..self.jobs.len())
-                .filter(|&j| {
-                    let st = &self.job_state[j];
-                    st.arrived && (st.finished_ns.is_none() || self.jobs[j].restart)
-                })
-                .map(|j| JobView {
-                    id: j as u32,
-                    name: self.jobs[j].name.clone(),
-                    program: self.jobs[j].program.clone(),
-                    arrival_ns: self.jobs[j].arrival_ns,
-                    memory_hint: self.jobs[j].memory_hint,
-                })
-                .collect();
-        }
-        let mem_total = self.mem_bytes_total;
-        let system = SystemObs {
-            mem_bytes: bw.then_some((mem_total - self.seen_mem_bytes) as u64),
-            energy_j: self
-                .sensor
-                .energy
-                .then_some(self.totals.energy_j - self.seen_energy_j),
-        };
-        self.seen_mem_bytes = mem_total;
-        self.seen_energy_j = self.totals.energy_j;
-        self.snapshot.now_ns = self.now_ns;
-        self.snapshot.period_ns = self.now_ns - self.last_observe_ns;
-        self.snapshot.system = system;
-        self.last_observe_ns = self.now_ns;
-        &self.snapshot
-    }
-
-    fn finished(&self) -> bool {
-        self.all_done()
-    }
-}
-
-impl Actuator for World<'_> {
-    fn apply(&mut self, plan: &Plan) {
-        for (id, placement) in &plan.tasks {
-            let Some(&t) = self.index_of.get(id) else {
-                continue;
-            };
-            match placement {
-                Placement::Run { cpus, .. } => {
-                    let cpus = cpus.intersection(self.machine.all_cpus());
-                    if cpus.is_empty() {
-                        self.totals.ignored_placements += 1;
-                        continue;
-                    }
-                    self.allowed[t] = cpus;
-                    self.threads[t].paused = false;
-                    if let Some(pos) = self.threads[t].cpu {
-                        if !self.allowed[t].contains(self.kernel.os[pos]) {
-                            self.dequeue(t);
-                        }
-                    }
-                    self.enqueue(t);
-                }
-                Placement::Pause { .. } => {
-                    self.threads[t].paused = true;
-                    self.dequeue(t);
-                }
-            }
-            self.dirty = true;
         }
     }
 }
