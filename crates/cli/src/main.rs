@@ -6,8 +6,10 @@
 //! not an error.
 
 mod doctor_cmd;
+mod meter;
 mod output;
 mod policies_cmd;
+mod run_cmd;
 mod sim_cmd;
 mod topo_cmd;
 
@@ -34,6 +36,8 @@ enum Command {
     Sim(sim_cmd::SimArgs),
     /// List every policy with its parameters and defaults.
     Policies(policies_cmd::PoliciesArgs),
+    /// Run a program under a policy, placing its threads every period.
+    Run(run_cmd::RunArgs),
 }
 
 /// Where the machine description comes from; this machine by default.
@@ -99,20 +103,29 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
+    if let Command::Run(args) = &cli.command {
+        return match run_cmd::run(args) {
+            Ok(code) => ExitCode::from(code),
+            Err(f) => fail(f),
+        };
+    }
     let result = match &cli.command {
         Command::Topo(args) => topo_cmd::run(args),
         Command::Doctor(args) => doctor_cmd::run(args),
         Command::Sim(args) => sim_cmd::run(args),
         Command::Policies(args) => policies_cmd::run(args),
+        Command::Run(_) => unreachable!("handled above"),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Internal(e)) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
-        Err(f) => {
-            let (Failure::Program(e) | Failure::Input(e) | Failure::Internal(e)) = &f;
-            // One line: the error and its causes, no backtrace.
-            eprintln!("herd: {e:#}");
-            ExitCode::from(f.code())
-        }
+        Err(f) => fail(f),
     }
+}
+
+fn fail(f: Failure) -> ExitCode {
+    let (Failure::Program(e) | Failure::Input(e) | Failure::Internal(e)) = &f;
+    // One line: the error and its causes, no backtrace.
+    eprintln!("herd: {e:#}");
+    ExitCode::from(f.code())
 }

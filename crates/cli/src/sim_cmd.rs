@@ -2,14 +2,13 @@
 
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use clap::Args;
-use herd_engine::CostMeter;
 use herd_policy::{Placement, Plan};
 use herd_sim::{Comparison, PolicyResult, Scenario};
 use indicatif::{ProgressBar, ProgressStyle};
 
+use crate::meter::WallMeter;
 use crate::{Failure, output};
 
 /// Arguments of `herd sim`.
@@ -36,19 +35,6 @@ pub struct SimArgs {
     /// Print why each policy placed tasks where it did (its first plan).
     #[arg(long)]
     explain: bool,
-}
-
-/// Real time spent in the policy, for the overhead figures.
-#[derive(Default)]
-struct WallMeter(Option<Instant>);
-
-impl CostMeter for WallMeter {
-    fn start(&mut self) {
-        self.0 = Some(Instant::now());
-    }
-    fn stop(&mut self) -> u64 {
-        self.0.take().map_or(0, |t| t.elapsed().as_nanos() as u64)
-    }
 }
 
 /// Loads a scenario file; XML machines resolve relative to the file.

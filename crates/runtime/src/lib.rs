@@ -5,5 +5,8 @@
 //! simulator) is pure; a missing kernel feature shows up here as data
 //! (a [`doctor::Capability`] that is not available), never as a panic.
 
+pub mod control;
 pub mod doctor;
+pub mod live;
 pub mod perf;
+pub mod procfs;

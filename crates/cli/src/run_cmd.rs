@@ -1,0 +1,174 @@
+//! `herd run`: one program under a policy, its threads placed every period.
+//!
+//! The program's stdin, stdout and stderr are its own; its exit code is
+//! herd's. On SIGINT or SIGTERM herd continues anything it paused, restores
+//! the affinities it changed, passes the signal on to the program, waits
+//! for it, and exits with the program's status.
+
+use std::fmt::Write;
+use std::os::unix::process::ExitStatusExt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+use clap::Args;
+use herd_engine::Config;
+use herd_policy::{Estimates, Placement};
+use herd_runtime::live::{LiveWorld, Program};
+
+use crate::Failure;
+use crate::meter::WallMeter;
+
+/// Arguments of `herd run`.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The policy, NAME[:key=value,...] (see `herd policies`).
+    #[arg(long, default_value = "linux")]
+    policy: String,
+    /// Decision period in milliseconds.
+    #[arg(long, default_value_t = 100.0)]
+    period_ms: f64,
+    /// Print each placement decision and its reason on stderr.
+    #[arg(long)]
+    explain: bool,
+    /// The program and its arguments (after `--`).
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
+    cmd: Vec<String>,
+}
+
+/// CPU time of the calling process (`who` = RUSAGE_SELF) or its waited-for
+/// children (RUSAGE_CHILDREN), in seconds.
+fn cpu_seconds(who: i32) -> f64 {
+    // SAFETY: rusage is plain data; getrusage fills it.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: u is a valid, writable rusage.
+    if unsafe { libc::getrusage(who, &mut u) } != 0 {
+        return 0.0;
+    }
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 * 1e-6;
+    t(u.ru_utime) + t(u.ru_stime)
+}
+
+/// `herd run`; returns the exit code to leave with (the program's).
+pub fn run(args: &RunArgs) -> Result<u8, Failure> {
+    if !(args.period_ms.is_finite() && args.period_ms > 0.0) {
+        return Err(Failure::Input(anyhow::anyhow!(
+            "--period-ms must be a positive number"
+        )));
+    }
+    let mut policy = herd_policy::build(&args.policy).map_err(|e| Failure::Input(e.into()))?;
+    let machine = herd_topo::Machine::this_machine().map_err(|e| Failure::Internal(e.into()))?;
+    // Signals first, so none is lost between spawn and the loop.
+    let stop = Arc::new(AtomicBool::new(false));
+    let received = Arc::new(AtomicI32::new(0));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(|e| Failure::Internal(e.into()))?;
+        let received = Arc::clone(&received);
+        // SAFETY: the handler only stores into an atomic, which is async-signal-safe.
+        unsafe { signal_hook::low_level::register(sig, move || received.store(sig, Ordering::Relaxed)) }
+            .map_err(|e| Failure::Internal(e.into()))?;
+    }
+    let child = herd_runtime::live::spawn(&args.cmd)
+        .map_err(|e| Failure::Input(anyhow::anyhow!("cannot run '{}': {e}", args.cmd[0])))?;
+    let name = std::path::Path::new(&args.cmd[0])
+        .file_name()
+        .map_or(args.cmd[0].clone(), |n| n.to_string_lossy().into_owned());
+    let program = Program {
+        name: name.clone(),
+        program: args.cmd.join(" "),
+        pid: child.id() as i32,
+        child: Some(child),
+        arrival_ns: 0,
+        memory_hint: None,
+        status: None,
+        paused: false,
+    };
+    let mut world = LiveWorld::new(vec![program], Arc::clone(&stop));
+    let cfg = Config::with_period((args.period_ms * 1e6) as u64, 0);
+    let started = std::time::Instant::now();
+    let herd_cpu_before = cpu_seconds(libc::RUSAGE_SELF);
+    let mut meter = WallMeter::default();
+    let explain = args.explain;
+    let overhead = herd_engine::run(
+        policy.as_mut(),
+        &machine,
+        &Estimates::new(),
+        &mut world,
+        &mut meter,
+        &cfg,
+        |view, plan| {
+            if !explain {
+                return;
+            }
+            for (task, placement) in &plan.tasks {
+                let line = match placement {
+                    Placement::Run { cpus, why } => format!("herd: task {task} -> CPUs {cpus}: {why}"),
+                    Placement::Pause { why } => format!("herd: task {task} paused: {why}"),
+                };
+                eprintln!("{line}");
+            }
+            if view.decision == 0 {
+                if let Some(note) = &plan.note {
+                    eprintln!("herd: {note}");
+                }
+            }
+        },
+    );
+    world.restore();
+    let signal = received.load(Ordering::Relaxed);
+    if signal != 0 {
+        let pid = world.programs()[0].pid;
+        if world.programs()[0].status.is_none() {
+            // Pass the signal on; the program decides what it means.
+            let _ = herd_runtime::control::signal(pid, signal);
+        }
+        eprintln!(
+            "herd: got signal {signal}: resumed and restored the program, passed the signal on, waiting for it to exit"
+        );
+    }
+    let status = world.wait_all()[0];
+    let wall = started.elapsed().as_secs_f64();
+    let herd_cpu = cpu_seconds(libc::RUSAGE_SELF) - herd_cpu_before;
+    let prog_cpu = cpu_seconds(libc::RUSAGE_CHILDREN);
+    let s = world.stats;
+    let mut summary = String::new();
+    let _ = write!(
+        summary,
+        "herd: {name} under {} for {wall:.2} s: {prog_cpu:.2} s CPU, up to {} threads, {} placements{}, {} migrations{}; \
+         herd used {:.1} ms CPU ({:.2}% of the program's), {} decisions at {:.1} us each",
+        policy.name(),
+        s.max_threads,
+        s.placements,
+        if s.failed_placements > 0 {
+            format!(" ({} refused)", s.failed_placements)
+        } else {
+            String::new()
+        },
+        s.migrations,
+        if s.pauses > 0 {
+            format!(", {} pauses", s.pauses)
+        } else {
+            String::new()
+        },
+        herd_cpu * 1e3,
+        if prog_cpu > 0.0 {
+            100.0 * herd_cpu / prog_cpu
+        } else {
+            0.0
+        },
+        overhead.decisions,
+        overhead.decide_ns_mean() / 1e3,
+    );
+    eprintln!("{summary}");
+    // The program's status is herd's: its code, or 128 + the signal that killed it, as shells do.
+    Ok(match status {
+        Some(st) => st
+            .code()
+            .map_or_else(|| 128 + st.signal().unwrap_or(0) as u8, |c| c as u8),
+        None => 1,
+    })
+}

@@ -1,0 +1,172 @@
+//! `herd run` on this machine: placement read back from /proc, output and
+//! exit code passed through, and safety when herd is signalled or killed.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn herd() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_herd"))
+}
+
+/// A Python program with three worker threads. After `delay` seconds it
+/// prints "tid cpus" for each of its threads (from /proc), then waits for
+/// its workers (which live `life` seconds) and exits with code 3.
+fn threads_program(delay: f64, life: f64) -> String {
+    format!(
+        "import os, threading, time, sys\n\
+         ts = [threading.Thread(target=time.sleep, args=({life},)) for _ in range(3)]\n\
+         [t.start() for t in ts]\n\
+         time.sleep({delay})\n\
+         pid = os.getpid()\n\
+         for tid in sorted(int(x) for x in os.listdir(f'/proc/{{pid}}/task')):\n\
+         \x20   status = open(f'/proc/{{pid}}/task/{{tid}}/status').read()\n\
+         \x20   print(tid, [l.split(':')[1].strip() for l in status.splitlines() if l.startswith('Cpus_allowed_list')][0], flush=True)\n\
+         [t.join() for t in ts]\n\
+         sys.exit(3)\n"
+    )
+}
+
+#[test]
+fn static_compact_puts_every_thread_on_its_cpu() {
+    let out = herd()
+        .args([
+            "run",
+            "--policy",
+            "static:compact",
+            "--period-ms",
+            "20",
+            "--",
+            "python3",
+            "-c",
+            &threads_program(0.6, 1.0),
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "the program's exit code passes through: {stderr}"
+    );
+    let machine = herd_topo::Machine::this_machine().unwrap();
+    let order: Vec<u32> = {
+        // Compact order: every sibling of a core, core after core, by topology.
+        let mut cores: Vec<&herd_topo::Core> = machine.cores().iter().collect();
+        cores.sort_by_key(|c| (c.package, c.cpus.first()));
+        cores.iter().flat_map(|c| c.cpus.iter()).collect()
+    };
+    let lines: Vec<(u32, String)> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let (tid, cpus) = l.split_once(' ').unwrap();
+            (tid.parse().unwrap(), cpus.to_string())
+        })
+        .collect();
+    assert_eq!(lines.len(), 4, "main thread and three workers: {lines:?}");
+    // Ranks follow thread ids; rank r runs on the r-th CPU of the order.
+    for (rank, (_, cpus)) in lines.iter().enumerate() {
+        assert_eq!(
+            cpus,
+            &order[rank % order.len()].to_string(),
+            "rank {rank}: {lines:?}\n{stderr}"
+        );
+    }
+    assert!(stderr.contains("4 placements"), "{stderr}");
+}
+
+#[test]
+fn sigterm_restores_and_passes_the_signal_on() {
+    let child = herd()
+        .args([
+            "run",
+            "--period-ms",
+            "20",
+            "--",
+            "python3",
+            "-c",
+            &threads_program(30.0, 30.0),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let start = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "herd and the program ended promptly"
+    );
+    // The program died of the forwarded SIGTERM: 128 + 15, as a shell reports.
+    assert_eq!(
+        out.status.code(),
+        Some(143),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("passed the signal on"));
+}
+
+fn state_of(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..]
+        .split_whitespace()
+        .next()?
+        .chars()
+        .next()
+}
+
+#[test]
+fn a_stopped_program_continues_when_herd_is_killed() {
+    let mut herd_proc = herd()
+        .args(["run", "--period-ms", "20", "--", "sleep", "5"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // Find herd's child, stop it as a pausing policy would, then SIGKILL herd.
+    let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", herd_proc.id())).unwrap();
+    let pid: i32 = children
+        .split_whitespace()
+        .next()
+        .expect("herd has a child")
+        .parse()
+        .unwrap();
+    // SAFETY: plain kill calls.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(state_of(pid), Some('T'));
+    herd_proc.kill().unwrap();
+    herd_proc.wait().unwrap();
+    // PR_SET_PDEATHSIG = SIGCONT: the kernel continues the orphan.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while state_of(pid) == Some('T') && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let state = state_of(pid);
+    // SAFETY: clean up the orphan.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    assert_ne!(state, Some('T'), "the program was left stopped");
+}
+
+#[test]
+fn bad_run_input_is_exit_2() {
+    for args in [
+        vec!["run", "--", "/nonexistent/program"],
+        vec!["run", "--policy", "nope", "--", "true"],
+        vec!["run", "--period-ms", "0", "--", "true"],
+        vec!["run"],
+    ] {
+        let out = herd().args(&args).output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

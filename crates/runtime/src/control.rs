@@ -1,0 +1,94 @@
+//! Acting on threads and processes: CPU affinity and stop/continue.
+
+use std::io;
+
+use herd_topo::CpuSet;
+
+/// The most CPUs `sched_setaffinity` with libc's fixed `cpu_set_t` can name.
+pub const AFFINITY_CPUS: u32 = libc::CPU_SETSIZE as u32;
+
+/// Restricts thread `tid` to `cpus`. Fails with ESRCH if the thread is gone
+/// and EINVAL if none of `cpus` is usable.
+pub fn set_affinity(tid: i32, cpus: &CpuSet) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for cpu in cpus.iter() {
+        if cpu >= AFFINITY_CPUS {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("CPU {cpu} is beyond {AFFINITY_CPUS}"),
+            ));
+        }
+        // SAFETY: cpu < CPU_SETSIZE, checked above.
+        unsafe { libc::CPU_SET(cpu as usize, &mut set) };
+    }
+    // SAFETY: set is a valid cpu_set_t of the size we pass.
+    let rc = unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The CPUs thread `tid` may run on.
+pub fn affinity(tid: i32) -> io::Result<CpuSet> {
+    // SAFETY: as above; the kernel writes into set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: set is a valid, writable cpu_set_t of the size we pass.
+    let rc = unsafe { libc::sched_getaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: cpu < CPU_SETSIZE for every index tested.
+    Ok((0..AFFINITY_CPUS)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c as usize, &set) })
+        .collect())
+}
+
+/// Sends `signal` to process `pid`.
+pub fn signal(pid: i32, signal: i32) -> io::Result<()> {
+    // SAFETY: kill has no memory-safety preconditions.
+    if unsafe { libc::kill(pid, signal) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Whether the caller may signal `pid` (the permission check herd applies
+/// before managing a process: it refuses what the user could not do anyway).
+pub fn may_signal(pid: i32) -> io::Result<()> {
+    signal(pid, 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn affinity_round_trips_on_this_thread() {
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() };
+        let before = affinity(tid).unwrap();
+        let one = CpuSet::single(before.first().unwrap());
+        set_affinity(tid, &one).unwrap();
+        assert_eq!(affinity(tid).unwrap(), one);
+        set_affinity(tid, &before).unwrap();
+        assert_eq!(affinity(tid).unwrap(), before);
+        assert!(
+            set_affinity(tid, &CpuSet::new()).is_err(),
+            "the empty set is refused"
+        );
+        assert!(
+            set_affinity(i32::MAX, &before).is_err(),
+            "a missing thread is an error"
+        );
+    }
+
+    #[test]
+    fn signalling_checks_permission() {
+        assert!(may_signal(std::process::id() as i32).is_ok());
+        assert!(may_signal(i32::MAX).is_err());
+    }
+}

@@ -1,0 +1,340 @@
+//! The real machine as the engine sees it: managed programs observed
+//! through `/proc` and acted on with `sched_setaffinity` and SIGSTOP/SIGCONT.
+//!
+//! Safety rules this module keeps:
+//! - a program herd paused is continued by [`LiveWorld::restore`], and, if
+//!   herd dies without restoring, by the kernel: children are spawned with
+//!   `PR_SET_PDEATHSIG = SIGCONT` (see [`spawn`]);
+//! - affinities herd changed are put back by `restore`;
+//! - a thread or program that vanishes between two looks is skipped, never
+//!   an error.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use herd_engine::{Actuator, Clock, Sensor};
+use herd_policy::{JobView, Level, Obs, Placement, Plan, Snapshot, SystemObs, TaskState, TaskView};
+use herd_topo::CpuSet;
+
+use crate::control;
+use crate::procfs::{self, ThreadSample};
+
+/// Starts `argv` as a child that inherits stdin, stdout and stderr, with
+/// `PR_SET_PDEATHSIG = SIGCONT`: if herd is killed (even by SIGKILL) while
+/// the child is stopped, the kernel continues it.
+///
+/// The death signal fires when the *thread* that forked exits, so call this
+/// from a thread that lives as long as herd manages the child (the main
+/// thread).
+pub fn spawn(argv: &[String]) -> io::Result<Child> {
+    let (program, args) = argv
+        .split_first()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no command given"))?;
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    // SAFETY: the closure runs in the child between fork and exec and only
+    // calls prctl, which is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGCONT as libc::c_ulong, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn()
+}
+
+/// A program herd manages.
+#[derive(Debug)]
+pub struct Program {
+    /// Its name in reports.
+    pub name: String,
+    /// Its profile key.
+    pub program: String,
+    /// The process id.
+    pub pid: i32,
+    /// The child handle, when herd started it (to reap it).
+    pub child: Option<Child>,
+    /// When it started, relative to the world's start.
+    pub arrival_ns: u64,
+    /// A memory-intensity hint.
+    pub memory_hint: Option<Level>,
+    /// Its exit status, once reaped.
+    pub status: Option<ExitStatus>,
+    /// Whether herd has it stopped.
+    pub paused: bool,
+}
+
+#[derive(Debug, Clone)]
+struct Track {
+    job: usize,
+    rank: u32,
+    last: ThreadSample,
+    original: Option<CpuSet>,
+    placed: Option<CpuSet>,
+}
+
+/// What herd did, for the run summary.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LiveStats {
+    /// Affinity changes applied.
+    pub placements: u64,
+    /// Affinity changes the kernel refused (other than vanished threads).
+    pub failed_placements: u64,
+    /// Migrations the kernel reported for managed threads.
+    pub migrations: u64,
+    /// Times a program was stopped.
+    pub pauses: u64,
+    /// Most threads seen at once.
+    pub max_threads: usize,
+}
+
+/// Managed programs on this machine, behind the engine's traits.
+pub struct LiveWorld {
+    proc_root: PathBuf,
+    programs: Vec<Program>,
+    tasks: BTreeMap<i32, Track>,
+    snapshot: Snapshot,
+    start: Instant,
+    stop: Arc<AtomicBool>,
+    /// What herd did.
+    pub stats: LiveStats,
+}
+
+/// How long `advance_to` sleeps at most before checking on the programs.
+const POLL: Duration = Duration::from_millis(5);
+
+impl LiveWorld {
+    /// A world managing `programs`; `stop` ends the loop when set (signal handlers set it).
+    pub fn new(programs: Vec<Program>, stop: Arc<AtomicBool>) -> Self {
+        LiveWorld {
+            proc_root: PathBuf::from("/proc"),
+            programs,
+            tasks: BTreeMap::new(),
+            snapshot: Snapshot::default(),
+            start: Instant::now(),
+            stop,
+            stats: LiveStats::default(),
+        }
+    }
+
+    /// The managed programs.
+    pub fn programs(&self) -> &[Program] {
+        &self.programs
+    }
+
+    fn reap(&mut self) {
+        for p in &mut self.programs {
+            if p.status.is_none() {
+                if let Some(child) = p.child.as_mut() {
+                    if let Ok(Some(status)) = child.try_wait() {
+                        p.status = Some(status);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Continues every program herd stopped and gives every thread whose
+    /// affinity herd changed its original affinity back.
+    pub fn restore(&mut self) {
+        for p in &mut self.programs {
+            if p.paused && p.status.is_none() {
+                let _ = control::signal(p.pid, libc::SIGCONT);
+            }
+            p.paused = false;
+        }
+        for (&tid, track) in &mut self.tasks {
+            if let (Some(_), Some(original)) = (&track.placed, &track.original) {
+                // A thread that exited meanwhile fails with ESRCH: nothing to restore.
+                let _ = control::set_affinity(tid, original);
+                track.placed = None;
+            }
+        }
+    }
+
+    /// Waits for every started program to exit; returns their statuses.
+    pub fn wait_all(&mut self) -> Vec<Option<ExitStatus>> {
+        for p in &mut self.programs {
+            if p.status.is_none() {
+                if let Some(child) = p.child.as_mut() {
+                    p.status = child.wait().ok();
+                }
+            }
+        }
+        self.programs.iter().map(|p| p.status).collect()
+    }
+
+    fn job_of_pid(&self, pid: i32) -> Option<usize> {
+        self.programs.iter().position(|p| p.pid == pid)
+    }
+}
+
+impl Sensor for LiveWorld {
+    fn observe(&mut self) -> &Snapshot {
+        self.reap();
+        let now_ns = self.now_ns();
+        let mut seen: BTreeMap<i32, Track> = BTreeMap::new();
+        let mut tasks = Vec::new();
+        for (job, p) in self.programs.iter().enumerate() {
+            if p.status.is_some() {
+                continue;
+            }
+            for tid in procfs::threads(&self.proc_root, p.pid) {
+                let Some(sample) = procfs::sample(&self.proc_root, p.pid, tid) else {
+                    continue;
+                };
+                if matches!(sample.state, 'Z' | 'X' | 'x') {
+                    continue;
+                }
+                let mut track = self.tasks.remove(&tid).unwrap_or_else(|| Track {
+                    job,
+                    rank: self
+                        .tasks
+                        .values()
+                        .chain(seen.values())
+                        .filter(|t| t.job == job)
+                        .count() as u32,
+                    last: ThreadSample {
+                        tid,
+                        ..ThreadSample::default()
+                    },
+                    original: control::affinity(tid).ok(),
+                    placed: None,
+                });
+                let prev = track.last;
+                let migrations = match (sample.migrations, prev.migrations) {
+                    (Some(now), Some(before)) => now.saturating_sub(before),
+                    _ => 0,
+                };
+                self.stats.migrations += migrations;
+                track.last = sample;
+                let state = match sample.state {
+                    'T' | 't' if p.paused => TaskState::Paused,
+                    'R' => TaskState::Runnable,
+                    _ => TaskState::Blocked,
+                };
+                tasks.push(TaskView {
+                    id: tid as u64,
+                    job: job as u32,
+                    rank: track.rank,
+                    state,
+                    cpu: Some(sample.cpu),
+                    obs: Obs {
+                        cpu_time_ns: sample.run_ns.saturating_sub(prev.run_ns),
+                        wait_ns: sample.wait_ns.saturating_sub(prev.wait_ns),
+                        migrations: migrations as u32,
+                        // No PMU path yet: hardware signals are absent, not zero.
+                        ..Obs::default()
+                    },
+                    heartbeats: None,
+                });
+                seen.insert(tid, track);
+            }
+        }
+        // Tracks not seen again are threads that exited.
+        self.tasks = seen;
+        self.stats.max_threads = self.stats.max_threads.max(tasks.len());
+        let jobs = self
+            .programs
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.status.is_none())
+            .map(|(j, p)| JobView {
+                id: j as u32,
+                name: p.name.clone(),
+                program: p.program.clone(),
+                arrival_ns: p.arrival_ns,
+                memory_hint: p.memory_hint,
+            })
+            .collect();
+        let period_ns = now_ns.saturating_sub(self.snapshot.now_ns);
+        self.snapshot = Snapshot {
+            now_ns,
+            period_ns,
+            tasks,
+            jobs,
+            system: SystemObs::default(),
+        };
+        &self.snapshot
+    }
+
+    fn finished(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || self.programs.iter().all(|p| p.status.is_some())
+    }
+}
+
+impl Actuator for LiveWorld {
+    fn apply(&mut self, plan: &Plan) {
+        for (id, placement) in &plan.tasks {
+            let tid = *id as i32;
+            let Some(track) = self.tasks.get_mut(&tid) else {
+                continue;
+            };
+            let Some(p) = self.programs.get_mut(track.job) else {
+                continue;
+            };
+            match placement {
+                Placement::Run { cpus, .. } => {
+                    if p.paused && control::signal(p.pid, libc::SIGCONT).is_ok() {
+                        p.paused = false;
+                    }
+                    if track.placed.as_ref() == Some(cpus) {
+                        continue;
+                    }
+                    match control::set_affinity(tid, cpus) {
+                        Ok(()) => {
+                            track.placed = Some(cpus.clone());
+                            self.stats.placements += 1;
+                        }
+                        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                        Err(_) => self.stats.failed_placements += 1,
+                    }
+                }
+                // SIGSTOP stops a whole process: pausing one of its tasks
+                // pauses the program.
+                Placement::Pause { .. } => {
+                    if !p.paused && control::signal(p.pid, libc::SIGSTOP).is_ok() {
+                        p.paused = true;
+                        self.stats.pauses += 1;
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Clock for LiveWorld {
+    fn now_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    fn advance_to(&mut self, t_ns: u64) {
+        // Sleep in short slices so an exit or a signal ends the wait early.
+        loop {
+            self.reap();
+            let now = self.now_ns();
+            if now >= t_ns || self.finished() {
+                return;
+            }
+            std::thread::sleep(POLL.min(Duration::from_nanos(t_ns - now)));
+        }
+    }
+}
+
+impl LiveWorld {
+    /// Finds the program a thread belongs to (for tests and reports).
+    pub fn job_of_thread(&self, tid: i32) -> Option<usize> {
+        self.tasks
+            .get(&tid)
+            .map(|t| t.job)
+            .or_else(|| self.job_of_pid(tid))
+    }
+}

@@ -1,0 +1,140 @@
+//! Per-thread facts from `/proc`: state, last CPU, CPU time, run-queue wait,
+//! migrations, allowed CPUs. Parsers are pure functions over the file text;
+//! readers take an injectable proc root.
+
+use std::fs;
+use std::path::Path;
+
+use herd_topo::CpuSet;
+
+/// What `/proc/<pid>/task/<tid>/{stat,schedstat,sched}` say about a thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ThreadSample {
+    /// The thread id.
+    pub tid: i32,
+    /// The state letter: R running, S sleeping, D disk, T stopped, Z zombie...
+    pub state: char,
+    /// The CPU it last ran on.
+    pub cpu: u32,
+    /// CPU time consumed (schedstat), ns.
+    pub run_ns: u64,
+    /// Time spent runnable but waiting for a CPU (schedstat), ns.
+    pub wait_ns: u64,
+    /// Moves between CPUs (`se.nr_migrations` in `sched`), when readable.
+    pub migrations: Option<u64>,
+}
+
+/// Parses `/proc/.../stat`: (state, last CPU). The command name may hold
+/// spaces and parentheses, so fields are counted after the last ')'.
+pub fn parse_stat(text: &str) -> Option<(char, u32)> {
+    let rest = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // rest starts at field 3 (state); field 39 (processor) is index 36.
+    let state = fields.first()?.chars().next()?;
+    let cpu = fields.get(36)?.parse().ok()?;
+    Some((state, cpu))
+}
+
+/// Parses `/proc/.../schedstat`: (run ns, wait ns).
+pub fn parse_schedstat(text: &str) -> Option<(u64, u64)> {
+    let mut f = text.split_whitespace().map(|x| x.parse::<u64>().ok());
+    Some((f.next()??, f.next()??))
+}
+
+/// Parses `se.nr_migrations` out of `/proc/.../sched`.
+pub fn parse_migrations(text: &str) -> Option<u64> {
+    text.lines()
+        .find(|l| l.trim_start().starts_with("se.nr_migrations"))
+        .and_then(|l| l.split(':').nth(1))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Parses `Cpus_allowed_list` out of `/proc/.../status`.
+pub fn parse_allowed(text: &str) -> Option<CpuSet> {
+    let line = text.lines().find(|l| l.starts_with("Cpus_allowed_list:"))?;
+    CpuSet::parse_list(line.split_once(':')?.1).ok()
+}
+
+/// The thread ids of process `pid`, ascending. Empty once it is gone.
+pub fn threads(proc_root: &Path, pid: i32) -> Vec<i32> {
+    let mut tids: Vec<i32> = fs::read_dir(proc_root.join(pid.to_string()).join("task"))
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    tids.sort_unstable();
+    tids
+}
+
+/// Samples one thread; `None` if it is gone (threads come and go between
+/// listing and reading: that is normal, not an error).
+pub fn sample(proc_root: &Path, pid: i32, tid: i32) -> Option<ThreadSample> {
+    let dir = proc_root.join(pid.to_string()).join("task").join(tid.to_string());
+    let (state, cpu) = parse_stat(&fs::read_to_string(dir.join("stat")).ok()?)?;
+    let (run_ns, wait_ns) = fs::read_to_string(dir.join("schedstat"))
+        .ok()
+        .and_then(|t| parse_schedstat(&t))
+        .unwrap_or((0, 0));
+    let migrations = fs::read_to_string(dir.join("sched"))
+        .ok()
+        .and_then(|t| parse_migrations(&t));
+    Some(ThreadSample {
+        tid,
+        state,
+        cpu,
+        run_ns,
+        wait_ns,
+        migrations,
+    })
+}
+
+/// The CPUs thread `tid` of `pid` may run on, as the kernel reports them.
+pub fn allowed(proc_root: &Path, pid: i32, tid: i32) -> Option<CpuSet> {
+    let path = proc_root
+        .join(pid.to_string())
+        .join("task")
+        .join(tid.to_string())
+        .join("status");
+    parse_allowed(&fs::read_to_string(path).ok()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_survives_odd_command_names() {
+        let text = "4242 (my (odd) prog) R 1 4242 4242 0 -1 4194304 100 0 0 0 7 3 0 0 20 0 3 0 100 \
+                    1000 10 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0";
+        assert_eq!(parse_stat(text), Some(('R', 1)));
+        assert_eq!(parse_stat("garbage"), None);
+    }
+
+    #[test]
+    fn schedstat_sched_and_status() {
+        assert_eq!(
+            parse_schedstat("739276038 122338455 1616\n"),
+            Some((739276038, 122338455))
+        );
+        assert_eq!(parse_schedstat(""), None);
+        let sched = "bash (1412, #threads: 1)\n---\nse.exec_start : 1.0\nse.nr_migrations                             :                  321\n";
+        assert_eq!(parse_migrations(sched), Some(321));
+        let status = "Name:\tbash\nCpus_allowed:\t3\nCpus_allowed_list:\t0-1\n";
+        assert_eq!(parse_allowed(status).unwrap().to_string(), "0-1");
+    }
+
+    #[test]
+    fn this_process_can_be_read() {
+        let pid = std::process::id() as i32;
+        let tids = threads(Path::new("/proc"), pid);
+        assert!(tids.contains(&pid));
+        let s = sample(Path::new("/proc"), pid, pid).expect("own main thread");
+        assert!(s.run_ns > 0 || s.state != 'Z');
+        assert!(allowed(Path::new("/proc"), pid, pid).is_some_and(|c| !c.is_empty()));
+        assert!(
+            sample(Path::new("/proc"), pid, i32::MAX).is_none(),
+            "a missing thread is None"
+        );
+    }
+}
