@@ -8,7 +8,17 @@ APT_PACKAGES := hwloc libhwloc-dev libudev-dev pkg-config bzip2
 CARGO ?= cargo
 HERD := target/release/herd
 
-.PHONY: run test deps build
+.PHONY: run test deps build workloads
+
+# Small real programs for tests and demos (see workloads/).
+WORKLOADS := stream compute phases barrier
+WORKLOAD_BINS := $(addprefix target/workloads/,$(WORKLOADS))
+
+target/workloads/%: workloads/%.c workloads/common.h
+	@mkdir -p target/workloads
+	$(CC) -O2 -Wall -Wextra -pthread -o $@ $<
+
+workloads: $(WORKLOAD_BINS)
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do \
@@ -21,7 +31,7 @@ deps:
 	fi
 	@command -v $(CARGO) >/dev/null || { echo "cargo not found: install Rust (https://rustup.rs)"; exit 1; }
 
-build: deps
+build: deps workloads
 	$(CARGO) build --release --workspace
 
 run: build
@@ -29,7 +39,7 @@ run: build
 	@echo
 	$(HERD) doctor
 
-test: deps
+test: deps workloads
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) test --workspace

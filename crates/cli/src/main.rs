@@ -5,6 +5,7 @@
 //! refused something herd needs). A closed stdout (`herd topo | head`) is
 //! not an error.
 
+mod batch_cmd;
 mod doctor_cmd;
 mod meter;
 mod output;
@@ -38,6 +39,8 @@ enum Command {
     Policies(policies_cmd::PoliciesArgs),
     /// Run a program under a policy, placing its threads every period.
     Run(run_cmd::RunArgs),
+    /// Run a group of programs under a policy, optionally against plain Linux.
+    Batch(batch_cmd::BatchArgs),
 }
 
 /// Where the machine description comes from; this machine by default.
@@ -95,6 +98,18 @@ impl From<std::io::Error> for Failure {
 }
 
 fn main() -> ExitCode {
+    // The trampoline that starts batch programs held (see herd_runtime::live).
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some(herd_runtime::live::HOLD_ARG)
+        && argv.get(2).map(String::as_str) == Some("--")
+    {
+        let err = herd_runtime::live::exec_held(&argv[3..]);
+        eprintln!(
+            "herd: cannot run '{}': {err}",
+            argv.get(3).map_or("", String::as_str)
+        );
+        return ExitCode::from(127);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         // clap prints help and version to stdout with exit 0, usage errors to stderr with 2.
@@ -103,8 +118,14 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
-    if let Command::Run(args) = &cli.command {
-        return match run_cmd::run(args) {
+    // These two exit with their programs' status.
+    let managed = match &cli.command {
+        Command::Run(args) => Some(run_cmd::run(args)),
+        Command::Batch(args) => Some(batch_cmd::run(args)),
+        _ => None,
+    };
+    if let Some(result) = managed {
+        return match result {
             Ok(code) => ExitCode::from(code),
             Err(f) => fail(f),
         };
@@ -114,7 +135,7 @@ fn main() -> ExitCode {
         Command::Doctor(args) => doctor_cmd::run(args),
         Command::Sim(args) => sim_cmd::run(args),
         Command::Policies(args) => policies_cmd::run(args),
-        Command::Run(_) => unreachable!("handled above"),
+        Command::Run(_) | Command::Batch(_) => unreachable!("handled above"),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

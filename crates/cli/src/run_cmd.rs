@@ -42,7 +42,7 @@ pub struct RunArgs {
 
 /// CPU time of the calling process (`who` = RUSAGE_SELF) or its waited-for
 /// children (RUSAGE_CHILDREN), in seconds.
-fn cpu_seconds(who: i32) -> f64 {
+pub fn cpu_seconds(who: i32) -> f64 {
     // SAFETY: rusage is plain data; getrusage fills it.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: u is a valid, writable rusage.
@@ -86,6 +86,8 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
         memory_hint: None,
         status: None,
         paused: false,
+        exited_ns: None,
+        held: false,
     };
     let mut world = LiveWorld::new(vec![program], Arc::clone(&stop));
     let cfg = Config::with_period((args.period_ms * 1e6) as u64, 0);

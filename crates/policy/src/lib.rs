@@ -10,11 +10,13 @@
 //! `static:compact:places=cores`. [`catalog`] lists them.
 
 mod baseline;
+mod cosched;
 pub mod order;
 mod plan;
 mod view;
 
 pub use baseline::{Layout, Linux, Static};
+pub use cosched::CoschedFair;
 pub use plan::{JobDirective, Placement, Plan, Reason};
 pub use view::{
     Estimate, Estimates, JobId, JobView, Level, Obs, Rng, Snapshot, SystemObs, TaskId, TaskState, TaskView,
@@ -69,6 +71,15 @@ pub fn catalog() -> &'static [PolicyInfo] {
             name: "static:compact",
             about: "pin threads to neighbouring hardware threads, job after job (OpenMP close)",
             params: &[PLACES],
+        },
+        PolicyInfo {
+            name: "cosched:fair",
+            about: "time-slice programs: the least-served run while their threads fit the CPUs, the rest pause",
+            params: &[ParamInfo {
+                key: "slots",
+                default: "cpus",
+                about: "how many threads may run at once (default: one per CPU)",
+            }],
         },
         PolicyInfo {
             name: "static:scatter",
@@ -192,6 +203,19 @@ pub fn build(spec: &str) -> Result<Box<dyn Policy>, PolicyError> {
             };
             let whole_cores = params.one_of("places", "threads", &["threads", "cores"])? == "cores";
             Box::new(Static::new(layout, whole_cores))
+        }
+        "cosched:fair" => {
+            let slots =
+                match params.str_or("slots", "cpus") {
+                    "cpus" => None,
+                    v => Some(v.parse::<usize>().ok().filter(|&n| n >= 1).ok_or_else(|| {
+                        PolicyError::Param {
+                            policy: info.name.into(),
+                            why: format!("slots={v} is not a whole number >= 1"),
+                        }
+                    })?),
+                };
+            Box::new(CoschedFair::new(slots))
         }
         other => unreachable!("catalog entry {other} has no constructor"),
     })

@@ -25,6 +25,21 @@ use herd_topo::CpuSet;
 use crate::control;
 use crate::procfs::{self, ThreadSample};
 
+/// How to start a program beyond its argv.
+#[derive(Debug, Clone, Default)]
+pub struct SpawnOptions {
+    /// Working directory.
+    pub cwd: Option<PathBuf>,
+    /// Extra environment variables.
+    pub env: Vec<(String, String)>,
+    /// A file for stdout and stderr (both), instead of herd's own.
+    pub log: Option<PathBuf>,
+    /// Start the program held: run it through `trampoline` (a program that
+    /// stops itself with SIGSTOP, then execs the rest of its arguments) and
+    /// return once it is stopped, before the program's first instruction.
+    pub held_via: Option<PathBuf>,
+}
+
 /// Starts `argv` as a child that inherits stdin, stdout and stderr, with
 /// `PR_SET_PDEATHSIG = SIGCONT`: if herd is killed (even by SIGKILL) while
 /// the child is stopped, the kernel continues it.
@@ -33,11 +48,34 @@ use crate::procfs::{self, ThreadSample};
 /// from a thread that lives as long as herd manages the child (the main
 /// thread).
 pub fn spawn(argv: &[String]) -> io::Result<Child> {
+    spawn_with(argv, &SpawnOptions::default())
+}
+
+/// [`spawn`] with a working directory, environment and log file.
+pub fn spawn_with(argv: &[String], opts: &SpawnOptions) -> io::Result<Child> {
     let (program, args) = argv
         .split_first()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no command given"))?;
-    let mut cmd = Command::new(program);
-    cmd.args(args);
+    let mut cmd = match &opts.held_via {
+        Some(trampoline) => {
+            let mut c = Command::new(trampoline);
+            c.arg(HOLD_ARG).arg("--").arg(program).args(args);
+            c
+        }
+        None => {
+            let mut c = Command::new(program);
+            c.args(args);
+            c
+        }
+    };
+    if let Some(dir) = &opts.cwd {
+        cmd.current_dir(dir);
+    }
+    cmd.envs(opts.env.iter().map(|(k, v)| (k, v)));
+    if let Some(path) = &opts.log {
+        let file = std::fs::File::create(path)?;
+        cmd.stdout(file.try_clone()?).stderr(file);
+    }
     // SAFETY: the closure runs in the child between fork and exec and only
     // calls prctl, which is async-signal-safe.
     unsafe {
@@ -48,7 +86,62 @@ pub fn spawn(argv: &[String]) -> io::Result<Child> {
             Ok(())
         });
     }
-    cmd.spawn()
+    let child = cmd.spawn()?;
+    if opts.held_via.is_some() {
+        // Wait until the trampoline has stopped itself (or died trying).
+        let mut status = 0;
+        // SAFETY: waitpid on our own child; status is a valid out-pointer.
+        let rc = unsafe { libc::waitpid(child.id() as i32, &mut status, libc::WUNTRACED) };
+        if rc < 0 || !libc::WIFSTOPPED(status) {
+            return Err(io::Error::other("the program did not start held"));
+        }
+    }
+    Ok(child)
+}
+
+/// Finds the executable `program` would run as: a path (relative to `cwd`)
+/// or a name looked up in PATH. Checked before spawning so that a typo is
+/// reported as bad input, not as a program that failed.
+pub fn resolve(program: &str, cwd: Option<&std::path::Path>) -> io::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let path = cwd.map_or_else(|| PathBuf::from(program), |d| d.join(program));
+        return if executable(&path) {
+            Ok(path)
+        } else {
+            Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{} is not an executable file", path.display()),
+            ))
+        };
+    }
+    std::env::var_os("PATH")
+        .map(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join(program))
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default()
+        .into_iter()
+        .find(|p| executable(p))
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("'{program}' is not in PATH")))
+}
+
+/// The hidden argument that makes the `herd` binary act as the trampoline.
+pub const HOLD_ARG: &str = "__exec-held";
+
+/// The trampoline: stops the calling process, and once continued, replaces
+/// it with `argv`. Returns only if exec fails.
+pub fn exec_held(argv: &[String]) -> io::Error {
+    let Some((program, args)) = argv.split_first() else {
+        return io::Error::new(io::ErrorKind::InvalidInput, "no command given");
+    };
+    // SAFETY: raise has no memory-safety preconditions.
+    unsafe { libc::raise(libc::SIGSTOP) };
+    Command::new(program).args(args).exec()
 }
 
 /// A program herd manages.
@@ -70,6 +163,11 @@ pub struct Program {
     pub status: Option<ExitStatus>,
     /// Whether herd has it stopped.
     pub paused: bool,
+    /// When it exited, relative to the world's start.
+    pub exited_ns: Option<u64>,
+    /// Started held (stopped before its first instruction): continued after
+    /// the first decision unless that decision pauses it.
+    pub held: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -131,11 +229,13 @@ impl LiveWorld {
     }
 
     fn reap(&mut self) {
+        let now = self.start.elapsed().as_nanos() as u64;
         for p in &mut self.programs {
             if p.status.is_none() {
                 if let Some(child) = p.child.as_mut() {
                     if let Ok(Some(status)) = child.try_wait() {
                         p.status = Some(status);
+                        p.exited_ns = Some(now);
                     }
                 }
             }
@@ -146,10 +246,11 @@ impl LiveWorld {
     /// affinity herd changed its original affinity back.
     pub fn restore(&mut self) {
         for p in &mut self.programs {
-            if p.paused && p.status.is_none() {
+            if (p.paused || p.held) && p.status.is_none() {
                 let _ = control::signal(p.pid, libc::SIGCONT);
             }
             p.paused = false;
+            p.held = false;
         }
         for (&tid, track) in &mut self.tasks {
             if let (Some(_), Some(original)) = (&track.placed, &track.original) {
@@ -166,6 +267,7 @@ impl LiveWorld {
             if p.status.is_none() {
                 if let Some(child) = p.child.as_mut() {
                     p.status = child.wait().ok();
+                    p.exited_ns = Some(self.start.elapsed().as_nanos() as u64);
                 }
             }
         }
@@ -217,7 +319,7 @@ impl Sensor for LiveWorld {
                 self.stats.migrations += migrations;
                 track.last = sample;
                 let state = match sample.state {
-                    'T' | 't' if p.paused => TaskState::Paused,
+                    'T' | 't' if p.paused || p.held => TaskState::Paused,
                     'R' => TaskState::Runnable,
                     _ => TaskState::Blocked,
                 };
@@ -273,7 +375,33 @@ impl Sensor for LiveWorld {
 
 impl Actuator for LiveWorld {
     fn apply(&mut self, plan: &Plan) {
-        for (id, placement) in &plan.tasks {
+        self.apply_plan(plan);
+        // Programs that started held run once a policy has had its say,
+        // unless it paused them; a policy that says nothing lets them all go.
+        for p in &mut self.programs {
+            if p.held {
+                p.held = false;
+                if !p.paused && p.status.is_none() {
+                    let _ = control::signal(p.pid, libc::SIGCONT);
+                }
+            }
+        }
+    }
+}
+
+impl LiveWorld {
+    fn apply_plan(&mut self, plan: &Plan) {
+        // Pauses first, then runs: a co-scheduler's limit on how many
+        // programs run at once holds even while a plan is being applied.
+        let pauses = plan
+            .tasks
+            .iter()
+            .filter(|(_, p)| matches!(p, Placement::Pause { .. }));
+        let runs = plan
+            .tasks
+            .iter()
+            .filter(|(_, p)| matches!(p, Placement::Run { .. }));
+        for (id, placement) in pauses.chain(runs) {
             let tid = *id as i32;
             let Some(track) = self.tasks.get_mut(&tid) else {
                 continue;
@@ -283,7 +411,7 @@ impl Actuator for LiveWorld {
             };
             match placement {
                 Placement::Run { cpus, .. } => {
-                    if p.paused && control::signal(p.pid, libc::SIGCONT).is_ok() {
+                    if p.paused && !p.held && control::signal(p.pid, libc::SIGCONT).is_ok() {
                         p.paused = false;
                     }
                     if track.placed.as_ref() == Some(cpus) {
@@ -301,7 +429,12 @@ impl Actuator for LiveWorld {
                 // SIGSTOP stops a whole process: pausing one of its tasks
                 // pauses the program.
                 Placement::Pause { .. } => {
-                    if !p.paused && control::signal(p.pid, libc::SIGSTOP).is_ok() {
+                    if p.held {
+                        // Already stopped: just keep it so.
+                        p.paused = true;
+                        p.held = false;
+                        self.stats.pauses += 1;
+                    } else if !p.paused && control::signal(p.pid, libc::SIGSTOP).is_ok() {
                         p.paused = true;
                         self.stats.pauses += 1;
                     }

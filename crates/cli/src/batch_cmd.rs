@@ -1,0 +1,443 @@
+//! `herd batch`: a group of programs under a policy, optionally compared
+//! with plain Linux (spawn them all, let the kernel decide), repeated and
+//! alternated. The file format is in docs/batch.md; examples in examples/.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::time::Instant;
+
+use clap::Args;
+use herd_engine::Config;
+use herd_policy::{Estimates, Level, TaskState};
+use herd_runtime::live::{LiveWorld, Program, SpawnOptions};
+use serde::{Deserialize, Serialize};
+
+use crate::meter::WallMeter;
+use crate::{Failure, output};
+
+/// Arguments of `herd batch`.
+#[derive(Args, Debug)]
+pub struct BatchArgs {
+    /// The batch file (TOML; see docs/batch.md).
+    file: PathBuf,
+    /// The policy, NAME[:key=value,...].
+    #[arg(long, default_value = "cosched:fair")]
+    policy: String,
+    /// Also run the batch with no intervention (plain fork/exec; Linux decides).
+    #[arg(long, value_name = "linux")]
+    compare: Option<String>,
+    /// Run each variant this many times, alternating, and report medians.
+    #[arg(long, default_value_t = 1)]
+    repeat: u32,
+    /// Decision period in milliseconds.
+    #[arg(long, default_value_t = 100.0)]
+    period_ms: f64,
+    /// Where program logs go (default: herd-logs/<batch name>/).
+    #[arg(long, value_name = "DIR")]
+    logs: Option<PathBuf>,
+    /// Write one JSON line per decision: which programs ran and which waited.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BatchFile {
+    name: Option<String>,
+    #[serde(default)]
+    program: Vec<toml::Spanned<ProgramSpec>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProgramSpec {
+    name: String,
+    cmd: Vec<String>,
+    copies: Option<u32>,
+    cwd: Option<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    memory: Option<Level>,
+}
+
+/// One program to start, copies expanded.
+struct Entry {
+    name: String,
+    argv: Vec<String>,
+    opts: SpawnOptions,
+    memory: Option<Level>,
+}
+
+fn load(path: &Path, logs: &Path) -> Result<(String, Vec<Entry>), Failure> {
+    let bad = |line: Option<usize>, why: String| {
+        let at = line.map(|l| format!(":{l}")).unwrap_or_default();
+        Failure::Input(anyhow::anyhow!("{}{at}: {why}", path.display()))
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| bad(None, e.to_string()))?;
+    let line_of = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
+    let file: BatchFile = toml::from_str(&text)
+        .map_err(|e| bad(e.span().map(|s| line_of(s.start)), e.message().to_string()))?;
+    if file.program.is_empty() {
+        return Err(bad(None, "the batch has no [[program]]".into()));
+    }
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let mut entries = Vec::new();
+    for sp in &file.program {
+        let p = sp.get_ref();
+        let line = Some(line_of(sp.span().start));
+        if p.cmd.is_empty() || p.cmd[0].is_empty() {
+            return Err(bad(
+                line,
+                format!("program '{}': cmd must name a program", p.name),
+            ));
+        }
+        let copies = p.copies.unwrap_or(1);
+        if copies == 0 {
+            return Err(bad(line, format!("program '{}': copies must be >= 1", p.name)));
+        }
+        let cwd = p.cwd.as_ref().map_or(dir.clone(), |c| dir.join(c));
+        for k in 1..=copies {
+            let name = if copies > 1 {
+                format!("{}#{k}", p.name)
+            } else {
+                p.name.clone()
+            };
+            let log = logs.join(format!("{}.log", name.replace(['/', ' '], "_")));
+            entries.push(Entry {
+                name,
+                argv: p.cmd.clone(),
+                opts: SpawnOptions {
+                    cwd: Some(cwd.clone()),
+                    env: p.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                    log: Some(log),
+                    held_via: None,
+                },
+                memory: p.memory,
+            });
+        }
+    }
+    let name = file.name.unwrap_or_else(|| {
+        path.file_stem()
+            .map_or("batch".into(), |s| s.to_string_lossy().into_owned())
+    });
+    Ok((name, entries))
+}
+
+/// One run of the batch.
+#[derive(Debug, Clone, Serialize)]
+struct RunResult {
+    variant: String,
+    makespan_s: f64,
+    programs: Vec<ProgramResult>,
+    placements: u64,
+    pauses: u64,
+    decisions: u64,
+    herd_cpu_s: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct ProgramResult {
+    name: String,
+    turnaround_s: f64,
+    exit_code: Option<i32>,
+    log: String,
+}
+
+fn exit_code(st: Option<std::process::ExitStatus>) -> Option<i32> {
+    st.map(|s| s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)))
+}
+
+/// Starts every program held: none runs until the policy's first decision.
+fn spawn_all(entries: &[Entry]) -> Result<Vec<Program>, Failure> {
+    let herd = std::env::current_exe().map_err(|e| Failure::Internal(e.into()))?;
+    let mut programs = Vec::new();
+    for e in entries {
+        herd_runtime::live::resolve(&e.argv[0], e.opts.cwd.as_deref())
+            .map_err(|err| Failure::Input(anyhow::anyhow!("program '{}': cannot run it: {err}", e.name)))?;
+        let opts = SpawnOptions {
+            held_via: Some(herd.clone()),
+            ..e.opts.clone()
+        };
+        let child = herd_runtime::live::spawn_with(&e.argv, &opts).map_err(|err| {
+            Failure::Input(anyhow::anyhow!(
+                "program '{}': cannot run '{}': {err}",
+                e.name,
+                e.argv[0]
+            ))
+        })?;
+        programs.push(Program {
+            name: e.name.clone(),
+            program: e.argv.join(" "),
+            pid: child.id() as i32,
+            child: Some(child),
+            arrival_ns: 0,
+            memory_hint: e.memory,
+            status: None,
+            paused: false,
+            exited_ns: None,
+            held: true,
+        });
+    }
+    Ok(programs)
+}
+
+struct Signals {
+    stop: Arc<AtomicBool>,
+    received: Arc<AtomicI32>,
+}
+
+fn results(
+    variant: &str,
+    entries: &[Entry],
+    world: &LiveWorld,
+    decisions: u64,
+    herd_cpu_s: f64,
+) -> RunResult {
+    let programs: Vec<ProgramResult> = world
+        .programs()
+        .iter()
+        .zip(entries)
+        .map(|(p, e)| ProgramResult {
+            name: p.name.clone(),
+            turnaround_s: p.exited_ns.unwrap_or(0) as f64 * 1e-9,
+            exit_code: exit_code(p.status),
+            log: e
+                .opts
+                .log
+                .as_ref()
+                .map(|l| l.display().to_string())
+                .unwrap_or_default(),
+        })
+        .collect();
+    let makespan_s = programs.iter().map(|p| p.turnaround_s).fold(0.0, f64::max);
+    let s = world.stats;
+    RunResult {
+        variant: variant.into(),
+        makespan_s,
+        programs,
+        placements: s.placements,
+        pauses: s.pauses,
+        decisions,
+        herd_cpu_s,
+    }
+}
+
+/// Runs the batch once under `policy` (`None`: plain Linux, no loop at all).
+fn run_once(
+    entries: &[Entry],
+    policy: Option<&str>,
+    period_ms: f64,
+    sig: &Signals,
+    trace: &mut Option<std::fs::File>,
+) -> Result<RunResult, Failure> {
+    let machine = herd_topo::Machine::this_machine().map_err(|e| Failure::Internal(e.into()))?;
+    let cpu_before = crate::run_cmd::cpu_seconds(libc::RUSAGE_SELF);
+    let programs = spawn_all(entries)?;
+    let mut world = LiveWorld::new(programs, Arc::clone(&sig.stop));
+    let (variant, decisions) = match policy {
+        None => {
+            // No intervention: let them go, wait for them, nothing else.
+            use herd_engine::{Actuator, Clock, Sensor};
+            world.apply(&herd_policy::Plan::default());
+            while !world.finished() {
+                let t = world.now_ns() + 5_000_000;
+                world.advance_to(t);
+            }
+            ("linux".to_string(), 0)
+        }
+        Some(spec) => {
+            let mut p = herd_policy::build(spec).map_err(|e| Failure::Input(e.into()))?;
+            let cfg = Config::with_period((period_ms * 1e6) as u64, 0);
+            let names: Vec<String> = entries.iter().map(|e| e.name.clone()).collect();
+            let overhead = herd_engine::run(
+                p.as_mut(),
+                &machine,
+                &Estimates::new(),
+                &mut world,
+                &mut WallMeter::default(),
+                &cfg,
+                |view, _| {
+                    if let Some(f) = trace.as_mut() {
+                        // The view shows what held during the last period.
+                        let mut running = std::collections::BTreeSet::new();
+                        let mut waiting = std::collections::BTreeSet::new();
+                        for t in &view.snapshot.tasks {
+                            let name = names[t.job as usize].clone();
+                            if t.state == TaskState::Paused {
+                                waiting.insert(name)
+                            } else {
+                                running.insert(name)
+                            };
+                        }
+                        let line = serde_json::json!({"t_s": view.now_ns() as f64 * 1e-9, "running": running, "waiting": waiting});
+                        use std::io::Write as _;
+                        let _ = writeln!(f, "{line}");
+                    }
+                },
+            );
+            (p.name(), overhead.decisions)
+        }
+    };
+    world.restore();
+    let signal = sig.received.load(Ordering::Relaxed);
+    if signal != 0 {
+        for p in world.programs().iter().filter(|p| p.status.is_none()) {
+            let _ = herd_runtime::control::signal(p.pid, signal);
+        }
+        eprintln!(
+            "herd: got signal {signal}: resumed and restored every program, passed the signal on, waiting for them"
+        );
+    }
+    world.wait_all();
+    let herd_cpu = crate::run_cmd::cpu_seconds(libc::RUSAGE_SELF) - cpu_before;
+    Ok(results(&variant, entries, &world, decisions, herd_cpu))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        0.0
+    } else if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        0.5 * (v[n / 2 - 1] + v[n / 2])
+    }
+}
+
+/// `herd batch`; returns 0, or 1 if any program failed.
+pub fn run(args: &BatchArgs) -> Result<u8, Failure> {
+    if !(args.period_ms.is_finite() && args.period_ms > 0.0) || args.repeat == 0 {
+        return Err(Failure::Input(anyhow::anyhow!(
+            "--period-ms must be > 0 and --repeat >= 1"
+        )));
+    }
+    herd_policy::build(&args.policy).map_err(|e| Failure::Input(e.into()))?;
+    if let Some(c) = &args.compare {
+        if c != "linux" {
+            return Err(Failure::Input(anyhow::anyhow!(
+                "--compare takes 'linux' (plain fork/exec), got '{c}'"
+            )));
+        }
+    }
+    let stem = args
+        .file
+        .file_stem()
+        .map_or("batch".into(), |s| s.to_string_lossy().into_owned());
+    let logs = args
+        .logs
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("herd-logs").join(&stem));
+    std::fs::create_dir_all(&logs).map_err(|e| Failure::Input(anyhow::anyhow!("{}: {e}", logs.display())))?;
+    let (name, entries) = load(&args.file, &logs)?;
+    let sig = Signals {
+        stop: Arc::new(AtomicBool::new(false)),
+        received: Arc::new(AtomicI32::new(0)),
+    };
+    for s in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(s, Arc::clone(&sig.stop)).map_err(|e| Failure::Internal(e.into()))?;
+        let received = Arc::clone(&sig.received);
+        // SAFETY: the handler only stores into an atomic, which is async-signal-safe.
+        unsafe { signal_hook::low_level::register(s, move || received.store(s, Ordering::Relaxed)) }
+            .map_err(|e| Failure::Internal(e.into()))?;
+    }
+    let mut trace = match &args.trace {
+        Some(p) => Some(
+            std::fs::File::create(p).map_err(|e| Failure::Input(anyhow::anyhow!("{}: {e}", p.display())))?,
+        ),
+        None => None,
+    };
+    let started = Instant::now();
+    let mut runs: Vec<RunResult> = Vec::new();
+    // A B A B: alternating spreads the machine's noise over both variants.
+    for round in 0..args.repeat {
+        let mut variants: Vec<Option<&str>> = vec![Some(args.policy.as_str())];
+        if args.compare.is_some() {
+            variants.push(None);
+        }
+        for v in variants {
+            if sig.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            eprintln!(
+                "herd: {name}: run {} of {} under {}",
+                round + 1,
+                args.repeat,
+                v.unwrap_or("linux (no herd)")
+            );
+            runs.push(run_once(&entries, v, args.period_ms, &sig, &mut trace)?);
+        }
+    }
+    let failed = runs
+        .iter()
+        .flat_map(|r| &r.programs)
+        .any(|p| p.exit_code != Some(0));
+    if args.json {
+        output::print_json(&serde_json::json!({"batch": name, "runs": runs}))?;
+    } else {
+        output::print(&table(&name, &runs, &entries, started.elapsed().as_secs_f64()))?;
+    }
+    Ok(u8::from(failed))
+}
+
+fn table(name: &str, runs: &[RunResult], entries: &[Entry], wall_s: f64) -> String {
+    let mut variants: Vec<&str> = Vec::new();
+    for r in runs {
+        if !variants.contains(&r.variant.as_str()) {
+            variants.push(&r.variant);
+        }
+    }
+    let mut s = String::new();
+    let n = runs.iter().filter(|r| r.variant == variants[0]).count();
+    let _ = writeln!(
+        s,
+        "batch {name}: {} programs, {n} run(s) per variant (medians), {wall_s:.1} s in all",
+        entries.len()
+    );
+    let _ = write!(s, "{:<24}", "metric");
+    for v in &variants {
+        let _ = write!(s, "{v:>20}");
+    }
+    s.push('\n');
+    let med = |v: &str, f: &dyn Fn(&RunResult) -> f64| {
+        median(runs.iter().filter(|r| r.variant == v).map(f).collect())
+    };
+    let base = variants.iter().position(|v| *v == "linux");
+    let mut row = |label: &str, f: &dyn Fn(&RunResult) -> f64| {
+        let _ = write!(s, "{label:<24}");
+        let b = base.map(|i| med(variants[i], f));
+        for v in &variants {
+            let x = med(v, f);
+            let ratio = match b {
+                Some(b) if *v != "linux" && b > 0.0 => format!(" ({:.3}x)", x / b),
+                _ => String::new(),
+            };
+            let _ = write!(s, "{:>20}", format!("{x:.3}{ratio}"));
+        }
+        s.push('\n');
+    };
+    row("makespan_s", &|r| r.makespan_s);
+    for (i, e) in entries.iter().enumerate() {
+        row(&format!("turnaround_s {}", e.name), &|r| {
+            r.programs[i].turnaround_s
+        });
+    }
+    row("herd_cpu_s", &|r| r.herd_cpu_s);
+    let _ = writeln!(
+        s,
+        "logs: {}",
+        entries
+            .first()
+            .and_then(|e| e.opts.log.as_ref())
+            .and_then(|l| l.parent())
+            .map_or(String::new(), |d| d.display().to_string())
+    );
+    s
+}

@@ -1,0 +1,59 @@
+/* A multithreaded barrier benchmark (PALM's setting): --threads T (default 3)
+ * each do --work units (default 2e6 hash steps) per phase, then meet at a
+ * barrier, for --phases P (default 200). --mode spin busy-waits at the
+ * barrier (as OpenMP runtimes do by default); --mode block sleeps in a
+ * pthread barrier. Prints progress every 10% and the runtime. */
+#include "common.h"
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+static int threads, phases, spin;
+static uint64_t work;
+static pthread_barrier_t barrier;
+static atomic_int arrived;
+static atomic_int generation;
+static atomic_ullong sink;
+
+static void spin_barrier(void) {
+    int gen = atomic_load(&generation);
+    if (atomic_fetch_add(&arrived, 1) + 1 == threads) {
+        atomic_store(&arrived, 0);
+        atomic_fetch_add(&generation, 1);
+    } else {
+        while (atomic_load(&generation) == gen) { /* busy-wait */ }
+    }
+}
+
+static void *worker(void *arg) {
+    uint64_t x = (uintptr_t)arg + 1;
+    for (int p = 0; p < phases; p++) {
+        for (uint64_t i = 0; i < work; i++) x = x * 6364136223846793005ull + 1442695040888963407ull;
+        if (spin) spin_barrier(); else pthread_barrier_wait(&barrier);
+        if ((uintptr_t)arg == 0 && phases >= 10 && (p + 1) % (phases / 10) == 0) {
+            printf("barrier: %d/%d phases\n", p + 1, phases);
+            fflush(stdout);
+        }
+    }
+    atomic_fetch_add(&sink, x & 1);
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    threads = (int)arg_num(argc, argv, "threads", 3);
+    phases = (int)arg_num(argc, argv, "phases", 200);
+    work = (uint64_t)arg_num(argc, argv, "work", 2e6);
+    const char *mode = arg_str(argc, argv, "mode", "spin");
+    if (threads < 1 || phases < 1 || (strcmp(mode, "spin") != 0 && strcmp(mode, "block") != 0)) {
+        fprintf(stderr, "barrier: need --threads >= 1, --phases >= 1, --mode spin|block\n");
+        return 2;
+    }
+    spin = strcmp(mode, "spin") == 0;
+    pthread_barrier_init(&barrier, NULL, (unsigned)threads);
+    pthread_t tid[threads];
+    double start = now_s();
+    for (int t = 0; t < threads; t++) pthread_create(&tid[t], NULL, worker, (void *)(uintptr_t)t);
+    for (int t = 0; t < threads; t++) pthread_join(tid[t], NULL);
+    printf("barrier: %d threads, %d phases, %s, runtime %.3f s\n", threads, phases, mode, now_s() - start);
+    return 0;
+}
