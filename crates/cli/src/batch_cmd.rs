@@ -7,7 +7,6 @@ use std::fmt::Write;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::Instant;
 
 use clap::Args;
@@ -17,6 +16,7 @@ use herd_runtime::live::{LiveWorld, Program, SpawnOptions};
 use serde::{Deserialize, Serialize};
 
 use crate::meter::WallMeter;
+use crate::signals::Signals;
 use crate::{Failure, output};
 
 /// Arguments of `herd batch`.
@@ -188,11 +188,6 @@ fn spawn_all(entries: &[Entry]) -> Result<Vec<Program>, Failure> {
     Ok(programs)
 }
 
-struct Signals {
-    stop: Arc<AtomicBool>,
-    received: Arc<AtomicI32>,
-}
-
 fn results(
     variant: &str,
     entries: &[Entry],
@@ -286,9 +281,8 @@ fn run_once(
         }
     };
     world.restore();
-    let signal = sig.received.load(Ordering::Relaxed);
-    if signal != 0 {
-        for p in world.programs().iter().filter(|p| p.status.is_none()) {
+    if let Some(signal) = sig.received() {
+        for p in world.programs().iter().filter(|p| p.alive()) {
             let _ = herd_runtime::control::signal(p.pid, signal);
         }
         eprintln!(
@@ -337,17 +331,7 @@ pub fn run(args: &BatchArgs) -> Result<u8, Failure> {
         .unwrap_or_else(|| PathBuf::from("herd-logs").join(&stem));
     std::fs::create_dir_all(&logs).map_err(|e| Failure::Input(anyhow::anyhow!("{}: {e}", logs.display())))?;
     let (name, entries) = load(&args.file, &logs)?;
-    let sig = Signals {
-        stop: Arc::new(AtomicBool::new(false)),
-        received: Arc::new(AtomicI32::new(0)),
-    };
-    for s in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(s, Arc::clone(&sig.stop)).map_err(|e| Failure::Internal(e.into()))?;
-        let received = Arc::clone(&sig.received);
-        // SAFETY: the handler only stores into an atomic, which is async-signal-safe.
-        unsafe { signal_hook::low_level::register(s, move || received.store(s, Ordering::Relaxed)) }
-            .map_err(|e| Failure::Internal(e.into()))?;
-    }
+    let sig = Signals::install()?;
     let mut trace = match &args.trace {
         Some(p) => Some(
             std::fs::File::create(p).map_err(|e| Failure::Input(anyhow::anyhow!("{}: {e}", p.display())))?,
@@ -363,7 +347,7 @@ pub fn run(args: &BatchArgs) -> Result<u8, Failure> {
             variants.push(None);
         }
         for v in variants {
-            if sig.stop.load(Ordering::Relaxed) {
+            if sig.stop.load(std::sync::atomic::Ordering::Relaxed) {
                 break;
             }
             eprintln!(

@@ -5,12 +5,14 @@
 //! refused something herd needs). A closed stdout (`herd topo | head`) is
 //! not an error.
 
+mod attach_cmd;
 mod batch_cmd;
 mod doctor_cmd;
 mod meter;
 mod output;
 mod policies_cmd;
 mod run_cmd;
+mod signals;
 mod sim_cmd;
 mod topo_cmd;
 
@@ -41,6 +43,8 @@ enum Command {
     Run(run_cmd::RunArgs),
     /// Run a group of programs under a policy, optionally against plain Linux.
     Batch(batch_cmd::BatchArgs),
+    /// Manage an already-running process until it exits or herd is stopped.
+    Attach(attach_cmd::AttachArgs),
 }
 
 /// Where the machine description comes from; this machine by default.
@@ -122,6 +126,7 @@ fn main() -> ExitCode {
     let managed = match &cli.command {
         Command::Run(args) => Some(run_cmd::run(args)),
         Command::Batch(args) => Some(batch_cmd::run(args)),
+        Command::Attach(args) => Some(attach_cmd::run(args)),
         _ => None,
     };
     if let Some(result) = managed {
@@ -135,7 +140,7 @@ fn main() -> ExitCode {
         Command::Doctor(args) => doctor_cmd::run(args),
         Command::Sim(args) => sim_cmd::run(args),
         Command::Policies(args) => policies_cmd::run(args),
-        Command::Run(_) | Command::Batch(_) => unreachable!("handled above"),
+        Command::Run(_) | Command::Batch(_) | Command::Attach(_) => unreachable!("handled above"),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -8,7 +8,6 @@
 use std::fmt::Write;
 use std::os::unix::process::ExitStatusExt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 use clap::Args;
 use herd_engine::Config;
@@ -17,6 +16,7 @@ use herd_runtime::live::{LiveWorld, Program};
 
 use crate::Failure;
 use crate::meter::WallMeter;
+use crate::signals::Signals;
 
 /// Arguments of `herd run`.
 #[derive(Args, Debug)]
@@ -63,15 +63,7 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     let mut policy = herd_policy::build(&args.policy).map_err(|e| Failure::Input(e.into()))?;
     let machine = herd_topo::Machine::this_machine().map_err(|e| Failure::Internal(e.into()))?;
     // Signals first, so none is lost between spawn and the loop.
-    let stop = Arc::new(AtomicBool::new(false));
-    let received = Arc::new(AtomicI32::new(0));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(|e| Failure::Internal(e.into()))?;
-        let received = Arc::clone(&received);
-        // SAFETY: the handler only stores into an atomic, which is async-signal-safe.
-        unsafe { signal_hook::low_level::register(sig, move || received.store(sig, Ordering::Relaxed)) }
-            .map_err(|e| Failure::Internal(e.into()))?;
-    }
+    let sig = Signals::install()?;
     let child = herd_runtime::live::spawn(&args.cmd)
         .map_err(|e| Failure::Input(anyhow::anyhow!("cannot run '{}': {e}", args.cmd[0])))?;
     let name = std::path::Path::new(&args.cmd[0])
@@ -89,7 +81,7 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
         exited_ns: None,
         held: false,
     };
-    let mut world = LiveWorld::new(vec![program], Arc::clone(&stop));
+    let mut world = LiveWorld::new(vec![program], Arc::clone(&sig.stop));
     let cfg = Config::with_period((args.period_ms * 1e6) as u64, 0);
     let started = std::time::Instant::now();
     let herd_cpu_before = cpu_seconds(libc::RUSAGE_SELF);
@@ -121,10 +113,9 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
         },
     );
     world.restore();
-    let signal = received.load(Ordering::Relaxed);
-    if signal != 0 {
+    if let Some(signal) = sig.received() {
         let pid = world.programs()[0].pid;
-        if world.programs()[0].status.is_none() {
+        if world.programs()[0].alive() {
             // Pass the signal on; the program decides what it means.
             let _ = herd_runtime::control::signal(pid, signal);
         }

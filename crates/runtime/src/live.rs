@@ -194,6 +194,33 @@ pub struct LiveStats {
     pub max_threads: usize,
 }
 
+impl Program {
+    /// Whether it is still running (or stopped), as far as herd last looked.
+    pub fn alive(&self) -> bool {
+        self.status.is_none() && self.exited_ns.is_none()
+    }
+
+    /// A running process herd did not start, for `herd attach`. Refuses
+    /// processes the caller could not signal anyway.
+    pub fn attach(pid: i32) -> io::Result<Program> {
+        control::may_signal(pid)?;
+        let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|c| c.trim().to_string())?;
+        Ok(Program {
+            program: std::fs::read_link(format!("/proc/{pid}/exe"))
+                .map_or(name.clone(), |e| e.display().to_string()),
+            name,
+            pid,
+            child: None,
+            arrival_ns: 0,
+            memory_hint: None,
+            status: None,
+            paused: false,
+            exited_ns: None,
+            held: false,
+        })
+    }
+}
+
 /// Managed programs on this machine, behind the engine's traits.
 pub struct LiveWorld {
     proc_root: PathBuf,
@@ -232,11 +259,21 @@ impl LiveWorld {
         let now = self.start.elapsed().as_nanos() as u64;
         for p in &mut self.programs {
             if p.status.is_none() {
-                if let Some(child) = p.child.as_mut() {
-                    if let Ok(Some(status)) = child.try_wait() {
-                        p.status = Some(status);
-                        p.exited_ns = Some(now);
+                match p.child.as_mut() {
+                    Some(child) => {
+                        if let Ok(Some(status)) = child.try_wait() {
+                            p.status = Some(status);
+                            p.exited_ns = Some(now);
+                        }
                     }
+                    // Not our child (attached): gone when /proc says so.
+                    None if p.exited_ns.is_none() => {
+                        let state = procfs::sample(&self.proc_root, p.pid, p.pid).map(|s| s.state);
+                        if matches!(state, None | Some('Z') | Some('X')) {
+                            p.exited_ns = Some(now);
+                        }
+                    }
+                    None => {}
                 }
             }
         }
@@ -246,7 +283,7 @@ impl LiveWorld {
     /// affinity herd changed its original affinity back.
     pub fn restore(&mut self) {
         for p in &mut self.programs {
-            if (p.paused || p.held) && p.status.is_none() {
+            if (p.paused || p.held) && p.alive() {
                 let _ = control::signal(p.pid, libc::SIGCONT);
             }
             p.paused = false;
@@ -286,7 +323,7 @@ impl Sensor for LiveWorld {
         let mut seen: BTreeMap<i32, Track> = BTreeMap::new();
         let mut tasks = Vec::new();
         for (job, p) in self.programs.iter().enumerate() {
-            if p.status.is_some() {
+            if !p.alive() {
                 continue;
             }
             for tid in procfs::threads(&self.proc_root, p.pid) {
@@ -348,7 +385,7 @@ impl Sensor for LiveWorld {
             .programs
             .iter()
             .enumerate()
-            .filter(|(_, p)| p.status.is_none())
+            .filter(|(_, p)| p.alive())
             .map(|(j, p)| JobView {
                 id: j as u32,
                 name: p.name.clone(),
@@ -369,7 +406,7 @@ impl Sensor for LiveWorld {
     }
 
     fn finished(&self) -> bool {
-        self.stop.load(Ordering::Relaxed) || self.programs.iter().all(|p| p.status.is_some())
+        self.stop.load(Ordering::Relaxed) || self.programs.iter().all(|p| !p.alive())
     }
 }
 
@@ -381,7 +418,7 @@ impl Actuator for LiveWorld {
         for p in &mut self.programs {
             if p.held {
                 p.held = false;
-                if !p.paused && p.status.is_none() {
+                if !p.paused && p.alive() {
                     let _ = control::signal(p.pid, libc::SIGCONT);
                 }
             }

@@ -1,0 +1,73 @@
+//! `herd attach PID`: manage a running process herd did not start, until it
+//! exits or herd is stopped. On SIGINT or SIGTERM herd continues it if it
+//! paused it, gives its threads their affinities back, and detaches: the
+//! process is not herd's, so the signal is not passed on.
+
+use std::sync::Arc;
+
+use clap::Args;
+use herd_engine::Config;
+use herd_policy::Estimates;
+use herd_runtime::live::{LiveWorld, Program};
+
+use crate::Failure;
+use crate::meter::WallMeter;
+use crate::signals::Signals;
+
+/// Arguments of `herd attach`.
+#[derive(Args, Debug)]
+pub struct AttachArgs {
+    /// The process to manage.
+    pid: i32,
+    /// The policy, NAME[:key=value,...].
+    #[arg(long, default_value = "linux")]
+    policy: String,
+    /// Decision period in milliseconds.
+    #[arg(long, default_value_t = 100.0)]
+    period_ms: f64,
+}
+
+/// `herd attach`.
+pub fn run(args: &AttachArgs) -> Result<u8, Failure> {
+    if !(args.period_ms.is_finite() && args.period_ms > 0.0) {
+        return Err(Failure::Input(anyhow::anyhow!(
+            "--period-ms must be a positive number"
+        )));
+    }
+    let mut policy = herd_policy::build(&args.policy).map_err(|e| Failure::Input(e.into()))?;
+    let program = Program::attach(args.pid).map_err(|e| {
+        Failure::Input(anyhow::anyhow!(
+            "cannot manage process {}: {e} (herd manages only what you could signal yourself)",
+            args.pid
+        ))
+    })?;
+    let machine = herd_topo::Machine::this_machine().map_err(|e| Failure::Internal(e.into()))?;
+    let sig = Signals::install()?;
+    let name = program.name.clone();
+    let mut world = LiveWorld::new(vec![program], Arc::clone(&sig.stop));
+    let cfg = Config::with_period((args.period_ms * 1e6) as u64, 0);
+    let overhead = herd_engine::run(
+        policy.as_mut(),
+        &machine,
+        &Estimates::new(),
+        &mut world,
+        &mut WallMeter::default(),
+        &cfg,
+        |_, _| {},
+    );
+    world.restore();
+    let how = match sig.received() {
+        Some(s) => format!("detached on signal {s}"),
+        None => "it exited".to_string(),
+    };
+    let st = world.stats;
+    eprintln!(
+        "herd: managed {name} (pid {}) under {}: {} placements, {} migrations, {} decisions; {how}; affinities restored",
+        args.pid,
+        policy.name(),
+        st.placements,
+        st.migrations,
+        overhead.decisions
+    );
+    Ok(0)
+}
