@@ -140,6 +140,10 @@ struct RunResult {
     pauses: u64,
     decisions: u64,
     herd_cpu_s: f64,
+    /// CPU time of the programs themselves (their rusage once reaped).
+    programs_cpu_s: f64,
+    /// herd's CPU time / the programs' CPU time, in percent.
+    overhead_pct: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -193,8 +197,9 @@ fn results(
     entries: &[Entry],
     world: &LiveWorld,
     decisions: u64,
-    herd_cpu_s: f64,
+    cpu_s: (f64, f64),
 ) -> RunResult {
+    let (herd_cpu_s, programs_cpu_s) = cpu_s;
     let programs: Vec<ProgramResult> = world
         .programs()
         .iter()
@@ -221,6 +226,12 @@ fn results(
         pauses: s.pauses,
         decisions,
         herd_cpu_s,
+        programs_cpu_s,
+        overhead_pct: if programs_cpu_s > 0.0 {
+            100.0 * herd_cpu_s / programs_cpu_s
+        } else {
+            0.0
+        },
     }
 }
 
@@ -234,6 +245,7 @@ fn run_once(
 ) -> Result<RunResult, Failure> {
     let machine = herd_topo::Machine::this_machine().map_err(|e| Failure::Internal(e.into()))?;
     let cpu_before = crate::run_cmd::cpu_seconds(libc::RUSAGE_SELF);
+    let children_before = crate::run_cmd::cpu_seconds(libc::RUSAGE_CHILDREN);
     let programs = spawn_all(entries)?;
     let mut world = LiveWorld::new(programs, Arc::clone(&sig.stop));
     let (variant, decisions) = match policy {
@@ -291,7 +303,14 @@ fn run_once(
     }
     world.wait_all();
     let herd_cpu = crate::run_cmd::cpu_seconds(libc::RUSAGE_SELF) - cpu_before;
-    Ok(results(&variant, entries, &world, decisions, herd_cpu))
+    let programs_cpu = crate::run_cmd::cpu_seconds(libc::RUSAGE_CHILDREN) - children_before;
+    Ok(results(
+        &variant,
+        entries,
+        &world,
+        decisions,
+        (herd_cpu, programs_cpu),
+    ))
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -414,6 +433,7 @@ fn table(name: &str, runs: &[RunResult], entries: &[Entry], wall_s: f64) -> Stri
         });
     }
     row("herd_cpu_s", &|r| r.herd_cpu_s);
+    row("herd_overhead_pct", &|r| r.overhead_pct);
     let _ = writeln!(
         s,
         "logs: {}",

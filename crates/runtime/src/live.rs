@@ -170,10 +170,11 @@ pub struct Program {
     pub held: bool,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Track {
     job: usize,
     rank: u32,
+    files: procfs::ThreadFiles,
     last: ThreadSample,
     original: Option<CpuSet>,
     placed: Option<CpuSet>,
@@ -186,7 +187,8 @@ pub struct LiveStats {
     pub placements: u64,
     /// Affinity changes the kernel refused (other than vanished threads).
     pub failed_placements: u64,
-    /// Migrations the kernel reported for managed threads.
+    /// Migrations seen for managed threads: periods in which a thread's last
+    /// CPU changed (a lower bound on the kernel's count).
     pub migrations: u64,
     /// Times a program was stopped.
     pub pauses: u64,
@@ -229,6 +231,7 @@ pub struct LiveWorld {
     snapshot: Snapshot,
     start: Instant,
     stop: Arc<AtomicBool>,
+    buf: Vec<u8>,
     /// What herd did.
     pub stats: LiveStats,
 }
@@ -246,6 +249,7 @@ impl LiveWorld {
             snapshot: Snapshot::default(),
             start: Instant::now(),
             stop,
+            buf: Vec::new(),
             stats: LiveStats::default(),
         }
     }
@@ -327,32 +331,42 @@ impl Sensor for LiveWorld {
                 continue;
             }
             for tid in procfs::threads(&self.proc_root, p.pid) {
-                let Some(sample) = procfs::sample(&self.proc_root, p.pid, tid) else {
+                let mut track = match self.tasks.remove(&tid) {
+                    Some(track) => track,
+                    None => {
+                        let Some(files) = procfs::ThreadFiles::open(&self.proc_root, p.pid, tid) else {
+                            continue;
+                        };
+                        let rank = self
+                            .tasks
+                            .values()
+                            .chain(seen.values())
+                            .filter(|t| t.job == job)
+                            .count() as u32;
+                        Track {
+                            job,
+                            rank,
+                            files,
+                            last: ThreadSample {
+                                tid,
+                                ..ThreadSample::default()
+                            },
+                            original: control::affinity(tid).ok(),
+                            placed: None,
+                        }
+                    }
+                };
+                let Some(sample) = track.files.sample(&mut self.buf) else {
                     continue;
                 };
                 if matches!(sample.state, 'Z' | 'X' | 'x') {
                     continue;
                 }
-                let mut track = self.tasks.remove(&tid).unwrap_or_else(|| Track {
-                    job,
-                    rank: self
-                        .tasks
-                        .values()
-                        .chain(seen.values())
-                        .filter(|t| t.job == job)
-                        .count() as u32,
-                    last: ThreadSample {
-                        tid,
-                        ..ThreadSample::default()
-                    },
-                    original: control::affinity(tid).ok(),
-                    placed: None,
-                });
                 let prev = track.last;
-                let migrations = match (sample.migrations, prev.migrations) {
-                    (Some(now), Some(before)) => now.saturating_sub(before),
-                    _ => 0,
-                };
+                // A changed last CPU is at least one migration: a lower
+                // bound (several moves within one period count once), read
+                // from `stat`, which the sensor reads anyway.
+                let migrations = u64::from(prev.run_ns > 0 && sample.cpu != prev.cpu);
                 self.stats.migrations += migrations;
                 track.last = sample;
                 let state = match sample.state {

@@ -68,7 +68,8 @@ pub fn threads(proc_root: &Path, pid: i32) -> Vec<i32> {
 }
 
 /// Samples one thread; `None` if it is gone (threads come and go between
-/// listing and reading: that is normal, not an error).
+/// listing and reading: that is normal, not an error). Reads `stat` and
+/// `schedstat`; [`sample_migrations`] gives the exact migration count.
 pub fn sample(proc_root: &Path, pid: i32, tid: i32) -> Option<ThreadSample> {
     let dir = proc_root.join(pid.to_string()).join("task").join(tid.to_string());
     let (state, cpu) = parse_stat(&fs::read_to_string(dir.join("stat")).ok()?)?;
@@ -76,17 +77,75 @@ pub fn sample(proc_root: &Path, pid: i32, tid: i32) -> Option<ThreadSample> {
         .ok()
         .and_then(|t| parse_schedstat(&t))
         .unwrap_or((0, 0));
-    let migrations = fs::read_to_string(dir.join("sched"))
-        .ok()
-        .and_then(|t| parse_migrations(&t));
     Some(ThreadSample {
         tid,
         state,
         cpu,
         run_ns,
         wait_ns,
-        migrations,
+        migrations: None,
     })
+}
+
+/// The kernel's exact migration count for a thread. `sched` is a large file
+/// the kernel formats on every read, too costly to read for every thread
+/// every period; the live sensor counts changes of the last CPU instead.
+pub fn sample_migrations(proc_root: &Path, pid: i32, tid: i32) -> Option<u64> {
+    let path = proc_root
+        .join(pid.to_string())
+        .join("task")
+        .join(tid.to_string())
+        .join("sched");
+    parse_migrations(&fs::read_to_string(path).ok()?)
+}
+
+/// A thread's `stat` and `schedstat`, kept open: re-reading an open /proc
+/// file from offset 0 skips the path walk and open/close, which is most of
+/// what sampling every thread every period costs.
+#[derive(Debug)]
+pub struct ThreadFiles {
+    tid: i32,
+    stat: fs::File,
+    schedstat: Option<fs::File>,
+}
+
+impl ThreadFiles {
+    /// Opens thread `tid` of `pid`; `None` if it is gone.
+    pub fn open(proc_root: &Path, pid: i32, tid: i32) -> Option<ThreadFiles> {
+        let dir = proc_root.join(pid.to_string()).join("task").join(tid.to_string());
+        Some(ThreadFiles {
+            tid,
+            stat: fs::File::open(dir.join("stat")).ok()?,
+            schedstat: fs::File::open(dir.join("schedstat")).ok(),
+        })
+    }
+
+    /// Samples the thread; `None` once it is gone.
+    pub fn sample(&self, buf: &mut Vec<u8>) -> Option<ThreadSample> {
+        let (state, cpu) = parse_stat(read_all(&self.stat, buf)?)?;
+        let (run_ns, wait_ns) = self
+            .schedstat
+            .as_ref()
+            .and_then(|f| parse_schedstat(read_all(f, buf)?))
+            .unwrap_or((0, 0));
+        Some(ThreadSample {
+            tid: self.tid,
+            state,
+            cpu,
+            run_ns,
+            wait_ns,
+            migrations: None,
+        })
+    }
+}
+
+/// Reads an open /proc file from the start into `buf`.
+fn read_all<'a>(file: &fs::File, buf: &'a mut Vec<u8>) -> Option<&'a str> {
+    use std::os::unix::fs::FileExt;
+    buf.resize(4096, 0);
+    // A thread that has exited reads as an error (ESRCH) or as nothing.
+    let n = file.read_at(buf, 0).ok().filter(|&n| n > 0)?;
+    std::str::from_utf8(&buf[..n]).ok()
 }
 
 /// The CPUs thread `tid` of `pid` may run on, as the kernel reports them.
@@ -131,6 +190,7 @@ mod tests {
         assert!(tids.contains(&pid));
         let s = sample(Path::new("/proc"), pid, pid).expect("own main thread");
         assert!(s.run_ns > 0 || s.state != 'Z');
+        assert!(sample_migrations(Path::new("/proc"), pid, pid).is_some());
         assert!(allowed(Path::new("/proc"), pid, pid).is_some_and(|c| !c.is_empty()));
         assert!(
             sample(Path::new("/proc"), pid, i32::MAX).is_none(),
