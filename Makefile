@@ -1,5 +1,6 @@
 # herd: two commands for a new user.
-#   make run   installs what is missing, builds in release mode, runs herd's main job here
+#   make run   installs what is missing, builds in release mode, shows the machine and
+#              what herd can do on it, then co-schedules a real batch against plain Linux
 #   make test  the same set-up, then every test (fmt, clippy, unit, integration)
 
 # Debian packages herd needs: hwloc's library and headers (topology), libudev
@@ -38,6 +39,8 @@ run: build
 	$(HERD) topo
 	@echo
 	$(HERD) doctor
+	@echo
+	$(HERD) batch examples/mix.toml --compare linux
 
 test: deps workloads
 	$(CARGO) fmt --all -- --check
