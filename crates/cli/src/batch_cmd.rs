@@ -176,18 +176,10 @@ fn spawn_all(entries: &[Entry]) -> Result<Vec<Program>, Failure> {
                 e.argv[0]
             ))
         })?;
-        programs.push(Program {
-            name: e.name.clone(),
-            program: e.argv.join(" "),
-            pid: child.id() as i32,
-            child: Some(child),
-            arrival_ns: 0,
-            memory_hint: e.memory,
-            status: None,
-            paused: false,
-            exited_ns: None,
-            held: true,
-        });
+        let mut program = Program::new(e.name.clone(), e.argv.join(" "), child.id() as i32, Some(child));
+        program.memory_hint = e.memory;
+        program.held = true;
+        programs.push(program);
     }
     Ok(programs)
 }

@@ -69,18 +69,7 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     let name = std::path::Path::new(&args.cmd[0])
         .file_name()
         .map_or(args.cmd[0].clone(), |n| n.to_string_lossy().into_owned());
-    let program = Program {
-        name: name.clone(),
-        program: args.cmd.join(" "),
-        pid: child.id() as i32,
-        child: Some(child),
-        arrival_ns: 0,
-        memory_hint: None,
-        status: None,
-        paused: false,
-        exited_ns: None,
-        held: false,
-    };
+    let program = Program::new(name.clone(), args.cmd.join(" "), child.id() as i32, Some(child));
     let mut world = LiveWorld::new(vec![program], Arc::clone(&sig.stop));
     let cfg = Config::with_period((args.period_ms * 1e6) as u64, 0);
     let started = std::time::Instant::now();

@@ -2,6 +2,8 @@
 //! programs running as there are CPUs, every program finishes, and neither
 //! SIGINT nor SIGKILL of herd leaves a program stopped or a zombie behind.
 
+mod common;
+use common::state_of;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -21,15 +23,6 @@ fn batch(dir: &Path, n: usize, seconds: f64) -> PathBuf {
     let path = dir.join("busy.toml");
     std::fs::write(&path, text).unwrap();
     path
-}
-
-fn state_of(pid: i32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat[stat.rfind(')')? + 1..]
-        .split_whitespace()
-        .next()?
-        .chars()
-        .next()
 }
 
 /// Pids of the processes whose parent is `parent`.

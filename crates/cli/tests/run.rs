@@ -1,6 +1,8 @@
 //! `herd run` on this machine: placement read back from /proc, output and
 //! exit code passed through, and safety when herd is signalled or killed.
 
+mod common;
+use common::state_of;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -108,15 +110,6 @@ fn sigterm_restores_and_passes_the_signal_on() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("passed the signal on"));
-}
-
-fn state_of(pid: i32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat[stat.rfind(')')? + 1..]
-        .split_whitespace()
-        .next()?
-        .chars()
-        .next()
 }
 
 #[test]

@@ -197,6 +197,22 @@ pub struct LiveStats {
 }
 
 impl Program {
+    /// A program with process id `pid`, started now, neither paused nor held.
+    pub fn new(name: String, program: String, pid: i32, child: Option<Child>) -> Program {
+        Program {
+            name,
+            program,
+            pid,
+            child,
+            arrival_ns: 0,
+            memory_hint: None,
+            status: None,
+            paused: false,
+            exited_ns: None,
+            held: false,
+        }
+    }
+
     /// Whether it is still running (or stopped), as far as herd last looked.
     pub fn alive(&self) -> bool {
         self.status.is_none() && self.exited_ns.is_none()
@@ -207,19 +223,9 @@ impl Program {
     pub fn attach(pid: i32) -> io::Result<Program> {
         control::may_signal(pid)?;
         let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|c| c.trim().to_string())?;
-        Ok(Program {
-            program: std::fs::read_link(format!("/proc/{pid}/exe"))
-                .map_or(name.clone(), |e| e.display().to_string()),
-            name,
-            pid,
-            child: None,
-            arrival_ns: 0,
-            memory_hint: None,
-            status: None,
-            paused: false,
-            exited_ns: None,
-            held: false,
-        })
+        let program =
+            std::fs::read_link(format!("/proc/{pid}/exe")).map_or(name.clone(), |e| e.display().to_string());
+        Ok(Program::new(name, program, pid, None))
     }
 }
 
@@ -232,17 +238,32 @@ pub struct LiveWorld {
     start: Instant,
     stop: Arc<AtomicBool>,
     buf: Vec<u8>,
+    /// One pidfd per program (`None` where the kernel has none): the clock
+    /// sleeps on them, waking at the deadline or the moment one exits.
+    pidfds: Vec<Option<std::os::fd::OwnedFd>>,
     /// What herd did.
     pub stats: LiveStats,
 }
 
-/// How long `advance_to` sleeps at most before checking on the programs.
+/// How long `advance_to` sleeps at most between checks when it has no
+/// pidfd to wait on (kernels before 5.3).
 const POLL: Duration = Duration::from_millis(5);
+
+/// A pidfd for `pid`: readable once the process exits (Linux >= 5.3).
+fn pidfd(pid: i32) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    // SAFETY: a non-negative result is a fresh descriptor we now own.
+    (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
+}
 
 impl LiveWorld {
     /// A world managing `programs`; `stop` ends the loop when set (signal handlers set it).
     pub fn new(programs: Vec<Program>, stop: Arc<AtomicBool>) -> Self {
+        let pidfds = programs.iter().map(|p| pidfd(p.pid)).collect();
         LiveWorld {
+            pidfds,
             proc_root: PathBuf::from("/proc"),
             programs,
             tasks: BTreeMap::new(),
@@ -452,7 +473,19 @@ impl LiveWorld {
             .tasks
             .iter()
             .filter(|(_, p)| matches!(p, Placement::Run { .. }));
-        for (id, placement) in pauses.chain(runs) {
+        let ordered: Vec<_> = pauses.chain(runs).collect();
+        let n_pauses = ordered
+            .iter()
+            .filter(|(_, p)| matches!(p, Placement::Pause { .. }))
+            .count();
+        let mut stopping = Vec::new();
+        for (i, (id, placement)) in ordered.into_iter().enumerate() {
+            if i == n_pauses && !stopping.is_empty() {
+                // A stop signal to a runnable process waiting for a CPU is
+                // only acted on once it is scheduled; continuing others
+                // before then would let more run than the plan allows.
+                wait_stopped(&self.proc_root, &stopping);
+            }
             let tid = *id as i32;
             let Some(track) = self.tasks.get_mut(&tid) else {
                 continue;
@@ -488,6 +521,7 @@ impl LiveWorld {
                     } else if !p.paused && control::signal(p.pid, libc::SIGSTOP).is_ok() {
                         p.paused = true;
                         self.stats.pauses += 1;
+                        stopping.push(p.pid);
                     }
                 }
             }
@@ -495,20 +529,65 @@ impl LiveWorld {
     }
 }
 
+/// Waits until every process in `pids` shows state T (stopped) or is gone,
+/// for at most STOP_WAIT: a process that ignores the wait (it cannot block
+/// SIGSTOP, but it may be in uninterruptible sleep) does not hold herd up.
+fn wait_stopped(proc_root: &std::path::Path, pids: &[i32]) {
+    let deadline = Instant::now() + STOP_WAIT;
+    while Instant::now() < deadline {
+        let pending = pids.iter().any(|&pid| {
+            let stat =
+                std::fs::read_to_string(proc_root.join(pid.to_string()).join("stat")).unwrap_or_default();
+            matches!(procfs::parse_stat(&stat), Some((st, _)) if !matches!(st, 'T' | 't' | 'Z' | 'X'))
+        });
+        if !pending {
+            return;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// The longest `apply` waits for stop signals to take effect.
+const STOP_WAIT: Duration = Duration::from_millis(50);
+
 impl Clock for LiveWorld {
     fn now_ns(&self) -> u64 {
         self.start.elapsed().as_nanos() as u64
     }
 
     fn advance_to(&mut self, t_ns: u64) {
-        // Sleep in short slices so an exit or a signal ends the wait early.
+        use std::os::fd::AsRawFd;
+        // Sleep until the deadline, a program's exit (its pidfd turns
+        // readable) or a signal (poll returns EINTR), whichever is first.
         loop {
             self.reap();
             let now = self.now_ns();
             if now >= t_ns || self.finished() {
                 return;
             }
-            std::thread::sleep(POLL.min(Duration::from_nanos(t_ns - now)));
+            let mut fds: Vec<libc::pollfd> = self
+                .programs
+                .iter()
+                .zip(&self.pidfds)
+                .filter(|(p, _)| p.alive())
+                .filter_map(|(_, fd)| fd.as_ref())
+                .map(|fd| libc::pollfd {
+                    fd: fd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                })
+                .collect();
+            let left = Duration::from_nanos(t_ns - now);
+            let everyone_has_a_pidfd = fds.len() == self.programs.iter().filter(|p| p.alive()).count();
+            let wait = if everyone_has_a_pidfd {
+                left
+            } else {
+                left.min(POLL)
+            };
+            // Round up so a sub-ms remainder does not busy-loop at timeout 0.
+            let timeout_ms = wait.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+            // SAFETY: fds is a valid array of pollfd of the given length.
+            unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
         }
     }
 }
