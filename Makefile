@@ -4,8 +4,9 @@
 #   make test  the same set-up, then every test (fmt, clippy, unit, integration)
 
 # Debian packages herd needs: hwloc's library and headers (topology), libudev
-# (hwloc links it), pkg-config (finds hwloc), bzip2 (test fixtures are .tar.bz2).
-APT_PACKAGES := hwloc libhwloc-dev libudev-dev pkg-config bzip2
+# (hwloc links it), pkg-config (finds hwloc and SQLite), bzip2 (test fixtures are
+# .tar.bz2), libsqlite3-dev (the profile database).
+APT_PACKAGES := hwloc libhwloc-dev libudev-dev pkg-config bzip2 libsqlite3-dev
 CARGO ?= cargo
 HERD := target/release/herd
 

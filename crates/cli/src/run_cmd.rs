@@ -30,6 +30,9 @@ pub struct RunArgs {
     /// Print each placement decision and its reason on stderr.
     #[arg(long)]
     explain: bool,
+    /// The profile database (default: $XDG_DATA_HOME/herd/herd.db, else ~/.local/share/herd/herd.db).
+    #[arg(long, value_name = "PATH")]
+    db: Option<std::path::PathBuf>,
     /// The program and its arguments (after `--`).
     #[arg(
         required = true,
@@ -146,6 +149,14 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
         overhead.decide_ns_mean() / 1e3,
     );
     eprintln!("{summary}");
+    record_run(
+        args,
+        &name,
+        &policy.name(),
+        (wall, prog_cpu, herd_cpu),
+        s.max_threads,
+        status,
+    );
     // The program's status is herd's: its code, or 128 + the signal that killed it, as shells do.
     Ok(match status {
         Some(st) => st
@@ -153,4 +164,52 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
             .map_or_else(|| 128 + st.signal().unwrap_or(0) as u8, |c| c as u8),
         None => 1,
     })
+}
+
+/// Records the completed run in the profile database. A database problem is
+/// a warning: it never changes the program's outcome or herd's exit code.
+fn record_run(
+    args: &RunArgs,
+    name: &str,
+    policy: &str,
+    (wall_s, cpu_s, herd_cpu_s): (f64, f64, f64),
+    threads: usize,
+    status: Option<std::process::ExitStatus>,
+) {
+    use herd_store::ProfileStore;
+    let path = args.db.clone().or_else(|| {
+        herd_store::default_path(
+            std::env::var("XDG_DATA_HOME").ok().as_deref(),
+            std::env::var("HOME").ok().as_deref(),
+        )
+    });
+    let Some(path) = path else {
+        eprintln!("herd: warning: no HOME or XDG_DATA_HOME: the run is not recorded (use --db PATH)");
+        return;
+    };
+    // The program's key: its executable as found, and its arguments.
+    let exe = herd_runtime::live::resolve(&args.cmd[0], None)
+        .map_or(args.cmd[0].clone(), |p| p.display().to_string());
+    let program = std::iter::once(exe)
+        .chain(args.cmd[1..].iter().cloned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+        - wall_s;
+    let record = herd_store::RunRecord {
+        program,
+        policy: policy.to_string(),
+        started_unix_s: started,
+        wall_s,
+        cpu_s,
+        threads: threads as u32,
+        exit_code: status.map(|st| st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0))),
+        herd_cpu_s,
+    };
+    match herd_store::SqliteStore::open(&path).and_then(|mut s| s.record_run(&record)) {
+        Ok(_) => {}
+        Err(e) => eprintln!("herd: warning: the run of {name} was not recorded: {e}"),
+    }
 }

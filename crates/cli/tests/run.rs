@@ -7,7 +7,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn herd() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_herd"))
+    let mut c = Command::new(env!("CARGO_BIN_EXE_herd"));
+    // Runs are recorded in the profile database: keep the tests' out of $HOME.
+    c.env("XDG_DATA_HOME", std::env::temp_dir().join("herd-test-data"));
+    c
 }
 
 /// A Python program with three worker threads. After `delay` seconds it
@@ -162,4 +165,45 @@ fn bad_run_input_is_exit_2() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+#[test]
+fn completed_runs_are_recorded_and_survive_a_killed_herd() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("herd.db");
+    let db_arg = db.to_str().unwrap();
+    for code in ["0", "5"] {
+        let out = herd()
+            .args(["run", "--db", db_arg, "--", "sh", "-c", &format!("exit {code}")])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code().unwrap().to_string(), code);
+    }
+    // Kill herd in the middle of a third run: the two completed runs stay.
+    let mut child = herd()
+        .args(["run", "--db", db_arg, "--", "sleep", "5"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let orphan: Option<i32> = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id()))
+        .ok()
+        .and_then(|c| c.split_whitespace().next()?.parse().ok());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    if let Some(pid) = orphan {
+        // SAFETY: plain kill of the program herd left behind.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    assert!(herd_store::integrity_ok(&db));
+    let store = herd_store::SqliteStore::open(&db).unwrap();
+    let programs = store.programs().unwrap();
+    assert_eq!(programs.len(), 2, "{programs:?}");
+    use herd_store::ProfileStore;
+    let codes: Vec<Option<i32>> = programs
+        .iter()
+        .flat_map(|(p, _)| store.runs(p).unwrap())
+        .map(|r| r.exit_code)
+        .collect();
+    assert_eq!(codes, vec![Some(0), Some(5)]);
 }

@@ -1,0 +1,311 @@
+//! herd's profile database.
+//!
+//! SQLite, because it is what the field trusts for a single-file store that
+//! survives crashes: the database runs in WAL mode and every completed run
+//! is written in one transaction, so a herd killed mid-write loses at most
+//! the run it was writing, never one already recorded. The schema is
+//! versioned with SQLite's `user_version`; [`SqliteStore::open`] migrates
+//! older files forward and refuses newer ones.
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+
+/// Why the store failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// SQLite refused an operation.
+    #[error("{path}: {source}")]
+    Sqlite {
+        /// The database file.
+        path: PathBuf,
+        /// SQLite's error.
+        source: rusqlite::Error,
+    },
+    /// The file was written by a newer herd.
+    #[error("{path}: schema version {found} is newer than this herd knows ({known}); upgrade herd")]
+    TooNew {
+        /// The database file.
+        path: PathBuf,
+        /// The version in the file.
+        found: i64,
+        /// The newest version this herd knows.
+        known: i64,
+    },
+    /// The folder for the database could not be made.
+    #[error("{path}: {source}")]
+    Io {
+        /// The folder.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+/// One completed run of a program.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunRecord {
+    /// The program's key: executable and argument signature.
+    pub program: String,
+    /// The policy it ran under.
+    pub policy: String,
+    /// When it started, seconds since the Unix epoch.
+    pub started_unix_s: f64,
+    /// Wall time.
+    pub wall_s: f64,
+    /// CPU time of the program.
+    pub cpu_s: f64,
+    /// Most threads seen at once.
+    pub threads: u32,
+    /// Its exit code (128 + signal when a signal ended it).
+    pub exit_code: Option<i32>,
+    /// herd's own CPU time.
+    pub herd_cpu_s: f64,
+}
+
+/// Where herd keeps what it learns about programs across runs.
+pub trait ProfileStore {
+    /// Records a completed run; returns its id.
+    fn record_run(&mut self, run: &RunRecord) -> Result<i64, StoreError>;
+    /// Every run of `program`, oldest first.
+    fn runs(&self, program: &str) -> Result<Vec<RunRecord>, StoreError>;
+}
+
+/// Schema migrations, in order; migration i brings the file to version i + 1.
+const MIGRATIONS: &[&str] = &["CREATE TABLE run (
+        id INTEGER PRIMARY KEY,
+        program TEXT NOT NULL,
+        policy TEXT NOT NULL,
+        started_unix_s REAL NOT NULL,
+        wall_s REAL NOT NULL,
+        cpu_s REAL NOT NULL,
+        threads INTEGER NOT NULL,
+        exit_code INTEGER,
+        herd_cpu_s REAL NOT NULL
+    );
+    CREATE INDEX run_program ON run (program);"];
+
+/// The SQLite profile store.
+#[derive(Debug)]
+pub struct SqliteStore {
+    path: PathBuf,
+    conn: Connection,
+}
+
+/// The default database path: `$XDG_DATA_HOME/herd/herd.db`, else
+/// `~/.local/share/herd/herd.db`. `None` when neither variable is set.
+pub fn default_path(xdg_data_home: Option<&str>, home: Option<&str>) -> Option<PathBuf> {
+    match (
+        xdg_data_home.filter(|s| !s.is_empty()),
+        home.filter(|s| !s.is_empty()),
+    ) {
+        (Some(x), _) => Some(Path::new(x).join("herd/herd.db")),
+        (None, Some(h)) => Some(Path::new(h).join(".local/share/herd/herd.db")),
+        (None, None) => None,
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path` and migrates it.
+    pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
+        let err = |source| StoreError::Sqlite {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut conn = Connection::open(path).map_err(err)?;
+        // WAL: readers never block the writer, and a crash mid-write leaves
+        // every committed transaction intact. A writer waits for a lock.
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(err)?;
+        conn.pragma_update(None, "synchronous", "NORMAL").map_err(err)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(err)?;
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(err)?;
+        let known = MIGRATIONS.len() as i64;
+        if version > known {
+            return Err(StoreError::TooNew {
+                path: path.to_path_buf(),
+                found: version,
+                known,
+            });
+        }
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+            let tx = conn.transaction().map_err(err)?;
+            tx.execute_batch(sql).map_err(err)?;
+            tx.pragma_update(None, "user_version", i as i64 + 1)
+                .map_err(err)?;
+            tx.commit().map_err(err)?;
+        }
+        Ok(SqliteStore {
+            path: path.to_path_buf(),
+            conn,
+        })
+    }
+
+    /// The schema version of the open file.
+    pub fn version(&self) -> Result<i64, StoreError> {
+        self.conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(|source| StoreError::Sqlite {
+                path: self.path.clone(),
+                source,
+            })
+    }
+
+    /// Every program with at least one run, with its run count.
+    pub fn programs(&self) -> Result<Vec<(String, i64)>, StoreError> {
+        let err = |source| StoreError::Sqlite {
+            path: self.path.clone(),
+            source,
+        };
+        let mut stmt = self
+            .conn
+            .prepare("SELECT program, COUNT(*) FROM run GROUP BY program ORDER BY program")
+            .map_err(err)?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).map_err(err)?;
+        rows.collect::<Result<_, _>>().map_err(err)
+    }
+}
+
+impl ProfileStore for SqliteStore {
+    fn record_run(&mut self, run: &RunRecord) -> Result<i64, StoreError> {
+        let err = |source| StoreError::Sqlite {
+            path: self.path.clone(),
+            source,
+        };
+        let tx = self.conn.transaction().map_err(err)?;
+        tx.execute(
+            "INSERT INTO run (program, policy, started_unix_s, wall_s, cpu_s, threads, exit_code, herd_cpu_s)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                run.program,
+                run.policy,
+                run.started_unix_s,
+                run.wall_s,
+                run.cpu_s,
+                run.threads,
+                run.exit_code,
+                run.herd_cpu_s
+            ],
+        )
+        .map_err(err)?;
+        let id = tx.last_insert_rowid();
+        tx.commit().map_err(err)?;
+        Ok(id)
+    }
+
+    fn runs(&self, program: &str) -> Result<Vec<RunRecord>, StoreError> {
+        let err = |source| StoreError::Sqlite {
+            path: self.path.clone(),
+            source,
+        };
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT program, policy, started_unix_s, wall_s, cpu_s, threads, exit_code, herd_cpu_s
+                 FROM run WHERE program = ?1 ORDER BY id",
+            )
+            .map_err(err)?;
+        let rows = stmt
+            .query_map([program], |r| {
+                Ok(RunRecord {
+                    program: r.get(0)?,
+                    policy: r.get(1)?,
+                    started_unix_s: r.get(2)?,
+                    wall_s: r.get(3)?,
+                    cpu_s: r.get(4)?,
+                    threads: r.get(5)?,
+                    exit_code: r.get(6)?,
+                    herd_cpu_s: r.get(7)?,
+                })
+            })
+            .map_err(err)?;
+        rows.collect::<Result<_, _>>().map_err(err)
+    }
+}
+
+/// Used by tests and `herd` to check a file: SQLite's own integrity check.
+pub fn integrity_ok(path: &Path) -> bool {
+    Connection::open(path)
+        .and_then(|c| {
+            c.query_row("PRAGMA integrity_check", [], |r| r.get::<_, String>(0))
+                .optional()
+        })
+        .is_ok_and(|r| r.as_deref() == Some("ok"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(program: &str, wall_s: f64) -> RunRecord {
+        RunRecord {
+            program: program.into(),
+            policy: "linux".into(),
+            started_unix_s: 1.0,
+            wall_s,
+            cpu_s: wall_s / 2.0,
+            threads: 4,
+            exit_code: Some(0),
+            herd_cpu_s: 0.001,
+        }
+    }
+
+    #[test]
+    fn runs_survive_reopening() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("sub/herd.db");
+        {
+            let mut s = SqliteStore::open(&path).unwrap();
+            s.record_run(&run("a", 1.0)).unwrap();
+            s.record_run(&run("a", 2.0)).unwrap();
+            s.record_run(&run("b", 3.0)).unwrap();
+        }
+        let s = SqliteStore::open(&path).unwrap();
+        assert_eq!(s.version().unwrap(), MIGRATIONS.len() as i64);
+        assert_eq!(
+            s.runs("a").unwrap().iter().map(|r| r.wall_s).collect::<Vec<_>>(),
+            vec![1.0, 2.0]
+        );
+        assert_eq!(
+            s.programs().unwrap(),
+            vec![("a".to_string(), 2), ("b".to_string(), 1)]
+        );
+        assert!(integrity_ok(&path));
+    }
+
+    #[test]
+    fn a_newer_schema_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("herd.db");
+        Connection::open(&path)
+            .unwrap()
+            .pragma_update(None, "user_version", 99)
+            .unwrap();
+        assert!(matches!(
+            SqliteStore::open(&path),
+            Err(StoreError::TooNew { found: 99, .. })
+        ));
+    }
+
+    #[test]
+    fn default_path_follows_xdg() {
+        assert_eq!(
+            default_path(Some("/x"), Some("/home/u")),
+            Some(PathBuf::from("/x/herd/herd.db"))
+        );
+        assert_eq!(
+            default_path(None, Some("/home/u")),
+            Some(PathBuf::from("/home/u/.local/share/herd/herd.db"))
+        );
+        assert_eq!(default_path(Some(""), None), None);
+    }
+}
