@@ -1,6 +1,7 @@
 //! The `herd` command.
 //!
-//! Exit codes: 0 success; 1 a managed program failed; 2 bad usage or bad
+//! Exit codes: 0 success; 1 a managed program failed (`batch`; `run`
+//! passes its program's own code through); 2 bad usage or bad
 //! input (flags, files, specs); 3 herd itself could not work (the machine
 //! refused something herd needs). A closed stdout (`herd topo | head`) is
 //! not an error.
@@ -76,9 +77,6 @@ impl MachineArgs {
 /// Why a command failed; decides the exit code.
 #[derive(Debug)]
 pub enum Failure {
-    /// A managed program failed (exit 1).
-    #[allow(dead_code)] // Used once herd runs programs (`herd run`).
-    Program(anyhow::Error),
     /// Bad flags, files or specs (exit 2).
     Input(anyhow::Error),
     /// herd could not do its work on this machine (exit 3).
@@ -88,7 +86,6 @@ pub enum Failure {
 impl Failure {
     fn code(&self) -> u8 {
         match self {
-            Failure::Program(_) => 1,
             Failure::Input(_) => 2,
             Failure::Internal(_) => 3,
         }
@@ -150,7 +147,7 @@ fn main() -> ExitCode {
 }
 
 fn fail(f: Failure) -> ExitCode {
-    let (Failure::Program(e) | Failure::Input(e) | Failure::Internal(e)) = &f;
+    let (Failure::Input(e) | Failure::Internal(e)) = &f;
     // One line: the error and its causes, no backtrace.
     eprintln!("herd: {e:#}");
     ExitCode::from(f.code())

@@ -335,10 +335,6 @@ impl LiveWorld {
         }
         self.programs.iter().map(|p| p.status).collect()
     }
-
-    fn job_of_pid(&self, pid: i32) -> Option<usize> {
-        self.programs.iter().position(|p| p.pid == pid)
-    }
 }
 
 impl Sensor for LiveWorld {
@@ -589,15 +585,5 @@ impl Clock for LiveWorld {
             // SAFETY: fds is a valid array of pollfd of the given length.
             unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
         }
-    }
-}
-
-impl LiveWorld {
-    /// Finds the program a thread belongs to (for tests and reports).
-    pub fn job_of_thread(&self, tid: i32) -> Option<usize> {
-        self.tasks
-            .get(&tid)
-            .map(|t| t.job)
-            .or_else(|| self.job_of_pid(tid))
     }
 }
