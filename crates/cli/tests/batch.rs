@@ -209,3 +209,45 @@ fn bad_batch_files_are_exit_2() {
         );
     }
 }
+
+#[test]
+fn pausing_churning_programs_never_crashes_herd() {
+    // Threads created and joined constantly, children forked and exec'd,
+    // while cosched:fair stops and continues the programs every 5 ms.
+    let tmp = tempfile::tempdir().unwrap();
+    let script = tmp.path().join("churn.py");
+    std::fs::write(
+        &script,
+        "import os, threading, time, subprocess\nend = time.time() + 1.0\nn = 0\n\
+         while time.time() < end:\n    ts = [threading.Thread(target=lambda: None) for _ in range(8)]\n\
+         \x20   [t.start() for t in ts]\n    [t.join() for t in ts]\n    if n % 20 == 0:\n\
+         \x20       subprocess.run(['true'])\n    n += 1\nos._exit(7)\n",
+    )
+    .unwrap();
+    let file = tmp.path().join("churn.toml");
+    let text = format!(
+        "[[program]]\nname = \"churn\"\ncmd = [\"python3\", \"{}\"]\ncopies = 4\n",
+        script.display()
+    );
+    std::fs::write(&file, text).unwrap();
+    let out = herd()
+        .args(["batch", file.to_str().unwrap(), "--period-ms", "5", "--json"])
+        .args(["--logs", tmp.path().join("logs").to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "programs that exit 7 are failures: {err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let codes: Vec<i64> = doc["runs"][0]["programs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["exit_code"].as_i64().unwrap())
+        .collect();
+    assert_eq!(codes, vec![7, 7, 7, 7]);
+}

@@ -207,3 +207,44 @@ fn completed_runs_are_recorded_and_survive_a_killed_herd() {
         .collect();
     assert_eq!(codes, vec![Some(0), Some(5)]);
 }
+
+/// A program that churns: threads created and joined in a tight loop, and
+/// children forked and exec'd constantly, for about 1.5 s; exits 7.
+const CHURN: &str = "import os, threading, time, subprocess\n\
+end = time.time() + 1.5\n\
+n = 0\n\
+while time.time() < end:\n\
+\x20   ts = [threading.Thread(target=lambda: None) for _ in range(8)]\n\
+\x20   [t.start() for t in ts]\n\
+\x20   [t.join() for t in ts]\n\
+\x20   if n % 20 == 0:\n\
+\x20       subprocess.run(['true'])\n\
+\x20       pid = os.fork()\n\
+\x20       if pid == 0:\n\
+\x20           os._exit(0)\n\
+\x20       os.waitpid(pid, 0)\n\
+\x20   n += 1\n\
+os._exit(7)\n";
+
+#[test]
+fn churning_programs_never_crash_herd() {
+    for policy in ["static:compact", "static:scatter:places=cores", "linux"] {
+        let out = herd()
+            .args([
+                "run",
+                "--policy",
+                policy,
+                "--period-ms",
+                "5",
+                "--",
+                "python3",
+                "-c",
+                CHURN,
+            ])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(7), "{policy}: {err}");
+        assert!(!err.contains("panicked"), "{policy}: {err}");
+    }
+}
