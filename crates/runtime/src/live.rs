@@ -23,6 +23,7 @@ use herd_policy::{JobView, Level, Obs, Placement, Plan, Snapshot, SystemObs, Tas
 use herd_topo::CpuSet;
 
 use crate::control;
+use crate::perf::{self, Event};
 use crate::procfs::{self, ThreadSample};
 
 /// How to start a program beyond its argv.
@@ -175,6 +176,8 @@ struct Track {
     job: usize,
     rank: u32,
     files: procfs::ThreadFiles,
+    /// perf_event counters on this thread and their last values.
+    counters: Vec<(Event, std::os::fd::OwnedFd, u64)>,
     last: ThreadSample,
     original: Option<CpuSet>,
     placed: Option<CpuSet>,
@@ -229,6 +232,96 @@ impl Program {
     }
 }
 
+/// Bytes per LLC miss: a cache line (memory traffic = misses x line size).
+const LINE_BYTES: u64 = 64;
+
+/// Most perf_event descriptors herd keeps open: well under the usual
+/// 1024-file limit, so pidfds, /proc files and logs still fit.
+const PERF_FD_BUDGET: usize = 600;
+
+/// Which perf events herd opens per thread, learned once: an event the
+/// kernel refuses once (no PMU, not permitted) is not tried again.
+#[derive(Debug, Default)]
+struct PerfBudget {
+    hardware: Option<bool>,
+    software: Option<bool>,
+    open: usize,
+}
+
+impl PerfBudget {
+    fn open_for(&mut self, tid: i32) -> Vec<(Event, std::os::fd::OwnedFd, u64)> {
+        let mut out = Vec::new();
+        let groups: [(bool, &[Event]); 2] = [
+            (false, &[Event::CpuMigrations]),
+            (
+                true,
+                &[
+                    Event::Instructions,
+                    Event::Cycles,
+                    Event::LlcReferences,
+                    Event::LlcMisses,
+                ],
+            ),
+        ];
+        for (hardware, events) in groups {
+            let known = if hardware { self.hardware } else { self.software };
+            if known == Some(false) || self.open + events.len() > PERF_FD_BUDGET {
+                continue;
+            }
+            let opened: Result<Vec<_>, _> = events
+                .iter()
+                // A counter starts at 0 when opened.
+                .map(|&e| perf::open_thread_counter(e, tid).map(|fd| (e, fd, 0)))
+                .collect();
+            match opened {
+                Ok(fds) => {
+                    self.open += fds.len();
+                    out.extend(fds);
+                    if hardware {
+                        self.hardware = Some(true)
+                    } else {
+                        self.software = Some(true)
+                    }
+                }
+                // ESRCH: the thread left; anything else: this machine says no.
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                Err(_) => {
+                    if hardware {
+                        self.hardware = Some(false)
+                    } else {
+                        self.software = Some(false)
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// What the perf counters said over one period.
+#[derive(Debug, Default)]
+struct CountedObs {
+    instructions: Option<u64>,
+    cycles: Option<u64>,
+    llc_refs: Option<u64>,
+    llc_misses: Option<u64>,
+    migrations: Option<u64>,
+}
+
+impl CountedObs {
+    fn set(&mut self, event: Event, delta: u64) {
+        let slot = match event {
+            Event::Instructions => &mut self.instructions,
+            Event::Cycles => &mut self.cycles,
+            Event::LlcReferences => &mut self.llc_refs,
+            Event::LlcMisses => &mut self.llc_misses,
+            Event::CpuMigrations => &mut self.migrations,
+            Event::TaskClock | Event::ContextSwitches => return,
+        };
+        *slot = Some(delta);
+    }
+}
+
 /// Managed programs on this machine, behind the engine's traits.
 pub struct LiveWorld {
     proc_root: PathBuf,
@@ -238,6 +331,7 @@ pub struct LiveWorld {
     start: Instant,
     stop: Arc<AtomicBool>,
     buf: Vec<u8>,
+    perf: PerfBudget,
     /// One pidfd per program (`None` where the kernel has none): the clock
     /// sleeps on them, waking at the deadline or the moment one exits.
     pidfds: Vec<Option<std::os::fd::OwnedFd>>,
@@ -264,6 +358,7 @@ impl LiveWorld {
         let pidfds = programs.iter().map(|p| pidfd(p.pid)).collect();
         LiveWorld {
             pidfds,
+            perf: PerfBudget::default(),
             proc_root: PathBuf::from("/proc"),
             programs,
             tasks: BTreeMap::new(),
@@ -360,10 +455,12 @@ impl Sensor for LiveWorld {
                             .chain(seen.values())
                             .filter(|t| t.job == job)
                             .count() as u32;
+                        let counters = self.perf.open_for(tid);
                         Track {
                             job,
                             rank,
                             files,
+                            counters,
                             last: ThreadSample {
                                 tid,
                                 ..ThreadSample::default()
@@ -380,10 +477,19 @@ impl Sensor for LiveWorld {
                     continue;
                 }
                 let prev = track.last;
-                // A changed last CPU is at least one migration: a lower
-                // bound (several moves within one period count once), read
-                // from `stat`, which the sensor reads anyway.
-                let migrations = u64::from(prev.run_ns > 0 && sample.cpu != prev.cpu);
+                let mut counted = CountedObs::default();
+                for (event, fd, last) in &mut track.counters {
+                    if let Some(now) = perf::read_counter(fd) {
+                        counted.set(*event, now.saturating_sub(*last));
+                        *last = now;
+                    }
+                }
+                // The kernel's count when perf gives it; otherwise a changed
+                // last CPU is at least one migration (a lower bound: several
+                // moves within one period count once).
+                let migrations = counted
+                    .migrations
+                    .unwrap_or_else(|| u64::from(prev.run_ns > 0 && sample.cpu != prev.cpu));
                 self.stats.migrations += migrations;
                 track.last = sample;
                 let state = match sample.state {
@@ -401,8 +507,12 @@ impl Sensor for LiveWorld {
                         cpu_time_ns: sample.run_ns.saturating_sub(prev.run_ns),
                         wait_ns: sample.wait_ns.saturating_sub(prev.wait_ns),
                         migrations: migrations as u32,
-                        // No PMU path yet: hardware signals are absent, not zero.
-                        ..Obs::default()
+                        // Hardware signals the PMU does not give stay None.
+                        instructions: counted.instructions,
+                        cycles: counted.cycles,
+                        llc_refs: counted.llc_refs,
+                        llc_misses: counted.llc_misses,
+                        mem_bytes: counted.llc_misses.map(|m| m * LINE_BYTES),
                     },
                     heartbeats: None,
                 });
@@ -585,5 +695,43 @@ impl Clock for LiveWorld {
             // SAFETY: fds is a valid array of pollfd of the given length.
             unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sensor_sees_cpu_time_and_says_which_counters_exist() {
+        let child = spawn(&[
+            "sh".into(),
+            "-c".into(),
+            "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done".into(),
+        ])
+        .unwrap();
+        let pid = child.id() as i32;
+        let mut world = LiveWorld::new(
+            vec![Program::new("sh".into(), "sh".into(), pid, Some(child))],
+            Arc::default(),
+        );
+        world.observe();
+        std::thread::sleep(Duration::from_millis(200));
+        let snap = world.observe().clone();
+        world.wait_all();
+        let task = snap
+            .tasks
+            .iter()
+            .find(|t| t.id == pid as u64)
+            .expect("the main thread is seen");
+        assert!(
+            task.obs.cpu_time_ns > 0,
+            "a busy program used CPU: {:?}",
+            task.obs
+        );
+        // Hardware fields are present exactly when this machine can count them.
+        let hw = perf::open_counter(Event::Instructions, 0).is_ok();
+        assert_eq!(task.obs.instructions.is_some(), hw, "{:?}", task.obs);
+        assert_eq!(task.obs.mem_bytes.is_some(), hw);
     }
 }

@@ -66,6 +66,25 @@ impl Event {
 /// Opens `event` counting user-space work of thread `tid` (0 = the caller)
 /// on any CPU, inherited by threads it creates afterwards.
 pub fn open_counter(event: Event, tid: i32) -> io::Result<OwnedFd> {
+    open(event, tid, true)
+}
+
+/// Opens `event` for exactly thread `tid` (not its future threads: herd
+/// opens one per thread it sees, and inheriting would count twice).
+pub fn open_thread_counter(event: Event, tid: i32) -> io::Result<OwnedFd> {
+    open(event, tid, false)
+}
+
+/// Reads a counter's current value.
+pub fn read_counter(fd: &OwnedFd) -> Option<u64> {
+    use std::os::fd::AsRawFd;
+    let mut value = 0u64;
+    // SAFETY: reading 8 bytes into a u64 from a perf_event fd.
+    let n = unsafe { libc::read(fd.as_raw_fd(), (&mut value as *mut u64).cast(), 8) };
+    (n == 8).then_some(value)
+}
+
+fn open(event: Event, tid: i32, inherit: bool) -> io::Result<OwnedFd> {
     let (type_, config) = event.type_and_config();
     let mut attr = b::perf_event_attr {
         type_,
@@ -73,11 +92,15 @@ pub fn open_counter(event: Event, tid: i32) -> io::Result<OwnedFd> {
         size: std::mem::size_of::<b::perf_event_attr>() as u32,
         ..Default::default()
     };
-    // User space only: counting the kernel needs perf_event_paranoid <= 1,
-    // and herd's decisions are about the programs' own work.
-    attr.set_exclude_kernel(1);
+    // Hardware events: user space only; counting the kernel needs
+    // perf_event_paranoid <= 1, and herd's decisions are about the
+    // programs' own work. Software events (migrations, switches) happen in
+    // the kernel by nature, so excluding it would count nothing.
+    if event.is_hardware() {
+        attr.set_exclude_kernel(1);
+    }
     attr.set_exclude_hv(1);
-    attr.set_inherit(1);
+    attr.set_inherit(u64::from(inherit));
     // SAFETY: attr is a fully initialised perf_event_attr whose size field
     // matches the struct; the kernel only reads it.
     let fd = unsafe { sys::perf_event_open(&mut attr, tid, -1, -1, b::PERF_FLAG_FD_CLOEXEC as u64) };
@@ -106,4 +129,32 @@ pub fn explain_open_error(err: &io::Error, paranoid: Option<i32>) -> String {
         _ => "perf_event_open failed".to_string(),
     };
     format!("{why} ({err})")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn software_migrations_count_forced_moves() {
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() };
+        let Ok(fd) = open_thread_counter(Event::CpuMigrations, tid) else {
+            eprintln!("skipped: no software perf events here");
+            return;
+        };
+        let cpus = crate::control::affinity(tid).unwrap();
+        let before = read_counter(&fd).unwrap();
+        // Bounce between two CPUs to force migrations.
+        let two: Vec<u32> = cpus.iter().take(2).collect();
+        for &cpu in two.iter().cycle().take(6) {
+            crate::control::set_affinity(tid, &herd_topo::CpuSet::single(cpu)).unwrap();
+            std::thread::yield_now();
+        }
+        crate::control::set_affinity(tid, &cpus).unwrap();
+        let moved = read_counter(&fd).unwrap() - before;
+        if cpus.len() >= 2 {
+            assert!(moved >= 3, "{moved} migrations counted");
+        }
+    }
 }
