@@ -6,7 +6,6 @@
 use std::sync::Arc;
 
 use clap::Args;
-use herd_engine::Config;
 use herd_policy::Estimates;
 use herd_runtime::live::{LiveWorld, Program};
 
@@ -29,11 +28,7 @@ pub struct AttachArgs {
 
 /// `herd attach`.
 pub fn run(args: &AttachArgs) -> Result<u8, Failure> {
-    if !(args.period_ms.is_finite() && args.period_ms > 0.0) {
-        return Err(Failure::Input(anyhow::anyhow!(
-            "--period-ms must be a positive number"
-        )));
-    }
+    let cfg = crate::period_config(args.period_ms)?;
     let mut policy = herd_policy::build(&args.policy).map_err(|e| Failure::Input(e.into()))?;
     let program = Program::attach(args.pid).map_err(|e| {
         Failure::Input(anyhow::anyhow!(
@@ -41,11 +36,10 @@ pub fn run(args: &AttachArgs) -> Result<u8, Failure> {
             args.pid
         ))
     })?;
-    let machine = herd_topo::Machine::this_machine().map_err(|e| Failure::Internal(e.into()))?;
+    let machine = crate::this_machine()?;
     let sig = Signals::install()?;
     let name = program.name.clone();
     let mut world = LiveWorld::new(vec![program], Arc::clone(&sig.stop));
-    let cfg = Config::with_period((args.period_ms * 1e6) as u64, 0);
     let overhead = herd_engine::run(
         policy.as_mut(),
         &machine,

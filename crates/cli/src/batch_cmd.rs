@@ -229,15 +229,15 @@ fn results(
 
 /// Runs the batch once under `policy` (`None`: plain Linux, no loop at all).
 fn run_once(
+    machine: &herd_topo::Machine,
     entries: &[Entry],
     policy: Option<&str>,
-    period_ms: f64,
+    cfg: &Config,
     sig: &Signals,
     trace: &mut Option<std::fs::File>,
 ) -> Result<RunResult, Failure> {
-    let machine = herd_topo::Machine::this_machine().map_err(|e| Failure::Internal(e.into()))?;
-    let cpu_before = crate::run_cmd::cpu_seconds(libc::RUSAGE_SELF);
-    let children_before = crate::run_cmd::cpu_seconds(libc::RUSAGE_CHILDREN);
+    let cpu_before = crate::meter::cpu_seconds(libc::RUSAGE_SELF);
+    let children_before = crate::meter::cpu_seconds(libc::RUSAGE_CHILDREN);
     let programs = spawn_all(entries)?;
     let mut world = LiveWorld::new(programs, Arc::clone(&sig.stop));
     let (variant, decisions) = match policy {
@@ -253,15 +253,14 @@ fn run_once(
         }
         Some(spec) => {
             let mut p = herd_policy::build(spec).map_err(|e| Failure::Input(e.into()))?;
-            let cfg = Config::with_period((period_ms * 1e6) as u64, 0);
             let names: Vec<String> = entries.iter().map(|e| e.name.clone()).collect();
             let overhead = herd_engine::run(
                 p.as_mut(),
-                &machine,
+                machine,
                 &Estimates::new(),
                 &mut world,
                 &mut WallMeter::default(),
-                &cfg,
+                cfg,
                 |view, _| {
                     if let Some(f) = trace.as_mut() {
                         // The view shows what held during the last period.
@@ -285,17 +284,10 @@ fn run_once(
         }
     };
     world.restore();
-    if let Some(signal) = sig.received() {
-        for p in world.programs().iter().filter(|p| p.alive()) {
-            let _ = herd_runtime::control::signal(p.pid, signal);
-        }
-        eprintln!(
-            "herd: got signal {signal}: resumed and restored every program, passed the signal on, waiting for them"
-        );
-    }
+    sig.pass_on(&world);
     world.wait_all();
-    let herd_cpu = crate::run_cmd::cpu_seconds(libc::RUSAGE_SELF) - cpu_before;
-    let programs_cpu = crate::run_cmd::cpu_seconds(libc::RUSAGE_CHILDREN) - children_before;
+    let herd_cpu = crate::meter::cpu_seconds(libc::RUSAGE_SELF) - cpu_before;
+    let programs_cpu = crate::meter::cpu_seconds(libc::RUSAGE_CHILDREN) - children_before;
     Ok(results(
         &variant,
         entries,
@@ -319,11 +311,12 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// `herd batch`; returns 0, or 1 if any program failed.
 pub fn run(args: &BatchArgs) -> Result<u8, Failure> {
-    if !(args.period_ms.is_finite() && args.period_ms > 0.0) || args.repeat == 0 {
-        return Err(Failure::Input(anyhow::anyhow!(
-            "--period-ms must be > 0 and --repeat >= 1"
-        )));
+    let cfg = crate::period_config(args.period_ms)?;
+    if args.repeat == 0 {
+        return Err(Failure::Input(anyhow::anyhow!("--repeat must be at least 1")));
     }
+    // Read the topology once for every run.
+    let machine = crate::this_machine()?;
     herd_policy::build(&args.policy).map_err(|e| Failure::Input(e.into()))?;
     if let Some(c) = &args.compare {
         if c != "linux" {
@@ -367,7 +360,7 @@ pub fn run(args: &BatchArgs) -> Result<u8, Failure> {
                 args.repeat,
                 v.unwrap_or("linux (no herd)")
             );
-            runs.push(run_once(&entries, v, args.period_ms, &sig, &mut trace)?);
+            runs.push(run_once(&machine, &entries, v, &cfg, &sig, &mut trace)?);
         }
     }
     let failed = runs

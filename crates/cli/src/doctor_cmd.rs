@@ -25,7 +25,7 @@ struct DoctorJson<'a> {
 
 /// `herd doctor`.
 pub fn run(args: &DoctorArgs) -> Result<(), Failure> {
-    let machine = herd_topo::Machine::this_machine().map_err(|e| Failure::Internal(e.into()))?;
+    let machine = crate::this_machine()?;
     let report = doctor::probe(&machine, &Roots::default());
     if args.json {
         output::print_json(&DoctorJson {

@@ -66,12 +66,25 @@ impl MachineArgs {
         let loaded = match (&self.input, &self.synthetic) {
             (Some(path), _) => herd_topo::Machine::from_path(path),
             (None, Some(spec)) => herd_topo::Machine::synthetic(spec),
-            (None, None) => {
-                return herd_topo::Machine::this_machine().map_err(|e| Failure::Internal(e.into()));
-            }
+            (None, None) => return this_machine(),
         };
         loaded.map_err(|e| Failure::Input(e.into()))
     }
+}
+
+/// The machine herd runs on; failing to read it is herd's problem (exit 3).
+pub fn this_machine() -> Result<herd_topo::Machine, Failure> {
+    herd_topo::Machine::this_machine().map_err(|e| Failure::Internal(e.into()))
+}
+
+/// The loop's configuration for a `--period-ms` flag, checked.
+pub fn period_config(period_ms: f64) -> Result<herd_engine::Config, Failure> {
+    if !(period_ms.is_finite() && period_ms > 0.0) {
+        return Err(Failure::Input(anyhow::anyhow!(
+            "--period-ms must be a positive number, got {period_ms}"
+        )));
+    }
+    Ok(herd_engine::Config::with_period((period_ms * 1e6) as u64, 0))
 }
 
 /// Why a command failed; decides the exit code.

@@ -10,7 +10,6 @@ use std::os::unix::process::ExitStatusExt;
 use std::sync::Arc;
 
 use clap::Args;
-use herd_engine::Config;
 use herd_policy::{Estimates, Placement};
 use herd_runtime::live::{LiveWorld, Program};
 
@@ -43,28 +42,11 @@ pub struct RunArgs {
     cmd: Vec<String>,
 }
 
-/// CPU time of the calling process (`who` = RUSAGE_SELF) or its waited-for
-/// children (RUSAGE_CHILDREN), in seconds.
-pub fn cpu_seconds(who: i32) -> f64 {
-    // SAFETY: rusage is plain data; getrusage fills it.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: u is a valid, writable rusage.
-    if unsafe { libc::getrusage(who, &mut u) } != 0 {
-        return 0.0;
-    }
-    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 * 1e-6;
-    t(u.ru_utime) + t(u.ru_stime)
-}
-
 /// `herd run`; returns the exit code to leave with (the program's).
 pub fn run(args: &RunArgs) -> Result<u8, Failure> {
-    if !(args.period_ms.is_finite() && args.period_ms > 0.0) {
-        return Err(Failure::Input(anyhow::anyhow!(
-            "--period-ms must be a positive number"
-        )));
-    }
+    let cfg = crate::period_config(args.period_ms)?;
     let mut policy = herd_policy::build(&args.policy).map_err(|e| Failure::Input(e.into()))?;
-    let machine = herd_topo::Machine::this_machine().map_err(|e| Failure::Internal(e.into()))?;
+    let machine = crate::this_machine()?;
     // Signals first, so none is lost between spawn and the loop.
     let sig = Signals::install()?;
     let child = herd_runtime::live::spawn(&args.cmd)
@@ -74,9 +56,8 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
         .map_or(args.cmd[0].clone(), |n| n.to_string_lossy().into_owned());
     let program = Program::new(name.clone(), args.cmd.join(" "), child.id() as i32, Some(child));
     let mut world = LiveWorld::new(vec![program], Arc::clone(&sig.stop));
-    let cfg = Config::with_period((args.period_ms * 1e6) as u64, 0);
     let started = std::time::Instant::now();
-    let herd_cpu_before = cpu_seconds(libc::RUSAGE_SELF);
+    let herd_cpu_before = crate::meter::cpu_seconds(libc::RUSAGE_SELF);
     let mut meter = WallMeter::default();
     let explain = args.explain;
     let overhead = herd_engine::run(
@@ -105,20 +86,11 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
         },
     );
     world.restore();
-    if let Some(signal) = sig.received() {
-        let pid = world.programs()[0].pid;
-        if world.programs()[0].alive() {
-            // Pass the signal on; the program decides what it means.
-            let _ = herd_runtime::control::signal(pid, signal);
-        }
-        eprintln!(
-            "herd: got signal {signal}: resumed and restored the program, passed the signal on, waiting for it to exit"
-        );
-    }
+    sig.pass_on(&world);
     let status = world.wait_all()[0];
     let wall = started.elapsed().as_secs_f64();
-    let herd_cpu = cpu_seconds(libc::RUSAGE_SELF) - herd_cpu_before;
-    let prog_cpu = cpu_seconds(libc::RUSAGE_CHILDREN);
+    let herd_cpu = crate::meter::cpu_seconds(libc::RUSAGE_SELF) - herd_cpu_before;
+    let prog_cpu = crate::meter::cpu_seconds(libc::RUSAGE_CHILDREN);
     let s = world.stats;
     let mut summary = String::new();
     let _ = write!(

@@ -31,6 +31,18 @@ impl Signals {
         Ok(sig)
     }
 
+    /// Passes the signal herd received, if any, on to every program still
+    /// running (call after `LiveWorld::restore`, so none is stopped).
+    pub fn pass_on(&self, world: &herd_runtime::live::LiveWorld) {
+        let Some(signal) = self.received() else { return };
+        for p in world.programs().iter().filter(|p| p.alive()) {
+            let _ = herd_runtime::control::signal(p.pid, signal);
+        }
+        eprintln!(
+            "herd: got signal {signal}: resumed and restored the programs, passed the signal on, waiting for them"
+        );
+    }
+
     /// The signal received, if any.
     pub fn received(&self) -> Option<i32> {
         Some(self.received.load(Ordering::Relaxed)).filter(|&s| s != 0)

@@ -14,7 +14,9 @@ fn herd() -> Command {
 }
 
 /// A Python program with three worker threads. After `delay` seconds it
-/// prints "tid cpus" for each of its threads (from /proc), then waits for
+/// prints "tid cpus" for each of its threads (from /proc) in creation
+/// order, which is the order herd discovers and ranks them (sorting thread
+/// ids would not do: ids wrap around), then waits for
 /// its workers (which live `life` seconds) and exits with code 3.
 fn threads_program(delay: f64, life: f64) -> String {
     format!(
@@ -23,7 +25,7 @@ fn threads_program(delay: f64, life: f64) -> String {
          [t.start() for t in ts]\n\
          time.sleep({delay})\n\
          pid = os.getpid()\n\
-         for tid in sorted(int(x) for x in os.listdir(f'/proc/{{pid}}/task')):\n\
+         for tid in [pid] + [t.native_id for t in ts]:\n\
          \x20   status = open(f'/proc/{{pid}}/task/{{tid}}/status').read()\n\
          \x20   print(tid, [l.split(':')[1].strip() for l in status.splitlines() if l.startswith('Cpus_allowed_list')][0], flush=True)\n\
          [t.join() for t in ts]\n\
@@ -69,7 +71,7 @@ fn static_compact_puts_every_thread_on_its_cpu() {
         })
         .collect();
     assert_eq!(lines.len(), 4, "main thread and three workers: {lines:?}");
-    // Ranks follow thread ids; rank r runs on the r-th CPU of the order.
+    // Rank r (creation order) runs on the r-th CPU of the order.
     for (rank, (_, cpus)) in lines.iter().enumerate() {
         assert_eq!(
             cpus,

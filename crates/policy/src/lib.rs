@@ -149,22 +149,6 @@ impl Params {
             .map_or(default, |(_, v)| v.as_str())
     }
 
-    /// The value of `key` as a number, or `default`.
-    pub fn f64_or(&self, key: &str, default: f64) -> Result<f64, PolicyError> {
-        match self.values.iter().rev().find(|(k, _)| k == key) {
-            None => Ok(default),
-            Some((_, v)) => {
-                v.parse::<f64>()
-                    .ok()
-                    .filter(|x| x.is_finite())
-                    .ok_or_else(|| PolicyError::Param {
-                        policy: self.policy.into(),
-                        why: format!("{key}={v} is not a finite number"),
-                    })
-            }
-        }
-    }
-
     fn one_of<'a>(&self, key: &str, default: &'a str, allowed: &[&'a str]) -> Result<&'a str, PolicyError> {
         let v = self.str_or(key, default);
         allowed

@@ -332,6 +332,8 @@ pub struct LiveWorld {
     stop: Arc<AtomicBool>,
     buf: Vec<u8>,
     perf: PerfBudget,
+    /// Which programs were alive when `snapshot.jobs` was built.
+    jobs_alive: Vec<bool>,
     /// One pidfd per program (`None` where the kernel has none): the clock
     /// sleeps on them, waking at the deadline or the moment one exits.
     pidfds: Vec<Option<std::os::fd::OwnedFd>>,
@@ -359,6 +361,7 @@ impl LiveWorld {
         LiveWorld {
             pidfds,
             perf: PerfBudget::default(),
+            jobs_alive: Vec::new(),
             proc_root: PathBuf::from("/proc"),
             programs,
             tasks: BTreeMap::new(),
@@ -388,8 +391,7 @@ impl LiveWorld {
                     }
                     // Not our child (attached): gone when /proc says so.
                     None if p.exited_ns.is_none() => {
-                        let state = procfs::sample(&self.proc_root, p.pid, p.pid).map(|s| s.state);
-                        if matches!(state, None | Some('Z') | Some('X')) {
+                        if matches!(procfs::state(&self.proc_root, p.pid), None | Some('Z' | 'X')) {
                             p.exited_ns = Some(now);
                         }
                     }
@@ -522,19 +524,26 @@ impl Sensor for LiveWorld {
         // Tracks not seen again are threads that exited.
         self.tasks = seen;
         self.stats.max_threads = self.stats.max_threads.max(tasks.len());
-        let jobs = self
-            .programs
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| p.alive())
-            .map(|(j, p)| JobView {
-                id: j as u32,
-                name: p.name.clone(),
-                program: p.program.clone(),
-                arrival_ns: p.arrival_ns,
-                memory_hint: p.memory_hint,
-            })
-            .collect();
+        // Job views change only when a program exits: rebuild them then,
+        // not every period.
+        let alive: Vec<bool> = self.programs.iter().map(Program::alive).collect();
+        let jobs = if alive == self.jobs_alive {
+            std::mem::take(&mut self.snapshot.jobs)
+        } else {
+            self.jobs_alive = alive;
+            self.programs
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| p.alive())
+                .map(|(j, p)| JobView {
+                    id: j as u32,
+                    name: p.name.clone(),
+                    program: p.program.clone(),
+                    arrival_ns: p.arrival_ns,
+                    memory_hint: p.memory_hint,
+                })
+                .collect()
+        };
         let period_ns = now_ns.saturating_sub(self.snapshot.now_ns);
         self.snapshot = Snapshot {
             now_ns,
@@ -641,11 +650,9 @@ impl LiveWorld {
 fn wait_stopped(proc_root: &std::path::Path, pids: &[i32]) {
     let deadline = Instant::now() + STOP_WAIT;
     while Instant::now() < deadline {
-        let pending = pids.iter().any(|&pid| {
-            let stat =
-                std::fs::read_to_string(proc_root.join(pid.to_string()).join("stat")).unwrap_or_default();
-            matches!(procfs::parse_stat(&stat), Some((st, _)) if !matches!(st, 'T' | 't' | 'Z' | 'X'))
-        });
+        let pending = pids.iter().any(
+            |&pid| matches!(procfs::state(proc_root, pid), Some(st) if !matches!(st, 'T' | 't' | 'Z' | 'X')),
+        );
         if !pending {
             return;
         }

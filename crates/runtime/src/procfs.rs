@@ -67,24 +67,17 @@ pub fn threads(proc_root: &Path, pid: i32) -> Vec<i32> {
     tids
 }
 
-/// Samples one thread; `None` if it is gone (threads come and go between
-/// listing and reading: that is normal, not an error). Reads `stat` and
-/// `schedstat`; [`sample_migrations`] gives the exact migration count.
+/// Samples one thread once; `None` if it is gone (threads come and go
+/// between listing and reading: that is normal, not an error). The live
+/// sensor keeps a [`ThreadFiles`] open instead of calling this every period.
 pub fn sample(proc_root: &Path, pid: i32, tid: i32) -> Option<ThreadSample> {
-    let dir = proc_root.join(pid.to_string()).join("task").join(tid.to_string());
-    let (state, cpu) = parse_stat(&fs::read_to_string(dir.join("stat")).ok()?)?;
-    let (run_ns, wait_ns) = fs::read_to_string(dir.join("schedstat"))
-        .ok()
-        .and_then(|t| parse_schedstat(&t))
-        .unwrap_or((0, 0));
-    Some(ThreadSample {
-        tid,
-        state,
-        cpu,
-        run_ns,
-        wait_ns,
-        migrations: None,
-    })
+    ThreadFiles::open(proc_root, pid, tid)?.sample(&mut Vec::new())
+}
+
+/// The state letter of process `pid` (R, S, D, T, Z...), `None` once it is gone.
+pub fn state(proc_root: &Path, pid: i32) -> Option<char> {
+    let text = fs::read_to_string(proc_root.join(pid.to_string()).join("stat")).ok()?;
+    parse_stat(&text).map(|(st, _)| st)
 }
 
 /// The kernel's exact migration count for a thread. `sched` is a large file

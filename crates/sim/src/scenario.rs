@@ -316,7 +316,7 @@ pub struct Scenario {
     pub model: ModelParams,
     /// The sensor's signals.
     pub sensor: SensorSpec,
-    /// Policies to compare, `linux` first.
+    /// Policies to compare (`compare` runs `linux` first in any case).
     pub policies: Vec<String>,
     /// Seeds.
     pub seeds: Vec<u64>,
@@ -498,13 +498,10 @@ impl Scenario {
                 "every job restarts, so the run never ends: set horizon_s".into(),
             ));
         }
-        let mut policies = vec!["linux".to_string()];
-        for p in spec.policies {
-            herd_policy::build(&p).map_err(|e| err(None, Some("policies".into()), e.to_string()))?;
-            if !policies.contains(&p) {
-                policies.push(p);
-            }
+        for p in &spec.policies {
+            herd_policy::build(p).map_err(|e| err(None, Some("policies".into()), e.to_string()))?;
         }
+        let policies = spec.policies;
         let name = spec.name.unwrap_or_else(|| {
             std::path::Path::new(file)
                 .file_stem()
