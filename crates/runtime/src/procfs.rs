@@ -80,15 +80,17 @@ pub fn state(proc_root: &Path, pid: i32) -> Option<char> {
     parse_stat(&text).map(|(st, _)| st)
 }
 
+/// `/proc/<pid>/task/<tid>`.
+fn task_dir(proc_root: &Path, pid: i32, tid: i32) -> std::path::PathBuf {
+    proc_root.join(pid.to_string()).join("task").join(tid.to_string())
+}
+
 /// The kernel's exact migration count for a thread. `sched` is a large file
-/// the kernel formats on every read, too costly to read for every thread
-/// every period; the live sensor counts changes of the last CPU instead.
+/// the kernel formats on every read, too costly for every thread every
+/// period; the live sensor uses perf's `cpu-migrations` instead, and counts
+/// changes of the last CPU where perf is not available.
 pub fn sample_migrations(proc_root: &Path, pid: i32, tid: i32) -> Option<u64> {
-    let path = proc_root
-        .join(pid.to_string())
-        .join("task")
-        .join(tid.to_string())
-        .join("sched");
+    let path = task_dir(proc_root, pid, tid).join("sched");
     parse_migrations(&fs::read_to_string(path).ok()?)
 }
 
@@ -105,7 +107,7 @@ pub struct ThreadFiles {
 impl ThreadFiles {
     /// Opens thread `tid` of `pid`; `None` if it is gone.
     pub fn open(proc_root: &Path, pid: i32, tid: i32) -> Option<ThreadFiles> {
-        let dir = proc_root.join(pid.to_string()).join("task").join(tid.to_string());
+        let dir = task_dir(proc_root, pid, tid);
         Some(ThreadFiles {
             tid,
             stat: fs::File::open(dir.join("stat")).ok()?,
@@ -143,11 +145,7 @@ fn read_all<'a>(file: &fs::File, buf: &'a mut Vec<u8>) -> Option<&'a str> {
 
 /// The CPUs thread `tid` of `pid` may run on, as the kernel reports them.
 pub fn allowed(proc_root: &Path, pid: i32, tid: i32) -> Option<CpuSet> {
-    let path = proc_root
-        .join(pid.to_string())
-        .join("task")
-        .join(tid.to_string())
-        .join("status");
+    let path = task_dir(proc_root, pid, tid).join("status");
     parse_allowed(&fs::read_to_string(path).ok()?)
 }
 
