@@ -45,6 +45,8 @@ pub struct BatchArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    mechanism: crate::mechanism::MechanismArgs,
 }
 
 #[derive(Debug, Deserialize)]
@@ -144,6 +146,8 @@ struct RunResult {
     programs_cpu_s: f64,
     /// herd's CPU time / the programs' CPU time, in percent.
     overhead_pct: f64,
+    /// How herd paused and confined programs (`none` under plain Linux).
+    mechanism: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -190,6 +194,7 @@ fn results(
     world: &LiveWorld,
     decisions: u64,
     cpu_s: (f64, f64),
+    mechanism: String,
 ) -> RunResult {
     let (herd_cpu_s, programs_cpu_s) = cpu_s;
     let programs: Vec<ProgramResult> = world
@@ -224,6 +229,7 @@ fn results(
         } else {
             0.0
         },
+        mechanism,
     }
 }
 
@@ -235,11 +241,18 @@ fn run_once(
     cfg: &Config,
     sig: &Signals,
     trace: &mut Option<std::fs::File>,
+    mechanism: &crate::mechanism::MechanismArgs,
 ) -> Result<RunResult, Failure> {
     let cpu_before = crate::meter::cpu_seconds(libc::RUSAGE_SELF);
     let children_before = crate::meter::cpu_seconds(libc::RUSAGE_CHILDREN);
+    // Set up before anything starts, so a refusal leaves nothing behind.
+    let mechanism = match policy {
+        Some(_) => Some(mechanism.setup()?),
+        None => None,
+    };
     let programs = spawn_all(entries)?;
     let mut world = LiveWorld::new(programs, Arc::clone(&sig.stop));
+    let used = mechanism.map_or("none".to_string(), |m| m.attach(&mut world));
     let (variant, decisions) = match policy {
         None => {
             // No intervention: let them go, wait for them, nothing else.
@@ -294,6 +307,7 @@ fn run_once(
         &world,
         decisions,
         (herd_cpu, programs_cpu),
+        used,
     ))
 }
 
@@ -360,7 +374,15 @@ pub fn run(args: &BatchArgs) -> Result<u8, Failure> {
                 args.repeat,
                 v.unwrap_or("linux (no herd)")
             );
-            runs.push(run_once(&machine, &entries, v, &cfg, &sig, &mut trace)?);
+            runs.push(run_once(
+                &machine,
+                &entries,
+                v,
+                &cfg,
+                &sig,
+                &mut trace,
+                &args.mechanism,
+            )?);
         }
     }
     let failed = runs
@@ -419,6 +441,11 @@ fn table(name: &str, runs: &[RunResult], entries: &[Entry], wall_s: f64) -> Stri
     }
     row("herd_cpu_s", &|r| r.herd_cpu_s);
     row("herd_overhead_pct", &|r| r.overhead_pct);
+    for v in &variants {
+        if let Some(r) = runs.iter().find(|r| r.variant == *v && r.mechanism != "none") {
+            let _ = writeln!(s, "{v} used: {}", r.mechanism);
+        }
+    }
     let _ = writeln!(
         s,
         "logs: {}",

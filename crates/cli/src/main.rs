@@ -9,6 +9,7 @@
 mod attach_cmd;
 mod batch_cmd;
 mod doctor_cmd;
+mod mechanism;
 mod meter;
 mod output;
 mod policies_cmd;
@@ -123,6 +124,10 @@ fn main() -> ExitCode {
             argv.get(3).map_or("", String::as_str)
         );
         return ExitCode::from(127);
+    }
+    // The guard that thaws and removes herd's cgroups once herd is gone.
+    if argv.get(1).map(String::as_str) == Some(herd_runtime::cgroup::GUARD_ARG) {
+        return ExitCode::from(herd_runtime::cgroup::guard_main(&argv[2..]) as u8);
     }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

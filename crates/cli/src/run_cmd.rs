@@ -29,6 +29,12 @@ pub struct RunArgs {
     /// Print each placement decision and its reason on stderr.
     #[arg(long)]
     explain: bool,
+    /// Run the program with N threads: sets OMP_NUM_THREADS=N and replaces
+    /// `{threads}` in its arguments.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    threads: Option<u32>,
+    #[command(flatten)]
+    mechanism: crate::mechanism::MechanismArgs,
     /// The profile database (default: $XDG_DATA_HOME/herd/herd.db, else ~/.local/share/herd/herd.db).
     #[arg(long, value_name = "PATH")]
     db: Option<std::path::PathBuf>,
@@ -49,13 +55,16 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     let machine = crate::this_machine()?;
     // Signals first, so none is lost between spawn and the loop.
     let sig = Signals::install()?;
-    let child = herd_runtime::live::spawn(&args.cmd)
+    let mechanism = args.mechanism.setup()?;
+    let (argv, opts) = with_threads(&args.cmd, args.threads);
+    let child = herd_runtime::live::spawn_with(&argv, &opts)
         .map_err(|e| Failure::Input(anyhow::anyhow!("cannot run '{}': {e}", args.cmd[0])))?;
     let name = std::path::Path::new(&args.cmd[0])
         .file_name()
         .map_or(args.cmd[0].clone(), |n| n.to_string_lossy().into_owned());
     let program = Program::new(name.clone(), args.cmd.join(" "), child.id() as i32, Some(child));
     let mut world = LiveWorld::new(vec![program], Arc::clone(&sig.stop));
+    let mechanism = mechanism.attach(&mut world);
     let started = std::time::Instant::now();
     let herd_cpu_before = crate::meter::cpu_seconds(libc::RUSAGE_SELF);
     let mut meter = WallMeter::default();
@@ -96,7 +105,7 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     let _ = write!(
         summary,
         "herd: {name} under {} for {wall:.2} s: {prog_cpu:.2} s CPU, up to {} threads, {} placements{}, {} migrations{}; \
-         herd used {:.1} ms CPU ({:.2}% of the program's), {} decisions at {:.1} us each",
+         herd used {:.1} ms CPU ({:.2}% of the program's), {} decisions at {:.1} us each; {mechanism}",
         policy.name(),
         s.max_threads,
         s.placements,
@@ -136,6 +145,22 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
             .map_or_else(|| 128 + st.signal().unwrap_or(0) as u8, |c| c as u8),
         None => 1,
     })
+}
+
+/// The command line and environment for `--threads N`: `{threads}` in any
+/// argument becomes N, and OpenMP (and the BLAS libraries that honour it)
+/// gets OMP_NUM_THREADS=N.
+fn with_threads(cmd: &[String], threads: Option<u32>) -> (Vec<String>, herd_runtime::live::SpawnOptions) {
+    let mut opts = herd_runtime::live::SpawnOptions::default();
+    let Some(n) = threads else {
+        return (cmd.to_vec(), opts);
+    };
+    opts.env.push(("OMP_NUM_THREADS".into(), n.to_string()));
+    let argv = cmd
+        .iter()
+        .map(|a| a.replace("{threads}", &n.to_string()))
+        .collect();
+    (argv, opts)
 }
 
 /// Records the completed run in the profile database. A database problem is

@@ -3,7 +3,7 @@
 //! SIGINT nor SIGKILL of herd leaves a program stopped or a zombie behind.
 
 mod common;
-use common::state_of;
+use common::{children_of, frozen, state_of};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -25,17 +25,34 @@ fn batch(dir: &Path, n: usize, seconds: f64) -> PathBuf {
     path
 }
 
-/// Pids of the processes whose parent is `parent`.
-fn children_of(parent: u32) -> Vec<i32> {
-    std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children"))
-        .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|p| p.parse().ok())
-        .collect()
+/// Whether this machine has a cgroup freezer herd can use; says so when not.
+fn freezer_here() -> bool {
+    let (_, pause) = common::mechanisms();
+    if pause == "signals" {
+        eprintln!("skipped: no cgroup freezer on this machine (herd doctor)");
+    }
+    pause != "signals"
+}
+
+/// Whether `pid` is waiting its turn: stopped by a signal or frozen.
+fn waiting(pid: i32) -> bool {
+    state_of(pid) == Some('T') || frozen(pid)
 }
 
 #[test]
-fn four_programs_on_the_cpus_take_turns_and_all_finish() {
+fn programs_take_turns_stopped_by_signals_and_all_finish() {
+    take_turns("signals");
+}
+
+#[test]
+fn programs_take_turns_in_the_freezer_and_all_finish() {
+    if freezer_here() {
+        take_turns("freezer");
+    }
+}
+
+/// Twice as many programs as CPUs under `--pause pause`.
+fn take_turns(pause: &str) {
     let tmp = tempfile::tempdir().unwrap();
     let cpus = std::thread::available_parallelism().unwrap().get();
     let file = batch(tmp.path(), 2 * cpus, 0.6);
@@ -49,6 +66,8 @@ fn four_programs_on_the_cpus_take_turns_and_all_finish() {
             "--trace",
             trace.to_str().unwrap(),
             "--json",
+            "--pause",
+            pause,
         ])
         .args(["--logs", tmp.path().join("logs").to_str().unwrap()])
         .stdout(Stdio::piped())
@@ -63,14 +82,14 @@ fn four_programs_on_the_cpus_take_turns_and_all_finish() {
         // programs (a stop signal in flight for microseconds) is discarded,
         // while a real excess, which lasts a whole 50 ms period, is caught.
         let pids = children_of(child.id());
-        let read = || pids.iter().map(|&p| state_of(p)).collect::<Vec<_>>();
+        let read = || pids.iter().map(|&p| (state_of(p), frozen(p))).collect::<Vec<_>>();
         let first = read();
         std::thread::sleep(Duration::from_millis(2));
         let second = read();
         if first == second {
             let running = first
                 .iter()
-                .filter(|s| matches!(s, Some('R') | Some('S') | Some('D')))
+                .filter(|(s, frozen)| matches!(s, Some('R') | Some('S') | Some('D')) && !frozen)
                 .count();
             most_running = most_running.max(running);
             samples += 1;
@@ -95,6 +114,13 @@ fn four_programs_on_the_cpus_take_turns_and_all_finish() {
         "the trace shows {most_traced} running at once"
     );
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mechanism = doc["runs"][0]["mechanism"].as_str().unwrap();
+    let expected = if pause == "signals" {
+        "pause=signals"
+    } else {
+        "freezer"
+    };
+    assert!(mechanism.contains(expected), "{mechanism}");
     let programs = doc["runs"][0]["programs"].as_array().unwrap();
     assert_eq!(programs.len(), 2 * cpus);
     assert!(
@@ -105,11 +131,20 @@ fn four_programs_on_the_cpus_take_turns_and_all_finish() {
     assert_eq!(log.trim(), "done", "output goes to the log");
 }
 
-fn kill_mid_batch(signal: i32) -> Vec<i32> {
+/// Kills herd with `signal` in the middle of a batch paused with `pause`;
+/// returns herd's pid and the programs' pids.
+fn kill_mid_batch(signal: i32, pause: &str) -> (u32, Vec<i32>) {
     let tmp = tempfile::tempdir().unwrap();
     let file = batch(tmp.path(), 4, 30.0);
     let mut child = herd()
-        .args(["batch", file.to_str().unwrap(), "--period-ms", "30"])
+        .args([
+            "batch",
+            file.to_str().unwrap(),
+            "--period-ms",
+            "30",
+            "--pause",
+            pause,
+        ])
         .args(["--logs", tmp.path().join("logs").to_str().unwrap()])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -119,7 +154,7 @@ fn kill_mid_batch(signal: i32) -> Vec<i32> {
     let pids = children_of(child.id());
     assert_eq!(pids.len(), 4, "the batch started");
     assert!(
-        pids.iter().any(|&p| state_of(p) == Some('T')),
+        pids.iter().any(|&p| waiting(p)),
         "some programs were waiting their turn"
     );
     // SAFETY: plain kill.
@@ -129,12 +164,23 @@ fn kill_mid_batch(signal: i32) -> Vec<i32> {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(child.try_wait().unwrap().is_some(), "herd ended");
-    pids
+    (child.id(), pids)
 }
 
 #[test]
 fn sigint_mid_batch_leaves_nothing_stopped_or_unreaped() {
-    let pids = kill_mid_batch(libc::SIGINT);
+    sigint_mid_batch("signals");
+}
+
+#[test]
+fn sigint_mid_batch_leaves_nothing_frozen_or_unreaped() {
+    if freezer_here() {
+        sigint_mid_batch("freezer");
+    }
+}
+
+fn sigint_mid_batch(pause: &str) {
+    let (_, pids) = kill_mid_batch(libc::SIGINT, pause);
     // herd passed SIGINT on and reaped every program: none is left at all.
     for pid in pids {
         assert_eq!(
@@ -148,15 +194,28 @@ fn sigint_mid_batch_leaves_nothing_stopped_or_unreaped() {
 
 #[test]
 fn sigkill_mid_batch_leaves_nothing_stopped() {
+    // PR_SET_PDEATHSIG = SIGCONT: the kernel continues every stopped program.
+    sigkill_mid_batch("signals");
+}
+
+#[test]
+fn sigkill_mid_batch_leaves_nothing_frozen() {
+    // herd's guard sees herd's pipe close, thaws and removes the groups.
+    if freezer_here() {
+        sigkill_mid_batch("freezer");
+    }
+}
+
+fn sigkill_mid_batch(pause: &str) {
     // Orphans come to us, so we can check for zombies and reap them.
     // SAFETY: prctl on ourselves.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    let pids = kill_mid_batch(libc::SIGKILL);
-    // PR_SET_PDEATHSIG = SIGCONT: the kernel continued every stopped program.
+    let (herd_pid, pids) = kill_mid_batch(libc::SIGKILL, pause);
     let deadline = Instant::now() + Duration::from_secs(3);
-    while pids.iter().any(|&p| state_of(p) == Some('T')) && Instant::now() < deadline {
+    while pids.iter().any(|&p| waiting(p)) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
+    let left_waiting: Vec<i32> = pids.iter().copied().filter(|&p| waiting(p)).collect();
     let states: Vec<Option<char>> = pids.iter().map(|&p| state_of(p)).collect();
     for &pid in &pids {
         // SAFETY: end the orphans and reap them.
@@ -165,9 +224,22 @@ fn sigkill_mid_batch_leaves_nothing_stopped() {
             libc::waitpid(pid, std::ptr::null_mut(), 0);
         }
     }
+    for mount in [
+        "/sys/fs/cgroup/unified",
+        "/sys/fs/cgroup",
+        "/sys/fs/cgroup/cpuset",
+        "/sys/fs/cgroup/freezer",
+    ] {
+        let dir = Path::new(mount).join(format!("herd-{herd_pid}"));
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while dir.exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!dir.exists(), "{} was left behind", dir.display());
+    }
     assert!(
-        states.iter().all(|s| *s != Some('T')),
-        "stopped programs left behind: {states:?}"
+        left_waiting.is_empty(),
+        "stopped or frozen programs left behind: {left_waiting:?} in {states:?}"
     );
     assert!(states.iter().all(|s| *s != Some('Z')), "zombies: {states:?}");
     for pid in pids {

@@ -127,13 +127,9 @@ fn a_stopped_program_continues_when_herd_is_killed() {
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
     // Find herd's child, stop it as a pausing policy would, then SIGKILL herd.
-    let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", herd_proc.id())).unwrap();
-    let pid: i32 = children
-        .split_whitespace()
-        .next()
-        .expect("herd has a child")
-        .parse()
-        .unwrap();
+    let pid = *common::children_of(herd_proc.id())
+        .first()
+        .expect("herd has a child");
     // SAFETY: plain kill calls.
     unsafe { libc::kill(pid, libc::SIGSTOP) };
     std::thread::sleep(Duration::from_millis(100));
@@ -149,6 +145,75 @@ fn a_stopped_program_continues_when_herd_is_killed() {
     // SAFETY: clean up the orphan.
     unsafe { libc::kill(pid, libc::SIGKILL) };
     assert_ne!(state, Some('T'), "the program was left stopped");
+}
+
+/// A program that, after `delay` seconds, asks for every CPU itself and
+/// prints the CPUs it got.
+fn escape_program(delay: f64) -> String {
+    format!(
+        "import os, time\ntime.sleep({delay})\ntry:\n    os.sched_setaffinity(0, range(os.cpu_count()))\nexcept OSError:\n    pass\nprint(','.join(map(str, sorted(os.sched_getaffinity(0)))))\n"
+    )
+}
+
+#[test]
+fn a_cgroup_cpuset_keeps_a_program_inside() {
+    let (cpuset, _) = common::mechanisms();
+    if cpuset == "affinity-only" {
+        eprintln!("skipped: no cgroup cpuset on this machine (herd doctor)");
+        return;
+    }
+    let all: Vec<String> = (0..std::thread::available_parallelism().unwrap().get())
+        .map(|c| c.to_string())
+        .collect();
+    for (confine, expected) in [("cgroup", "0".to_string()), ("affinity", all.join(","))] {
+        // One thread, compact: CPU 0. Then the program asks for all CPUs.
+        let out = herd()
+            .args([
+                "run",
+                "--policy",
+                "static:compact",
+                "--period-ms",
+                "20",
+                "--confine",
+                confine,
+            ])
+            .args(["--", "python3", "-c", &escape_program(0.5)])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            expected,
+            "--confine {confine}: {stderr}"
+        );
+        if confine == "cgroup" {
+            assert!(stderr.contains("confine=cgroup"), "{stderr}");
+        }
+    }
+}
+
+#[test]
+fn threads_flag_sets_omp_and_the_template() {
+    let out = herd()
+        .args([
+            "run",
+            "--threads",
+            "3",
+            "--",
+            "sh",
+            "-c",
+            "echo $OMP_NUM_THREADS {threads}",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "3 3");
+    let bad = herd()
+        .args(["run", "--threads", "0", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
 }
 
 #[test]

@@ -79,6 +79,8 @@ pub struct Report {
     pub cpuset_path: Option<String>,
     /// The pause mechanism herd will use.
     pub pause: PauseBackend,
+    /// Where that freezer hierarchy is mounted, if herd pauses through one.
+    pub pause_path: Option<String>,
 }
 
 impl Report {
@@ -168,28 +170,9 @@ pub fn probe(machine: &Machine, roots: &Roots) -> Report {
     caps.push(probe_schedstat(roots));
     caps.push(probe_psi(roots));
 
-    let mounts_path = roots.proc_dir.join("self/mounts");
-    let mounts = parse_mounts(&fs::read_to_string(&mounts_path).unwrap_or_default());
+    let mounts = parse_mounts(&fs::read_to_string(roots.proc_dir.join("self/mounts")).unwrap_or_default());
     let (v1_cpuset, v2_cpuset, v1_freezer, v2_freeze) = probe_cgroups(&mounts, roots);
-    let cpuset = if v2_cpuset.available {
-        CpusetBackend::CgroupV2
-    } else if v1_cpuset.available {
-        CpusetBackend::CgroupV1
-    } else {
-        CpusetBackend::AffinityOnly
-    };
-    let cpuset_path = match cpuset {
-        CpusetBackend::CgroupV2 => v2_cpuset.path.clone(),
-        CpusetBackend::CgroupV1 => v1_cpuset.path.clone(),
-        CpusetBackend::AffinityOnly => None,
-    };
-    let pause = if v2_freeze.available {
-        PauseBackend::CgroupV2Freeze
-    } else if v1_freezer.available {
-        PauseBackend::CgroupV1Freezer
-    } else {
-        PauseBackend::Signals
-    };
+    let chosen = choose(&mounts, [&v1_cpuset, &v2_cpuset, &v1_freezer, &v2_freeze]);
     caps.extend([v1_cpuset, v2_cpuset, v1_freezer, v2_freeze]);
     caps.push(probe_resctrl(&mounts, roots));
     caps.push(probe_rapl(roots));
@@ -208,9 +191,62 @@ pub fn probe(machine: &Machine, roots: &Roots) -> Report {
     ));
     Report {
         capabilities: caps,
+        cpuset: chosen.cpuset,
+        cpuset_path: chosen.cpuset_path.map(|p| p.display().to_string()),
+        pause: chosen.pause,
+        pause_path: chosen.pause_path.map(|p| p.display().to_string()),
+    }
+}
+
+/// The cpuset and pause mechanisms herd will use, with the mount points of
+/// their hierarchies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mechanisms {
+    /// How programs are confined.
+    pub cpuset: CpusetBackend,
+    /// The cpuset hierarchy's mount point.
+    pub cpuset_path: Option<PathBuf>,
+    /// How programs are paused.
+    pub pause: PauseBackend,
+    /// The freezer hierarchy's mount point.
+    pub pause_path: Option<PathBuf>,
+}
+
+/// The mechanisms `herd doctor` would pick, without the counter probes.
+pub fn mechanisms(roots: &Roots) -> Mechanisms {
+    let mounts = parse_mounts(&fs::read_to_string(roots.proc_dir.join("self/mounts")).unwrap_or_default());
+    let (a, b, c, d) = probe_cgroups(&mounts, roots);
+    choose(&mounts, [&a, &b, &c, &d])
+}
+
+/// Prefers v2 over v1 and a cgroup over signals and plain affinity.
+fn choose(mounts: &[Mount], [v1_cpuset, v2_cpuset, v1_freezer, v2_freeze]: [&Capability; 4]) -> Mechanisms {
+    let v2_dir = || {
+        mounts
+            .iter()
+            .find(|m| m.fstype == "cgroup2")
+            .map(|m| m.dir.clone())
+    };
+    let v1_dir = |c| v1_mount(mounts, c).map(|m| m.dir.clone());
+    let (cpuset, cpuset_path) = if v2_cpuset.available {
+        (CpusetBackend::CgroupV2, v2_dir())
+    } else if v1_cpuset.available {
+        (CpusetBackend::CgroupV1, v1_dir("cpuset"))
+    } else {
+        (CpusetBackend::AffinityOnly, None)
+    };
+    let (pause, pause_path) = if v2_freeze.available {
+        (PauseBackend::CgroupV2Freeze, v2_dir())
+    } else if v1_freezer.available {
+        (PauseBackend::CgroupV1Freezer, v1_dir("freezer"))
+    } else {
+        (PauseBackend::Signals, None)
+    };
+    Mechanisms {
         cpuset,
         cpuset_path,
         pause,
+        pause_path,
     }
 }
 

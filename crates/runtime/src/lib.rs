@@ -5,6 +5,7 @@
 //! simulator) is pure; a missing kernel feature shows up here as data
 //! (a [`doctor::Capability`] that is not available), never as a panic.
 
+pub mod cgroup;
 pub mod control;
 pub mod doctor;
 pub mod live;

@@ -22,6 +22,7 @@ use herd_engine::{Actuator, Clock, Sensor};
 use herd_policy::{JobView, Level, Obs, Placement, Plan, Snapshot, SystemObs, TaskState, TaskView};
 use herd_topo::CpuSet;
 
+use crate::cgroup::{CgroupError, Cgroups};
 use crate::control;
 use crate::perf::{self, Event};
 use crate::procfs::{self, ThreadSample};
@@ -164,6 +165,8 @@ pub struct Program {
     pub status: Option<ExitStatus>,
     /// Whether herd has it stopped.
     pub paused: bool,
+    /// Whether that stop is a cgroup freeze (thawed, not continued).
+    pub frozen: bool,
     /// When it exited, relative to the world's start.
     pub exited_ns: Option<u64>,
     /// Started held (stopped before its first instruction): continued after
@@ -211,6 +214,7 @@ impl Program {
             memory_hint: None,
             status: None,
             paused: false,
+            frozen: false,
             exited_ns: None,
             held: false,
         }
@@ -337,6 +341,8 @@ pub struct LiveWorld {
     /// One pidfd per program (`None` where the kernel has none): the clock
     /// sleeps on them, waking at the deadline or the moment one exits.
     pidfds: Vec<Option<std::os::fd::OwnedFd>>,
+    /// herd's cgroups for the programs it started, when it uses any.
+    cgroups: Option<Cgroups>,
     /// What herd did.
     pub stats: LiveStats,
 }
@@ -369,8 +375,26 @@ impl LiveWorld {
             start: Instant::now(),
             stop,
             buf: Vec::new(),
+            cgroups: None,
             stats: LiveStats::default(),
         }
+    }
+
+    /// Manages the programs herd started through `cgroups`: each moves into
+    /// its own groups now (a held program before its first instruction).
+    /// Returns the programs that could not be moved; they fall back to
+    /// signals and per-thread affinity.
+    pub fn use_cgroups(&mut self, mut cgroups: Cgroups) -> Vec<(String, CgroupError)> {
+        let mut failed = Vec::new();
+        for (job, p) in self.programs.iter().enumerate() {
+            if p.child.is_some() && p.alive() {
+                if let Err(e) = cgroups.adopt(job, p.pid) {
+                    failed.push((p.name.clone(), e));
+                }
+            }
+        }
+        self.cgroups = Some(cgroups);
+        failed
     }
 
     /// The managed programs.
@@ -404,7 +428,16 @@ impl LiveWorld {
     /// Continues every program herd stopped and gives every thread whose
     /// affinity herd changed its original affinity back.
     pub fn restore(&mut self) {
+        // Out of herd's groups first: that thaws frozen programs, and in v1
+        // resets affinities, which the loop below then puts back.
+        if let Some(cg) = self.cgroups.as_mut() {
+            cg.release();
+        }
         for p in &mut self.programs {
+            if p.frozen {
+                p.paused = false;
+                p.frozen = false;
+            }
             if (p.paused || p.held) && p.alive() {
                 let _ = control::signal(p.pid, libc::SIGCONT);
             }
@@ -496,6 +529,8 @@ impl Sensor for LiveWorld {
                 track.last = sample;
                 let state = match sample.state {
                     'T' | 't' if p.paused || p.held => TaskState::Paused,
+                    // A frozen task shows as sleeping: herd's own record says why.
+                    _ if p.frozen => TaskState::Paused,
                     'R' => TaskState::Runnable,
                     _ => TaskState::Blocked,
                 };
@@ -578,6 +613,7 @@ impl Actuator for LiveWorld {
 
 impl LiveWorld {
     fn apply_plan(&mut self, plan: &Plan) {
+        self.confine(plan);
         // Pauses first, then runs: a co-scheduler's limit on how many
         // programs run at once holds even while a plan is being applied.
         let pauses = plan
@@ -594,24 +630,27 @@ impl LiveWorld {
             .filter(|(_, p)| matches!(p, Placement::Pause { .. }))
             .count();
         let mut stopping = Vec::new();
+        let mut freezing = Vec::new();
         for (i, (id, placement)) in ordered.into_iter().enumerate() {
-            if i == n_pauses && !stopping.is_empty() {
+            if i == n_pauses && !(stopping.is_empty() && freezing.is_empty()) {
                 // A stop signal to a runnable process waiting for a CPU is
-                // only acted on once it is scheduled; continuing others
-                // before then would let more run than the plan allows.
-                wait_stopped(&self.proc_root, &stopping);
+                // only acted on once it is scheduled, and a freeze once each
+                // task returns to user space; continuing others before then
+                // would let more run than the plan allows.
+                wait_stopped(&self.proc_root, &stopping, &freezing, self.cgroups.as_ref());
             }
             let tid = *id as i32;
             let Some(track) = self.tasks.get_mut(&tid) else {
                 continue;
             };
-            let Some(p) = self.programs.get_mut(track.job) else {
+            let job = track.job;
+            let Some(p) = self.programs.get_mut(job) else {
                 continue;
             };
             match placement {
                 Placement::Run { cpus, .. } => {
-                    if p.paused && !p.held && control::signal(p.pid, libc::SIGCONT).is_ok() {
-                        p.paused = false;
+                    if p.paused && !p.held {
+                        resume(p, job, self.cgroups.as_mut());
                     }
                     if track.placed.as_ref() == Some(cpus) {
                         continue;
@@ -625,34 +664,104 @@ impl LiveWorld {
                         Err(_) => self.stats.failed_placements += 1,
                     }
                 }
-                // SIGSTOP stops a whole process: pausing one of its tasks
-                // pauses the program.
+                // A pause stops a whole process (SIGSTOP) or its whole
+                // cgroup: pausing one of its tasks pauses the program.
                 Placement::Pause { .. } => {
                     if p.held {
                         // Already stopped: just keep it so.
                         p.paused = true;
                         p.held = false;
                         self.stats.pauses += 1;
-                    } else if !p.paused && control::signal(p.pid, libc::SIGSTOP).is_ok() {
-                        p.paused = true;
-                        self.stats.pauses += 1;
-                        stopping.push(p.pid);
+                    } else if !p.paused {
+                        let freezer = self.cgroups.as_mut().filter(|c| c.freezes() && c.has(job));
+                        if let Some(cg) = freezer {
+                            if cg.freeze(job, true).is_ok() {
+                                p.paused = true;
+                                p.frozen = true;
+                                self.stats.pauses += 1;
+                                freezing.push(job);
+                            }
+                        } else if control::signal(p.pid, libc::SIGSTOP).is_ok() {
+                            p.paused = true;
+                            self.stats.pauses += 1;
+                            stopping.push(p.pid);
+                        }
                     }
+                }
+            }
+        }
+    }
+
+    /// Sets each cgrouped program's cpuset to the union of its threads'
+    /// placements after `plan`, before any thread is placed (a thread cannot
+    /// be given CPUs outside its cpuset). A program with a thread herd has
+    /// not placed keeps its cpuset, so that thread is not squeezed.
+    fn confine(&mut self, plan: &Plan) {
+        let Some(cg) = self.cgroups.as_mut().filter(|c| c.confines()) else {
+            return;
+        };
+        let named: BTreeMap<i32, &Placement> = plan.tasks.iter().map(|(id, p)| (*id as i32, p)).collect();
+        let mut want: Vec<Option<Option<CpuSet>>> = vec![Some(None); self.programs.len()];
+        for (&tid, track) in &self.tasks {
+            let Some(slot) = want.get_mut(track.job) else {
+                continue;
+            };
+            let placed = match named.get(&tid) {
+                Some(Placement::Run { cpus, .. }) => Some(cpus),
+                _ => track.placed.as_ref(),
+            };
+            match (slot.as_mut(), placed) {
+                (Some(acc), Some(cpus)) => *acc = Some(acc.take().map_or(cpus.clone(), |a| a.union(cpus))),
+                (Some(_), None) => *slot = None,
+                (None, _) => {}
+            }
+        }
+        for (job, union) in want.into_iter().enumerate() {
+            let Some(Some(cpus)) = union else {
+                continue;
+            };
+            if !cg.has(job) || !matches!(cg.set_cpus(job, &cpus), Ok(true)) {
+                continue;
+            }
+            // A v1 cpuset write resets every task's affinity to the cpuset:
+            // place the job's threads again (those in the plan are placed
+            // by apply_plan, the others here).
+            for (&tid, track) in self.tasks.iter_mut().filter(|(_, t)| t.job == job) {
+                let Some(cpus) = track.placed.take() else {
+                    continue;
+                };
+                if !named.contains_key(&tid) && control::set_affinity(tid, &cpus).is_ok() {
+                    track.placed = Some(cpus);
                 }
             }
         }
     }
 }
 
-/// Waits until every process in `pids` shows state T (stopped) or is gone,
-/// for at most STOP_WAIT: a process that ignores the wait (it cannot block
-/// SIGSTOP, but it may be in uninterruptible sleep) does not hold herd up.
-fn wait_stopped(proc_root: &std::path::Path, pids: &[i32]) {
+/// Lets a paused program run again, the way it was paused.
+fn resume(p: &mut Program, job: usize, cgroups: Option<&mut Cgroups>) {
+    if p.frozen {
+        if let Some(cg) = cgroups {
+            if cg.freeze(job, false).is_ok() {
+                p.paused = false;
+                p.frozen = false;
+            }
+        }
+    } else if control::signal(p.pid, libc::SIGCONT).is_ok() {
+        p.paused = false;
+    }
+}
+
+/// Waits until every process in `pids` shows state T (stopped) or is gone
+/// and every job in `jobs` is frozen, for at most STOP_WAIT: a process that
+/// ignores the wait (it cannot block SIGSTOP, but it may be in
+/// uninterruptible sleep) does not hold herd up.
+fn wait_stopped(proc_root: &std::path::Path, pids: &[i32], jobs: &[usize], cgroups: Option<&Cgroups>) {
     let deadline = Instant::now() + STOP_WAIT;
     while Instant::now() < deadline {
         let pending = pids.iter().any(
             |&pid| matches!(procfs::state(proc_root, pid), Some(st) if !matches!(st, 'T' | 't' | 'Z' | 'X')),
-        );
+        ) || cgroups.is_some_and(|cg| jobs.iter().any(|&j| !cg.is_frozen(j)));
         if !pending {
             return;
         }

@@ -9,3 +9,59 @@ pub fn state_of(pid: i32) -> Option<char> {
         .chars()
         .next()
 }
+
+/// Pids of the processes whose parent is `parent`, leaving out herd's
+/// cgroup guard (a child of herd that is not a managed program).
+#[allow(dead_code)]
+pub fn children_of(parent: u32) -> Vec<i32> {
+    std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .filter(|p| {
+            !std::fs::read_to_string(format!("/proc/{p}/cmdline")).is_ok_and(|c| c.contains("__cgroup-guard"))
+        })
+        .collect()
+}
+
+/// Whether process `pid` sits in a frozen cgroup (v2 `cgroup.events`, or
+/// the v1 freezer's `freezer.state`).
+#[allow(dead_code)]
+pub fn frozen(pid: i32) -> bool {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) else {
+        return false;
+    };
+    text.lines().any(|line| {
+        let mut f = line.splitn(3, ':');
+        let (id, controllers, path) = (
+            f.next().unwrap_or(""),
+            f.next().unwrap_or(""),
+            f.next().unwrap_or(""),
+        );
+        let path = path.trim_start_matches('/');
+        if id == "0" {
+            std::fs::read_to_string(format!("/sys/fs/cgroup/unified/{path}/cgroup.events"))
+                .or_else(|_| std::fs::read_to_string(format!("/sys/fs/cgroup/{path}/cgroup.events")))
+                .is_ok_and(|t| t.lines().any(|l| l.trim() == "frozen 1"))
+        } else if controllers.split(',').any(|c| c == "freezer") {
+            std::fs::read_to_string(format!("/sys/fs/cgroup/freezer/{path}/freezer.state"))
+                .is_ok_and(|t| t.trim() == "FROZEN")
+        } else {
+            false
+        }
+    })
+}
+
+/// The mechanisms `herd doctor --json` says herd will use: (cpuset, pause).
+#[allow(dead_code)]
+pub fn mechanisms() -> (String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_herd"))
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    (
+        v["cpuset"].as_str().unwrap_or("").to_string(),
+        v["pause"].as_str().unwrap_or("").to_string(),
+    )
+}

@@ -1,0 +1,131 @@
+//! `--pause` and `--confine`: which kernel mechanisms `herd run` and `herd
+//! batch` use for the programs they start.
+
+use clap::{Args, ValueEnum};
+use herd_runtime::cgroup::{Cgroups, Request, Version};
+use herd_runtime::doctor::{self, CpusetBackend, PauseBackend, Roots};
+use herd_runtime::live::LiveWorld;
+
+use crate::Failure;
+
+/// How to pause programs.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PauseArg {
+    /// The cgroup freezer where `herd doctor` finds one, else signals.
+    Auto,
+    /// SIGSTOP/SIGCONT to the process.
+    Signals,
+    /// The cgroup freezer (v2 `cgroup.freeze`, else v1 `freezer`); an error where there is none.
+    Freezer,
+}
+
+/// How to confine programs to CPUs.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfineArg {
+    /// A cgroup cpuset where `herd doctor` finds one, else affinity only.
+    Auto,
+    /// Per-thread sched_setaffinity only.
+    Affinity,
+    /// A cpuset per program (children and new threads stay inside) plus per-thread affinity.
+    Cgroup,
+}
+
+/// The mechanism flags of `herd run` and `herd batch`.
+#[derive(Args, Debug, Clone)]
+pub struct MechanismArgs {
+    /// How to pause programs that wait their turn.
+    #[arg(long, value_enum, default_value_t = PauseArg::Auto)]
+    pause: PauseArg,
+    /// How to confine programs to the CPUs a policy gives them.
+    #[arg(long, value_enum, default_value_t = ConfineArg::Auto)]
+    confine: ConfineArg,
+}
+
+impl MechanismArgs {
+    /// Sets up what the flags ask for, before any program starts, and says
+    /// in a few words what is in use. An explicitly requested mechanism that
+    /// the machine lacks is exit 3; `auto` falls back with a warning.
+    pub fn setup(&self) -> Result<Mechanism, Failure> {
+        let found = doctor::mechanisms(&Roots::default());
+        let freezer = match (self.pause, found.pause, &found.pause_path) {
+            (PauseArg::Signals, ..) => None,
+            (_, PauseBackend::CgroupV2Freeze, Some(p)) => Some((Version::V2, p.clone())),
+            (_, PauseBackend::CgroupV1Freezer, Some(p)) => Some((Version::V1, p.clone())),
+            (PauseArg::Freezer, ..) => {
+                return Err(unavailable("--pause freezer", "no writable cgroup freezer"));
+            }
+            (PauseArg::Auto, ..) => None,
+        };
+        let cpuset = match (self.confine, found.cpuset, &found.cpuset_path) {
+            (ConfineArg::Affinity, ..) => None,
+            (_, CpusetBackend::CgroupV2, Some(p)) => Some((Version::V2, p.clone())),
+            (_, CpusetBackend::CgroupV1, Some(p)) => Some((Version::V1, p.clone())),
+            (ConfineArg::Cgroup, ..) => {
+                return Err(unavailable("--confine cgroup", "no writable cgroup cpuset"));
+            }
+            (ConfineArg::Auto, ..) => None,
+        };
+        let describe = |f: &Option<(Version, std::path::PathBuf)>, what: &str, none: &str| match f {
+            Some((Version::V2, _)) => format!("cgroup v2 {what}"),
+            Some((Version::V1, _)) => format!("cgroup v1 {what}"),
+            None => none.to_string(),
+        };
+        let fallback = Mechanism {
+            cgroups: None,
+            said: "pause=signals confine=affinity".to_string(),
+        };
+        if freezer.is_none() && cpuset.is_none() {
+            return Ok(fallback);
+        }
+        let said = format!(
+            "pause={} confine={}",
+            describe(&freezer, "freezer", "signals"),
+            describe(&cpuset, "cpuset", "affinity")
+        );
+        let request = Request {
+            cpuset: cpuset.clone(),
+            freezer: freezer.clone(),
+        };
+        let exe = std::env::current_exe().map_err(|e| Failure::Internal(e.into()))?;
+        match Cgroups::new(&request, &exe) {
+            Ok(cg) => Ok(Mechanism {
+                cgroups: Some(cg),
+                said,
+            }),
+            Err(e) if self.pause == PauseArg::Freezer || self.confine == ConfineArg::Cgroup => Err(
+                Failure::Internal(anyhow::anyhow!("cannot set up herd's cgroups: {e}")),
+            ),
+            Err(e) => {
+                eprintln!("herd: not using cgroups ({e}); pausing with signals, confining with affinity");
+                Ok(fallback)
+            }
+        }
+    }
+}
+
+/// The mechanisms set up for one run.
+pub struct Mechanism {
+    cgroups: Option<Cgroups>,
+    /// What is in use, e.g. `pause=cgroup v2 freezer confine=cgroup v1 cpuset`.
+    pub said: String,
+}
+
+impl Mechanism {
+    /// Hands the cgroups to `world`, whose programs move into them now.
+    pub fn attach(self, world: &mut LiveWorld) -> String {
+        if let Some(cg) = self.cgroups {
+            for (name, e) in world.use_cgroups(cg) {
+                eprintln!(
+                    "herd: program '{name}' stays out of herd's cgroups ({e}): signals and affinity for it"
+                );
+            }
+        }
+        self.said
+    }
+}
+
+fn unavailable(flag: &str, what: &str) -> Failure {
+    Failure::Internal(anyhow::anyhow!(
+        "{flag}: this machine has {what} (see `herd doctor`)"
+    ))
+}

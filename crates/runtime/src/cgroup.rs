@@ -1,0 +1,438 @@
+//! Whole-program cgroups: a cpuset that confines a program and everything it
+//! forks, and a freezer that pauses it without signals.
+//!
+//! Layout: herd makes `herd-<its pid>/` under its own cgroup in each
+//! hierarchy it uses, and one `job-<i>/` under that per managed program.
+//! Programs start in herd's own cgroup (they are herd's children), so
+//! "home", where they go back on release, is herd's own cgroup.
+//!
+//! A frozen cgroup stays frozen if herd dies: the kernel never thaws it. So
+//! herd starts a guard process (`herd __cgroup-guard`, in its own session,
+//! deaf to terminal signals) holding the read end of a pipe. When herd exits
+//! by any means, SIGKILL included, the pipe closes and the guard thaws every
+//! job group, moves its processes home and removes the groups.
+//!
+//! Only programs herd starts are moved into cgroups: moving a process that
+//! `herd attach` found would take it out of the group its owner (systemd, a
+//! batch system) put it in.
+
+use std::fs;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+
+use herd_topo::CpuSet;
+
+/// The hidden first argument that makes the herd binary a cgroup guard.
+pub const GUARD_ARG: &str = "__cgroup-guard";
+
+/// A cgroup operation that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CgroupError {
+    /// A cgroup file or directory could not be read, written or made.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// What the kernel said.
+        source: io::Error,
+    },
+    /// `/proc/self/cgroup` does not name herd's place in a hierarchy.
+    #[error("herd's own cgroup in the {0} hierarchy is not in /proc/self/cgroup")]
+    NoHome(String),
+    /// The guard process could not be started.
+    #[error("cannot start the cgroup guard: {0}")]
+    Guard(io::Error),
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> CgroupError + '_ {
+    move |source| CgroupError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn write(path: &Path, text: &str) -> Result<(), CgroupError> {
+    fs::write(path, text).map_err(io_err(path))
+}
+
+fn read(path: &Path) -> Result<String, CgroupError> {
+    fs::read_to_string(path).map_err(io_err(path))
+}
+
+/// Which cgroup interface a hierarchy speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    /// A v1 hierarchy with one controller (`cpuset`, `freezer`).
+    V1,
+    /// The unified hierarchy.
+    V2,
+}
+
+/// One hierarchy herd uses.
+#[derive(Debug, Clone)]
+struct Hierarchy {
+    version: Version,
+    /// herd's own cgroup: where programs start and return.
+    home: PathBuf,
+    /// `home/herd-<pid>`.
+    base: PathBuf,
+}
+
+impl Hierarchy {
+    fn job(&self, job: usize) -> PathBuf {
+        self.base.join(format!("job-{job}"))
+    }
+}
+
+/// herd's place in a hierarchy, from `/proc/self/cgroup` text: the v2 line
+/// (`0::/path`) for `None`, else the v1 line listing `controller`.
+pub fn own_path(proc_self_cgroup: &str, controller: Option<&str>) -> Option<String> {
+    proc_self_cgroup.lines().find_map(|line| {
+        let mut f = line.splitn(3, ':');
+        let (id, controllers, path) = (f.next()?, f.next()?, f.next()?);
+        let wanted = match controller {
+            None => id == "0" && controllers.is_empty(),
+            Some(c) => controllers.split(',').any(|x| x == c),
+        };
+        wanted.then(|| path.trim_start_matches('/').to_string())
+    })
+}
+
+/// The mechanisms herd was asked to use, with the hierarchies' mount points.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    /// Confine programs with a cpuset in this hierarchy.
+    pub cpuset: Option<(Version, PathBuf)>,
+    /// Pause programs with the freezer of this hierarchy.
+    pub freezer: Option<(Version, PathBuf)>,
+}
+
+/// What one program's groups hold now.
+#[derive(Debug, Clone, Default)]
+struct JobState {
+    cpus: Option<CpuSet>,
+    frozen: bool,
+}
+
+/// herd's cgroups for the programs it started.
+#[derive(Debug)]
+pub struct Cgroups {
+    cpuset: Option<Hierarchy>,
+    freezer: Option<Hierarchy>,
+    jobs: Vec<Option<JobState>>,
+    guard: Option<(Child, ChildStdin)>,
+}
+
+impl Cgroups {
+    /// Makes herd's groups for `request`, reading herd's own place from
+    /// `/proc/self/cgroup`, and starts the guard (`guard_exe GUARD_ARG ...`).
+    pub fn new(request: &Request, guard_exe: &Path) -> Result<Cgroups, CgroupError> {
+        let own = read(Path::new("/proc/self/cgroup"))?;
+        let mut made = Vec::new();
+        let mut setup = |want: &Option<(Version, PathBuf)>, controller: &str| {
+            let Some((version, mount)) = want else {
+                return Ok(None);
+            };
+            let key = (*version == Version::V1).then_some(controller);
+            let rel = own_path(&own, key).ok_or_else(|| CgroupError::NoHome(controller.to_string()))?;
+            let home = mount.join(rel);
+            let base = home.join(format!("herd-{}", std::process::id()));
+            make_group(&base, &home, *version, controller)?;
+            made.push((base.clone(), home.clone()));
+            Ok::<_, CgroupError>(Some(Hierarchy {
+                version: *version,
+                home,
+                base,
+            }))
+        };
+        let cpuset = setup(&request.cpuset, "cpuset");
+        let freezer = cpuset.and_then(|c| Ok((c, setup(&request.freezer, "freezer")?)));
+        let (cpuset, freezer) = match freezer {
+            Ok(pair) => pair,
+            Err(e) => {
+                for (base, home) in &made {
+                    release_tree(base, home);
+                }
+                return Err(e);
+            }
+        };
+        let guard = match spawn_guard(guard_exe, &made) {
+            Ok(g) => g,
+            Err(e) => {
+                for (base, home) in &made {
+                    release_tree(base, home);
+                }
+                return Err(CgroupError::Guard(e));
+            }
+        };
+        Ok(Cgroups {
+            cpuset,
+            freezer,
+            jobs: Vec::new(),
+            guard: Some(guard),
+        })
+    }
+
+    /// Whether herd pauses through a freezer.
+    pub fn freezes(&self) -> bool {
+        self.freezer.is_some()
+    }
+
+    /// Whether herd confines programs with a cpuset.
+    pub fn confines(&self) -> bool {
+        self.cpuset.is_some()
+    }
+
+    fn hierarchies(&self) -> impl Iterator<Item = &Hierarchy> {
+        self.cpuset.iter().chain(self.freezer.iter())
+    }
+
+    /// Puts process `pid` (all its threads) into job `job`'s groups.
+    pub fn adopt(&mut self, job: usize, pid: i32) -> Result<(), CgroupError> {
+        for h in self
+            .cpuset
+            .iter()
+            .map(|h| (h, "cpuset"))
+            .chain(self.freezer.iter().map(|h| (h, "freezer")))
+        {
+            let (h, controller) = h;
+            let dir = h.job(job);
+            if !dir.exists() {
+                make_group(&dir, &h.base, h.version, controller)?;
+            }
+            write(&dir.join("cgroup.procs"), &pid.to_string())?;
+        }
+        if self.jobs.len() <= job {
+            self.jobs.resize(job + 1, None);
+        }
+        self.jobs[job] = Some(JobState::default());
+        Ok(())
+    }
+
+    /// Whether job `job` is in herd's groups.
+    pub fn has(&self, job: usize) -> bool {
+        matches!(self.jobs.get(job), Some(Some(_)))
+    }
+
+    /// Confines job `job` to `cpus`. Returns whether the cpuset changed: a
+    /// v1 cpuset write resets its tasks' affinities, so the caller must set
+    /// them again.
+    pub fn set_cpus(&mut self, job: usize, cpus: &CpuSet) -> Result<bool, CgroupError> {
+        let (Some(h), Some(Some(state))) = (&self.cpuset, self.jobs.get_mut(job)) else {
+            return Ok(false);
+        };
+        if state.cpus.as_ref() == Some(cpus) {
+            return Ok(false);
+        }
+        write(&h.job(job).join("cpuset.cpus"), &cpus.to_string())?;
+        state.cpus = Some(cpus.clone());
+        Ok(true)
+    }
+
+    /// Freezes (`true`) or thaws job `job`.
+    pub fn freeze(&mut self, job: usize, frozen: bool) -> Result<(), CgroupError> {
+        let (Some(h), Some(Some(state))) = (&self.freezer, self.jobs.get_mut(job)) else {
+            return Ok(());
+        };
+        set_frozen(&h.job(job), h.version, frozen)?;
+        state.frozen = frozen;
+        Ok(())
+    }
+
+    /// Whether the kernel has finished freezing job `job` (a freeze is
+    /// asynchronous: tasks stop at their next return to user space).
+    pub fn is_frozen(&self, job: usize) -> bool {
+        let Some(h) = &self.freezer else {
+            return false;
+        };
+        is_frozen(&h.job(job), h.version)
+    }
+
+    /// Thaws every job, moves every process home and removes herd's groups,
+    /// then lets the guard go. Safe to call more than once.
+    pub fn release(&mut self) {
+        for h in self.hierarchies() {
+            release_tree(&h.base, &h.home);
+        }
+        self.jobs.clear();
+        if let Some((mut child, stdin)) = self.guard.take() {
+            drop(stdin);
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Cgroups {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+fn make_group(dir: &Path, parent: &Path, version: Version, controller: &str) -> Result<(), CgroupError> {
+    match fs::create_dir(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io_err(dir)(e)),
+    }
+    match (version, controller) {
+        // A new v1 cpuset is empty, and a task cannot join an empty cpuset:
+        // start from the parent's CPUs and memory nodes.
+        (Version::V1, "cpuset") => {
+            for file in ["cpuset.mems", "cpuset.cpus"] {
+                let value = read(&parent.join(file))?;
+                write(&dir.join(file), value.trim())?;
+            }
+        }
+        // In v2 a controller works in a group only when its parent enables
+        // it for its children.
+        (Version::V2, "cpuset") => write(&parent.join("cgroup.subtree_control"), "+cpuset")?,
+        _ => {}
+    }
+    Ok(())
+}
+
+fn set_frozen(dir: &Path, version: Version, frozen: bool) -> Result<(), CgroupError> {
+    match version {
+        Version::V2 => write(&dir.join("cgroup.freeze"), if frozen { "1" } else { "0" }),
+        Version::V1 => write(
+            &dir.join("freezer.state"),
+            if frozen { "FROZEN" } else { "THAWED" },
+        ),
+    }
+}
+
+fn is_frozen(dir: &Path, version: Version) -> bool {
+    match version {
+        Version::V2 => fs::read_to_string(dir.join("cgroup.events"))
+            .is_ok_and(|t| t.lines().any(|l| l.trim() == "frozen 1")),
+        Version::V1 => fs::read_to_string(dir.join("freezer.state")).is_ok_and(|t| t.trim() == "FROZEN"),
+    }
+}
+
+/// Thaws every group under `base`, moves its processes to `home`, removes
+/// the groups and `base`. Best effort: a process that exits meanwhile or a
+/// group the kernel still counts as busy is left for the next try.
+pub fn release_tree(base: &Path, home: &Path) {
+    let Ok(entries) = fs::read_dir(base) else {
+        return;
+    };
+    let home_procs = home.join("cgroup.procs");
+    for dir in entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+    {
+        // Thaw first: a v1 task cannot leave a frozen group.
+        if dir.join("cgroup.freeze").exists() {
+            let _ = set_frozen(&dir, Version::V2, false);
+        }
+        if dir.join("freezer.state").exists() {
+            let _ = set_frozen(&dir, Version::V1, false);
+        }
+        // A process forked while we move the others lands in the group
+        // too: read again until it is empty, a bounded number of times.
+        for _ in 0..100 {
+            let pids = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+            if pids.trim().is_empty() {
+                break;
+            }
+            for pid in pids.split_whitespace() {
+                let _ = fs::write(&home_procs, pid);
+            }
+        }
+        for _ in 0..50 {
+            match fs::remove_dir(&dir) {
+                Ok(()) => break,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => break,
+                // EBUSY while an exiting task is still counted.
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(2)),
+            }
+        }
+    }
+    let _ = fs::remove_dir(base);
+}
+
+fn spawn_guard(exe: &Path, groups: &[(PathBuf, PathBuf)]) -> io::Result<(Child, ChildStdin)> {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(exe);
+    cmd.arg(GUARD_ARG);
+    for (base, home) in groups {
+        cmd.arg(base).arg(home);
+    }
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: setsid is async-signal-safe; it puts the guard in its own
+    // session so a terminal's Ctrl-C or a kill of herd's process group does
+    // not reach it.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn()?;
+    let stdin = child
+        .stdin
+        .take()
+        .ok_or_else(|| io::Error::other("no pipe to the guard"))?;
+    Ok((child, stdin))
+}
+
+/// The guard's whole life: `args` are (base, home) pairs. Waits until
+/// herd's end of standard input closes, then releases every pair. Returns
+/// the exit code.
+pub fn guard_main(args: &[String]) -> i32 {
+    // SAFETY: setting signal dispositions to SIG_IGN has no preconditions.
+    unsafe {
+        for sig in [
+            libc::SIGINT,
+            libc::SIGTERM,
+            libc::SIGHUP,
+            libc::SIGQUIT,
+            libc::SIGPIPE,
+        ] {
+            libc::signal(sig, libc::SIG_IGN);
+        }
+    }
+    let mut sink = [0u8; 64];
+    let mut stdin = io::stdin();
+    // herd never writes; read returns 0 (or fails) when herd is gone.
+    while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
+    for pair in args.chunks(2) {
+        if let [base, home] = pair {
+            release_tree(Path::new(base), Path::new(home));
+        }
+    }
+    let _ = io::stdout().flush();
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_path_reads_v1_and_v2_lines() {
+        let text = "12:cpuset:/batch/a\n6:freezer:/\n4:cpu,cpuacct:/x\n0::/user.slice/s.scope\n";
+        assert_eq!(own_path(text, Some("cpuset")).as_deref(), Some("batch/a"));
+        assert_eq!(own_path(text, Some("freezer")).as_deref(), Some(""));
+        assert_eq!(own_path(text, Some("cpuacct")).as_deref(), Some("x"));
+        assert_eq!(own_path(text, None).as_deref(), Some("user.slice/s.scope"));
+        assert_eq!(own_path("3:cpuset:/\n", None), None);
+        assert_eq!(own_path("0::/\n", Some("freezer")), None);
+    }
+
+    #[test]
+    fn release_tree_moves_nothing_it_cannot_and_removes_plain_dirs() {
+        // On a plain directory tree (no cgroupfs) release only removes what
+        // is empty and never panics.
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().join("herd-1");
+        fs::create_dir_all(base.join("job-0")).unwrap();
+        release_tree(&base, tmp.path());
+        assert!(!base.exists());
+        release_tree(&base, tmp.path());
+    }
+}
