@@ -148,6 +148,11 @@ struct RunResult {
     overhead_pct: f64,
     /// How herd paused and confined programs (`none` under plain Linux).
     mechanism: String,
+    /// Energy the machine used (RAPL), where it can tell.
+    energy_j: Option<f64>,
+    /// Bytes the programs moved to and from memory (resctrl MBM, else LLC
+    /// misses x 64 B), where the machine can tell.
+    mem_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -230,6 +235,8 @@ fn results(
             0.0
         },
         mechanism,
+        energy_j: s.energy_j,
+        mem_bytes: s.mem_bytes,
     }
 }
 
@@ -441,6 +448,9 @@ fn table(name: &str, runs: &[RunResult], entries: &[Entry], wall_s: f64) -> Stri
     }
     row("herd_cpu_s", &|r| r.herd_cpu_s);
     row("herd_overhead_pct", &|r| r.overhead_pct);
+    if runs.iter().all(|r| r.energy_j.is_some()) {
+        row("energy_j (RAPL)", &|r| r.energy_j.unwrap_or(0.0));
+    }
     for v in &variants {
         if let Some(r) = runs.iter().find(|r| r.variant == *v && r.mechanism != "none") {
             let _ = writeln!(s, "{v} used: {}", r.mechanism);

@@ -129,6 +129,16 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
         overhead.decisions,
         overhead.decide_ns_mean() / 1e3,
     );
+    if let Some(j) = s.energy_j {
+        let _ = write!(
+            summary,
+            "; the machine used {j:.1} J (RAPL, {:.1} W)",
+            j / wall.max(1e-9)
+        );
+    }
+    if let Some(b) = s.mem_bytes {
+        let _ = write!(summary, "; memory traffic {:.2} GB", b as f64 * 1e-9);
+    }
     eprintln!("{summary}");
     record_run(
         args,

@@ -441,11 +441,18 @@ fn probe_child_freeze(v2_root: &Path) -> Option<PathBuf> {
 fn probe_resctrl(mounts: &[Mount], roots: &Roots) -> Capability {
     if let Some(m) = mounts.iter().find(|m| m.fstype == "resctrl") {
         let mon = m.dir.join("mon_data");
-        return if mon.is_dir() {
+        return if crate::resctrl::Mbm::discover(&m.dir).is_some() {
             cap(
                 "resctrl.mbm",
                 true,
-                "resctrl is mounted with monitoring data",
+                "resctrl counts total memory bandwidth: herd monitors each program it manages",
+                Some(&mon),
+            )
+        } else if mon.is_dir() {
+            cap(
+                "resctrl.mbm",
+                false,
+                "resctrl is mounted with monitoring, but without mbm_total_bytes",
                 Some(&mon),
             )
         } else {
@@ -504,7 +511,12 @@ fn probe_rapl(roots: &Roots) -> Capability {
         Ok(_) => cap(
             "rapl",
             true,
-            format!("{} RAPL zone(s); package energy is readable", zones.len()),
+            format!(
+                "{} RAPL zone(s); herd reads energy from {}",
+                zones.len(),
+                crate::rapl::Rapl::discover(&roots.sys_dir)
+                    .map_or("none of them".to_string(), |r| r.names.join(", "))
+            ),
             Some(&energy),
         ),
         Err(e) => cap(

@@ -11,3 +11,5 @@ pub mod doctor;
 pub mod live;
 pub mod perf;
 pub mod procfs;
+pub mod rapl;
+pub mod resctrl;

@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,6 +26,8 @@ use crate::cgroup::{CgroupError, Cgroups};
 use crate::control;
 use crate::perf::{self, Event};
 use crate::procfs::{self, ThreadSample};
+use crate::rapl::Rapl;
+use crate::resctrl::Mbm;
 
 /// How to start a program beyond its argv.
 #[derive(Debug, Clone, Default)]
@@ -187,7 +189,7 @@ struct Track {
 }
 
 /// What herd did, for the run summary.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct LiveStats {
     /// Affinity changes applied.
     pub placements: u64,
@@ -200,6 +202,11 @@ pub struct LiveStats {
     pub pauses: u64,
     /// Most threads seen at once.
     pub max_threads: usize,
+    /// Energy the machine used while herd watched (RAPL), where it can tell.
+    pub energy_j: Option<f64>,
+    /// Bytes the managed programs moved to and from memory (resctrl MBM, else
+    /// LLC misses x 64 B), where the machine can tell.
+    pub mem_bytes: Option<u64>,
 }
 
 impl Program {
@@ -343,6 +350,12 @@ pub struct LiveWorld {
     pidfds: Vec<Option<std::os::fd::OwnedFd>>,
     /// herd's cgroups for the programs it started, when it uses any.
     cgroups: Option<Cgroups>,
+    /// RAPL energy counters, where the machine has them.
+    rapl: Option<Rapl>,
+    /// resctrl bandwidth monitoring, where mounted; `mbm_tried[j]` once
+    /// program j was offered to it.
+    mbm: Option<Mbm>,
+    mbm_tried: Vec<bool>,
     /// What herd did.
     pub stats: LiveStats,
 }
@@ -350,6 +363,15 @@ pub struct LiveWorld {
 /// How long `advance_to` sleeps at most between checks when it has no
 /// pidfd to wait on (kernels before 5.3).
 const POLL: Duration = Duration::from_millis(5);
+
+/// Where resctrl is mounted, if it is.
+fn resctrl_mount() -> Option<PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    crate::doctor::parse_mounts(&mounts)
+        .into_iter()
+        .find(|m| m.fstype == "resctrl")
+        .map(|m| m.dir)
+}
 
 /// A pidfd for `pid`: readable once the process exits (Linux >= 5.3).
 fn pidfd(pid: i32) -> Option<std::os::fd::OwnedFd> {
@@ -376,6 +398,9 @@ impl LiveWorld {
             stop,
             buf: Vec::new(),
             cgroups: None,
+            rapl: Rapl::discover(Path::new("/sys")),
+            mbm: resctrl_mount().and_then(|dir| Mbm::discover(&dir)),
+            mbm_tried: Vec::new(),
             stats: LiveStats::default(),
         }
     }
@@ -432,6 +457,9 @@ impl LiveWorld {
         // resets affinities, which the loop below then puts back.
         if let Some(cg) = self.cgroups.as_mut() {
             cg.release();
+        }
+        if let Some(mbm) = self.mbm.as_mut() {
+            mbm.release();
         }
         for p in &mut self.programs {
             if p.frozen {
@@ -579,19 +607,69 @@ impl Sensor for LiveWorld {
                 })
                 .collect()
         };
+        let system = self.measure_memory_and_energy(&mut tasks);
         let period_ns = now_ns.saturating_sub(self.snapshot.now_ns);
         self.snapshot = Snapshot {
             now_ns,
             period_ns,
             tasks,
             jobs,
-            system: SystemObs::default(),
+            system,
         };
         &self.snapshot
     }
 
     fn finished(&self) -> bool {
         self.stop.load(Ordering::Relaxed) || self.programs.iter().all(|p| !p.alive())
+    }
+}
+
+impl LiveWorld {
+    /// Per-program bandwidth from resctrl (split over a program's threads by
+    /// their CPU time this period, which is what the counters cannot tell
+    /// apart) and the machine's energy and traffic this period.
+    fn measure_memory_and_energy(&mut self, tasks: &mut [TaskView]) -> SystemObs {
+        let mut system = SystemObs::default();
+        if let Some(rapl) = self.rapl.as_mut() {
+            let j = rapl.delta_j();
+            system.energy_j = Some(j);
+            *self.stats.energy_j.get_or_insert(0.0) += j;
+        }
+        if let Some(mbm) = self.mbm.as_mut() {
+            self.mbm_tried.resize(self.programs.len(), false);
+            for (job, p) in self.programs.iter().enumerate() {
+                if !self.mbm_tried[job] && p.alive() {
+                    self.mbm_tried[job] = true;
+                    let tids = procfs::threads(&self.proc_root, p.pid);
+                    let _ = mbm.adopt(job, p.pid, &tids);
+                }
+                if !mbm.monitors(job) {
+                    continue;
+                }
+                let bytes = mbm.job_delta(job);
+                let (cpu, n) = tasks
+                    .iter()
+                    .filter(|t| t.job as usize == job)
+                    .fold((0u64, 0usize), |(c, n), t| (c + t.obs.cpu_time_ns, n + 1));
+                let n = n.max(1) as f64;
+                for t in tasks.iter_mut().filter(|t| t.job as usize == job) {
+                    t.obs.mem_bytes = bytes.map(|b| {
+                        let share = if cpu > 0 {
+                            t.obs.cpu_time_ns as f64 / cpu as f64
+                        } else {
+                            1.0 / n
+                        };
+                        (b as f64 * share).round() as u64
+                    });
+                }
+            }
+            system.mem_bytes = mbm.system_delta();
+        }
+        let ours: Option<u64> = tasks.iter().map(|t| t.obs.mem_bytes).sum();
+        if let Some(b) = ours {
+            *self.stats.mem_bytes.get_or_insert(0) += b;
+        }
+        system
     }
 }
 
