@@ -13,3 +13,4 @@ pub mod perf;
 pub mod procfs;
 pub mod rapl;
 pub mod resctrl;
+pub mod spawn;
