@@ -5,7 +5,9 @@
 //! holds. It knows nothing of bandwidth or NUMA: it is the plain
 //! co-scheduler that S1's bandwidth-aware choice of co-runners refines.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::{FxHashMap as HashMap, FxHashSet};
 
 use crate::{JobId, Plan, Policy, TaskId, View};
 
@@ -75,7 +77,7 @@ impl Policy for CoschedFair {
         }
         // Forget tasks that left, so the map does not grow without bound.
         if self.running.len() > 2 * tasks.len() + 64 {
-            let present: std::collections::HashSet<TaskId> = tasks.iter().map(|t| t.id).collect();
+            let present: FxHashSet<TaskId> = tasks.iter().map(|t| t.id).collect();
             self.running.retain(|id, _| present.contains(id));
         }
         plan

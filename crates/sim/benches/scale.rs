@@ -59,7 +59,7 @@ fn main() {
     let solo = vec![1.0; s.jobs.len()];
     for p in policies {
         let mut walls = Vec::new();
-        let mut counts = (0, 0, 0, 0, 0.0);
+        let mut counts = (0, 0, 0, 0, 0.0, 0);
         for _ in 0..3 {
             let t0 = Instant::now();
             let r =
@@ -71,6 +71,7 @@ fn main() {
                 r.sim_recomputes,
                 r.sim_solves,
                 r.sim_sweeps_per_solve,
+                r.sim_reused_observations,
             );
             assert!(
                 r.makespan_s >= horizon_s * 0.999,
@@ -79,10 +80,11 @@ fn main() {
             );
         }
         walls.sort_by(f64::total_cmp);
-        let (decisions, events, recomputes, solves, sweeps) = counts;
+        let (decisions, events, recomputes, solves, sweeps, reused) = counts;
         println!(
             "{p:>16}: median {:.2} s wall (runs: {:.2?}); {decisions} decisions, {events} events, \
-             {recomputes} rate recomputes, {solves} contention solves ({sweeps:.1} sweeps each)",
+             {recomputes} rate recomputes, {solves} contention solves ({sweeps:.1} sweeps each), \
+             {reused} observations reused",
             walls[1], walls
         );
     }

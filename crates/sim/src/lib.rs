@@ -74,6 +74,8 @@ pub struct PolicyResult {
     pub sim_solves: u64,
     /// Mean Gauss-Seidel sweeps per solve.
     pub sim_sweeps_per_solve: f64,
+    /// Observations that reused the previous period's task counters.
+    pub sim_reused_observations: u64,
     /// The CPU timeline, when recorded.
     #[serde(skip)]
     pub timeline: Option<Vec<Segment>>,
@@ -252,6 +254,7 @@ pub fn run_policy<M: CostMeter>(
         } else {
             0.0
         },
+        sim_reused_observations: t.reused_observations,
         timeline: world.take_trace(),
     })
 }

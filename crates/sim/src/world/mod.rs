@@ -11,7 +11,7 @@
 //! recomputed: CPU shares, SMT sharing, core speed, and the memory
 //! contention fixed point.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use herd_model::{MemSystem, ModelParams, Stream, Target, smt_share};
 use herd_policy::{Snapshot, TaskId};
@@ -119,6 +119,9 @@ pub struct Totals {
     pub solves: u64,
     /// Sweeps over all solves.
     pub solve_sweeps: u64,
+    /// Observations that reused the previous period's task counters
+    /// (nothing changed over two periods of equal length).
+    pub reused_observations: u64,
 }
 
 /// The simulated machine and workload.
@@ -150,10 +153,25 @@ pub struct World<'a> {
     power_w: f64,
     /// CPUs with a non-empty queue, as of the last recompute.
     busy_cpus: usize,
-    /// Time to the next thread event, found by the last `advance`; valid
-    /// until rates change (every change marks the world dirty, and
-    /// `recompute` clears it).
-    next_event_dt: Option<f64>,
+    /// Threads' counters are accounted up to this time. Rates are constant
+    /// between changes, so counters are brought up to date lazily: before
+    /// anything changes a thread (`settle_all`) and when they are observed,
+    /// not at every step.
+    settled_ns: u64,
+    /// When the next thread event is due (absolute ns); set whenever rates
+    /// are set, valid until they change.
+    next_event_ns: f64,
+    /// The period (counted in observations) in which rates or placements
+    /// last changed, and the time by which every migration warm-up is paid:
+    /// observations of a period with neither equal the previous period's.
+    last_change_period: u64,
+    debt_paid_ns: f64,
+    /// Observations so far, and the times of the last two.
+    observes: u64,
+    observed_ns: [u64; 2],
+    /// Whether any job emits heartbeats (cumulative counts change every
+    /// period, so its observations are never reused).
+    has_heartbeats: bool,
     /// The last contention solution's arrival rates, to warm-start the next.
     last_solution: Option<herd_model::Solution>,
     /// The streams of the last solve and their ns per instruction: a change
@@ -242,7 +260,7 @@ impl<'a> World<'a> {
             threads,
             allowed,
             job_state,
-            index_of: HashMap::new(),
+            index_of: HashMap::default(),
             next_id: 1,
             now_ns: 0,
             dirty: true,
@@ -255,7 +273,13 @@ impl<'a> World<'a> {
             has_fixed_jobs: jobs.iter().any(|j| !j.restart),
             power_w: scenario.model.power.idle_w,
             busy_cpus: 0,
-            next_event_dt: None,
+            settled_ns: 0,
+            next_event_ns: 0.0,
+            last_change_period: 0,
+            debt_paid_ns: 0.0,
+            observes: 0,
+            observed_ns: [0; 2],
+            has_heartbeats: jobs.iter().any(|j| j.heartbeat_every.is_some()),
             last_solution: None,
             last_streams: Vec::new(),
             last_ns_per_instr: Vec::new(),
@@ -369,6 +393,7 @@ impl<'a> World<'a> {
             if self.jobs[j].arrival_ns > self.now_ns {
                 break;
             }
+            self.settle_all();
             self.arrived_jobs += 1;
             self.job_state[j].arrived = true;
             self.jobs_changed = true;
@@ -415,8 +440,9 @@ impl<'a> World<'a> {
     }
 
     fn recompute(&mut self) {
+        self.settle_all();
         self.dirty = false;
-        self.next_event_dt = None;
+        self.last_change_period = self.observes + 1;
         self.totals.recomputes += 1;
         let n = self.kernel.len();
         let busy: Vec<usize> = (0..n).map(|p| self.kernel.busy_siblings(p)).collect();
@@ -472,9 +498,18 @@ impl<'a> World<'a> {
             self.last_solution = Some(sol);
             self.last_streams = streams;
         }
+        let now = self.now_ns as f64;
+        let (mut next, mut paid) = (f64::INFINITY, now);
         for (i, &t) in who.iter().enumerate() {
-            self.threads[t].rate = self.last_streams[i].cpu_share / self.last_ns_per_instr[i];
+            let th = &mut self.threads[t];
+            th.rate = self.last_streams[i].cpu_share / self.last_ns_per_instr[i];
+            if !th.at_barrier {
+                next = next.min((th.debt + th.left.min(th.to_barrier)) / th.rate);
+                paid = paid.max(now + th.debt / th.rate);
+            }
         }
+        self.next_event_ns = now + next;
+        self.debt_paid_ns = paid;
         // Power: S0's model over busy CPUs, cores and packages.
         let mut packages = vec![false; self.machine.packages().len()];
         let mut cores_by_kind = vec![0usize; self.machine.kinds().len()];
@@ -522,20 +557,32 @@ impl<'a> World<'a> {
         }
     }
 
-    /// Time to the next thread event, in ns (infinite if none).
-    fn next_thread_event(&self) -> f64 {
+    /// When the next thread event is due, from the threads' settled state.
+    fn next_thread_event_ns(&self) -> f64 {
         let mut best = f64::INFINITY;
         for th in &self.threads {
             if th.cpu.is_some() && !th.at_barrier && th.rate > 0.0 {
                 best = best.min((th.debt + th.left.min(th.to_barrier)) / th.rate);
             }
         }
-        best
+        self.now_ns as f64 + best
     }
 
-    fn advance(&mut self, dt: f64) {
+    /// Machine-wide accounting over `dt` ns at the current rates.
+    fn account(&mut self, dt: f64) {
+        self.totals.busy_cpu_ns += dt * self.busy_cpus as f64;
+        self.totals.energy_j += self.power_w * dt * 1e-9;
+    }
+
+    /// Brings every thread's counters up to now at the rates set by the last
+    /// `recompute` (constant since: every change settles first).
+    pub(super) fn settle_all(&mut self) {
+        let dt = (self.now_ns - self.settled_ns) as f64;
+        if dt <= 0.0 {
+            return;
+        }
+        self.settled_ns = self.now_ns;
         let mut mem_bytes = 0.0;
-        let mut next = f64::INFINITY;
         for th in &mut self.threads {
             if th.cpu.is_none() {
                 continue;
@@ -559,16 +606,13 @@ impl<'a> World<'a> {
             th.total.mem_bytes += d * th.bytes_per_instr;
             th.total.llc_refs += d * th.refs_per_instr;
             mem_bytes += d * th.bytes_per_instr;
-            next = next.min((th.debt + th.left.min(th.to_barrier)) / th.rate);
         }
-        self.next_event_dt = Some(next);
-        self.totals.busy_cpu_ns += dt * self.busy_cpus as f64;
-        self.totals.energy_j += self.power_w * dt * 1e-9;
         self.mem_bytes_total += mem_bytes;
     }
 
     /// Handles every thread event due now.
     fn thread_events(&mut self) {
+        self.settle_all();
         let jobs = self.jobs;
         for t in 0..self.threads.len() {
             let th = &self.threads[t];
@@ -679,6 +723,9 @@ impl<'a> World<'a> {
             } else {
                 f64::INFINITY
             };
+            if rotate {
+                self.settle_all();
+            }
             let service: Vec<f64> = if rotate {
                 self.threads.iter().map(|t| t.total.cpu_ns).collect()
             } else {
@@ -691,6 +738,7 @@ impl<'a> World<'a> {
             return;
         };
         if !moves.is_empty() {
+            self.settle_all();
             self.apply_moves(moves);
         }
     }
@@ -711,19 +759,20 @@ impl<'a> World<'a> {
                 self.recompute();
             }
             let horizon = t_end.min(self.next_arrival_ns());
-            let dt_thread = match self.next_event_dt.take() {
-                Some(dt) if !self.dirty => dt,
-                _ => self.next_thread_event(),
-            };
+            let dt_thread = self.next_event_ns - self.now_ns as f64;
             let step_ns = (horizon - self.now_ns) as f64;
             if dt_thread < step_ns {
                 // Whole nanoseconds keep time exact; a sub-ns event rounds up.
-                let dt_ns = (dt_thread.ceil() as u64).max(1);
-                self.advance(dt_ns as f64);
+                let dt_ns = (dt_thread.ceil().max(0.0) as u64).max(1);
+                self.account(dt_ns as f64);
                 self.now_ns += dt_ns;
                 self.thread_events();
+                if !self.dirty {
+                    // Rounding left the event a hair short: look again.
+                    self.next_event_ns = self.next_thread_event_ns();
+                }
             } else {
-                self.advance(step_ns);
+                self.account(step_ns);
                 self.now_ns = horizon;
             }
         }
