@@ -200,7 +200,15 @@ impl MemSystem {
         let mut classes: Vec<Stream> = Vec::new();
         let mut weight: Vec<f64> = Vec::new();
         let mut index: rustc_hash::FxHashMap<[u64; 5], usize> = rustc_hash::FxHashMap::default();
-        for s in streams {
+        for (i, s) in streams.iter().enumerate() {
+            // Like streams usually come in runs (a job's threads are listed
+            // together): the previous stream's class needs no lookup.
+            if i > 0 && streams[i - 1] == *s {
+                let c = class_of[i - 1];
+                weight[c] += 1.0;
+                class_of.push(c);
+                continue;
+            }
             let target = match s.target {
                 Target::Node(k) => k as u64,
                 Target::Interleaved => u64::MAX,

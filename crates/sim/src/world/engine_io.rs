@@ -81,10 +81,11 @@ impl Sensor for World<'_> {
         }
         self.settle_all();
         // Update in place: this runs every decision for every task.
+        let threads = &mut self.threads;
+        let os = &self.kernel.os;
         for (view, &t) in self.snapshot.tasks.iter_mut().zip(&self.present) {
-            let th = &mut self.threads[t];
-            let (d, s) = (th.total, th.seen);
-            th.seen = d;
+            let th = &mut threads[t];
+            let (d, s) = (&th.total, &th.seen);
             view.state = if th.paused {
                 TaskState::Paused
             } else if th.cpu.is_some() {
@@ -92,7 +93,7 @@ impl Sensor for World<'_> {
             } else {
                 TaskState::Blocked
             };
-            view.cpu = th.last_cpu.map(|p| self.kernel.os[p]);
+            view.cpu = th.last_cpu.map(|p| os[p]);
             let mem = d.mem_bytes - s.mem_bytes;
             view.obs = Obs {
                 cpu_time_ns: whole(d.cpu_ns - s.cpu_ns),
@@ -105,6 +106,7 @@ impl Sensor for World<'_> {
                 migrations: d.migrations - s.migrations,
             };
             view.heartbeats = th.heartbeat_every.map(|k| whole(d.instr / k));
+            th.seen = th.total;
         }
         if self.jobs_changed {
             self.jobs_changed = false;

@@ -178,6 +178,10 @@ pub struct World<'a> {
     /// that leaves every stream as it was (a swap of like threads) reuses them.
     last_streams: Vec<Stream>,
     last_ns_per_instr: Vec<f64>,
+    /// Scratch space for `recompute`, kept between calls.
+    streams_buf: Vec<Stream>,
+    who_buf: Vec<usize>,
+    busy_buf: Vec<usize>,
     speed_of_kind: Vec<f64>,
     snapshot: Snapshot,
     last_observe_ns: u64,
@@ -283,6 +287,9 @@ impl<'a> World<'a> {
             last_solution: None,
             last_streams: Vec::new(),
             last_ns_per_instr: Vec::new(),
+            streams_buf: Vec::new(),
+            who_buf: Vec::new(),
+            busy_buf: Vec::new(),
             speed_of_kind,
             snapshot: Snapshot::default(),
             last_observe_ns: 0,
@@ -445,9 +452,14 @@ impl<'a> World<'a> {
         self.last_change_period = self.observes + 1;
         self.totals.recomputes += 1;
         let n = self.kernel.len();
-        let busy: Vec<usize> = (0..n).map(|p| self.kernel.busy_siblings(p)).collect();
-        let mut streams = Vec::new();
-        let mut who = Vec::new();
+        // Reused buffers: this runs after every change.
+        let mut busy = std::mem::take(&mut self.busy_buf);
+        busy.clear();
+        busy.extend((0..n).map(|p| self.kernel.busy_siblings(p)));
+        let mut streams = std::mem::take(&mut self.streams_buf);
+        streams.clear();
+        let mut who = std::mem::take(&mut self.who_buf);
+        who.clear();
         for t in 0..self.threads.len() {
             let Some(pos) = self.threads[t].cpu else {
                 self.threads[t].share = 0.0;
@@ -494,10 +506,12 @@ impl<'a> World<'a> {
             }
             self.totals.solves += 1;
             self.totals.solve_sweeps += u64::from(sol.sweeps);
-            self.last_ns_per_instr = sol.ns_per_instr.clone();
+            self.last_ns_per_instr.clone_from(&sol.ns_per_instr);
             self.last_solution = Some(sol);
-            self.last_streams = streams;
+            std::mem::swap(&mut self.last_streams, &mut streams);
         }
+        self.streams_buf = streams;
+        self.busy_buf = busy;
         let now = self.now_ns as f64;
         let (mut next, mut paid) = (f64::INFINITY, now);
         for (i, &t) in who.iter().enumerate() {
@@ -508,6 +522,7 @@ impl<'a> World<'a> {
                 paid = paid.max(now + th.debt / th.rate);
             }
         }
+        self.who_buf = who;
         self.next_event_ns = now + next;
         self.debt_paid_ns = paid;
         // Power: S0's model over busy CPUs, cores and packages.
