@@ -424,6 +424,62 @@ mod tests {
         assert_eq!(own_path("0::/\n", Some("freezer")), None);
     }
 
+    /// The v1 freezer and v1 cpuset, for real, where this machine mounts
+    /// them writable (root); skipped elsewhere. herd's commands prefer the
+    /// v2 freezer where it exists, so this is where the v1 path runs.
+    #[test]
+    fn v1_freezer_and_cpuset_on_a_real_process() {
+        let (freezer, cpuset) = (
+            Path::new("/sys/fs/cgroup/freezer"),
+            Path::new("/sys/fs/cgroup/cpuset"),
+        );
+        let usable = |d: &Path| {
+            d.join("cgroup.procs").exists() && fs::metadata(d).is_ok_and(|m| !m.permissions().readonly())
+        };
+        // SAFETY: geteuid has no preconditions.
+        if !(usable(freezer) && usable(cpuset)) || unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: no writable v1 freezer and cpuset here");
+            return;
+        }
+        let request = Request {
+            cpuset: Some((Version::V1, cpuset.to_path_buf())),
+            freezer: Some((Version::V1, freezer.to_path_buf())),
+        };
+        // The guard is not under test here: `true` exits at once.
+        let mut cg = Cgroups::new(&request, Path::new("/bin/true")).unwrap();
+        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id() as i32;
+        cg.adopt(0, pid).unwrap();
+        let own = fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+        assert!(
+            own.contains(&format!("herd-{}/job-0", std::process::id())),
+            "{own}"
+        );
+        assert!(cg.set_cpus(0, &CpuSet::single(0)).unwrap());
+        assert!(
+            !cg.set_cpus(0, &CpuSet::single(0)).unwrap(),
+            "unchanged: no write"
+        );
+        let allowed = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        assert!(
+            allowed
+                .lines()
+                .any(|l| l.starts_with("Cpus_allowed_list:") && l.trim_end().ends_with('0'))
+        );
+        cg.freeze(0, true).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        while !cg.is_frozen(0) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(cg.is_frozen(0));
+        cg.release();
+        assert!(!freezer.join(format!("herd-{}", std::process::id())).exists());
+        let back = fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+        assert!(!back.contains("herd-"), "{back}");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
     #[test]
     fn release_tree_moves_nothing_it_cannot_and_removes_plain_dirs() {
         // On a plain directory tree (no cgroupfs) release only removes what
