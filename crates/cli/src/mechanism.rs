@@ -47,24 +47,30 @@ impl MechanismArgs {
     /// the machine lacks is exit 3; `auto` falls back with a warning.
     pub fn setup(&self) -> Result<Mechanism, Failure> {
         let found = doctor::mechanisms(&Roots::default());
-        let freezer = match (self.pause, found.pause, &found.pause_path) {
-            (PauseArg::Signals, ..) => None,
-            (_, PauseBackend::CgroupV2Freeze, Some(p)) => Some((Version::V2, p.clone())),
-            (_, PauseBackend::CgroupV1Freezer, Some(p)) => Some((Version::V1, p.clone())),
-            (PauseArg::Freezer, ..) => {
-                return Err(unavailable("--pause freezer", "no writable cgroup freezer"));
-            }
-            (PauseArg::Auto, ..) => None,
-        };
-        let cpuset = match (self.confine, found.cpuset, &found.cpuset_path) {
-            (ConfineArg::Affinity, ..) => None,
-            (_, CpusetBackend::CgroupV2, Some(p)) => Some((Version::V2, p.clone())),
-            (_, CpusetBackend::CgroupV1, Some(p)) => Some((Version::V1, p.clone())),
-            (ConfineArg::Cgroup, ..) => {
-                return Err(unavailable("--confine cgroup", "no writable cgroup cpuset"));
-            }
-            (ConfineArg::Auto, ..) => None,
-        };
+        let freezer_here = match found.pause {
+            PauseBackend::CgroupV2Freeze => Some(Version::V2),
+            PauseBackend::CgroupV1Freezer => Some(Version::V1),
+            PauseBackend::Signals => None,
+        }
+        .zip(found.pause_path);
+        let cpuset_here = match found.cpuset {
+            CpusetBackend::CgroupV2 => Some(Version::V2),
+            CpusetBackend::CgroupV1 => Some(Version::V1),
+            CpusetBackend::AffinityOnly => None,
+        }
+        .zip(found.cpuset_path);
+        let freezer = choose(
+            self.pause == PauseArg::Signals,
+            self.pause == PauseArg::Freezer,
+            freezer_here,
+            "--pause freezer: this machine has no writable cgroup freezer",
+        )?;
+        let cpuset = choose(
+            self.confine == ConfineArg::Affinity,
+            self.confine == ConfineArg::Cgroup,
+            cpuset_here,
+            "--confine cgroup: this machine has no writable cgroup cpuset",
+        )?;
         let describe = |f: &Option<(Version, std::path::PathBuf)>, what: &str, none: &str| match f {
             Some((Version::V2, _)) => format!("cgroup v2 {what}"),
             Some((Version::V1, _)) => format!("cgroup v1 {what}"),
@@ -82,10 +88,7 @@ impl MechanismArgs {
             describe(&freezer, "freezer", "signals"),
             describe(&cpuset, "cpuset", "affinity")
         );
-        let request = Request {
-            cpuset: cpuset.clone(),
-            freezer: freezer.clone(),
-        };
+        let request = Request { cpuset, freezer };
         let exe = std::env::current_exe().map_err(|e| Failure::Internal(e.into()))?;
         match Cgroups::new(&request, &exe) {
             Ok(cg) => Ok(Mechanism {
@@ -124,8 +127,20 @@ impl Mechanism {
     }
 }
 
-fn unavailable(flag: &str, what: &str) -> Failure {
-    Failure::Internal(anyhow::anyhow!(
-        "{flag}: this machine has {what} (see `herd doctor`)"
-    ))
+/// The hierarchy a flag resolves to: none when the flag turns cgroups off,
+/// the machine's when it has one, exit 3 when the flag requires one and the
+/// machine has none (`auto` then falls back).
+fn choose(
+    off: bool,
+    required: bool,
+    here: Option<(Version, std::path::PathBuf)>,
+    missing: &str,
+) -> Result<Option<(Version, std::path::PathBuf)>, Failure> {
+    match here {
+        _ if off => Ok(None),
+        None if required => Err(Failure::Internal(anyhow::anyhow!(
+            "{missing} (see `herd doctor`)"
+        ))),
+        here => Ok(here),
+    }
 }

@@ -17,7 +17,7 @@
 //! batch system) put it in.
 
 use std::fs;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 
@@ -73,6 +73,8 @@ pub enum Version {
 #[derive(Debug, Clone)]
 struct Hierarchy {
     version: Version,
+    /// `cpuset` or `freezer`: what the groups are for.
+    controller: &'static str,
     /// herd's own cgroup: where programs start and return.
     home: PathBuf,
     /// `home/herd-<pid>`.
@@ -80,6 +82,30 @@ struct Hierarchy {
 }
 
 impl Hierarchy {
+    /// Makes `herd-<pid>` under herd's own cgroup in the hierarchy `want`
+    /// names, if it names one.
+    fn make(
+        want: &Option<(Version, PathBuf)>,
+        controller: &'static str,
+        proc_self_cgroup: &str,
+    ) -> Result<Option<Hierarchy>, CgroupError> {
+        let Some((version, mount)) = want else {
+            return Ok(None);
+        };
+        let key = (*version == Version::V1).then_some(controller);
+        let rel =
+            own_path(proc_self_cgroup, key).ok_or_else(|| CgroupError::NoHome(controller.to_string()))?;
+        let home = mount.join(rel);
+        let base = home.join(format!("herd-{}", std::process::id()));
+        make_group(&base, &home, *version, controller)?;
+        Ok(Some(Hierarchy {
+            version: *version,
+            controller,
+            home,
+            base,
+        }))
+    }
+
     fn job(&self, job: usize) -> PathBuf {
         self.base.join(format!("job-{job}"))
     }
@@ -129,49 +155,21 @@ impl Cgroups {
     /// `/proc/self/cgroup`, and starts the guard (`guard_exe GUARD_ARG ...`).
     pub fn new(request: &Request, guard_exe: &Path) -> Result<Cgroups, CgroupError> {
         let own = read(Path::new("/proc/self/cgroup"))?;
-        let mut made = Vec::new();
-        let mut setup = |want: &Option<(Version, PathBuf)>, controller: &str| {
-            let Some((version, mount)) = want else {
-                return Ok(None);
-            };
-            let key = (*version == Version::V1).then_some(controller);
-            let rel = own_path(&own, key).ok_or_else(|| CgroupError::NoHome(controller.to_string()))?;
-            let home = mount.join(rel);
-            let base = home.join(format!("herd-{}", std::process::id()));
-            make_group(&base, &home, *version, controller)?;
-            made.push((base.clone(), home.clone()));
-            Ok::<_, CgroupError>(Some(Hierarchy {
-                version: *version,
-                home,
-                base,
-            }))
-        };
-        let cpuset = setup(&request.cpuset, "cpuset");
-        let freezer = cpuset.and_then(|c| Ok((c, setup(&request.freezer, "freezer")?)));
-        let (cpuset, freezer) = match freezer {
-            Ok(pair) => pair,
-            Err(e) => {
-                for (base, home) in &made {
-                    release_tree(base, home);
-                }
-                return Err(e);
-            }
-        };
-        let guard = match spawn_guard(guard_exe, &made) {
-            Ok(g) => g,
-            Err(e) => {
-                for (base, home) in &made {
-                    release_tree(base, home);
-                }
-                return Err(CgroupError::Guard(e));
-            }
-        };
-        Ok(Cgroups {
-            cpuset,
-            freezer,
+        let mut cg = Cgroups {
+            cpuset: None,
+            freezer: None,
             jobs: Vec::new(),
-            guard: Some(guard),
-        })
+            guard: None,
+        };
+        // On any failure `cg` is dropped, which removes what was made.
+        cg.cpuset = Hierarchy::make(&request.cpuset, "cpuset", &own)?;
+        cg.freezer = Hierarchy::make(&request.freezer, "freezer", &own)?;
+        let made: Vec<(PathBuf, PathBuf)> = cg
+            .hierarchies()
+            .map(|h| (h.base.clone(), h.home.clone()))
+            .collect();
+        cg.guard = Some(spawn_guard(guard_exe, &made).map_err(CgroupError::Guard)?);
+        Ok(cg)
     }
 
     /// Whether herd pauses through a freezer.
@@ -190,16 +188,10 @@ impl Cgroups {
 
     /// Puts process `pid` (all its threads) into job `job`'s groups.
     pub fn adopt(&mut self, job: usize, pid: i32) -> Result<(), CgroupError> {
-        for h in self
-            .cpuset
-            .iter()
-            .map(|h| (h, "cpuset"))
-            .chain(self.freezer.iter().map(|h| (h, "freezer")))
-        {
-            let (h, controller) = h;
+        for h in self.hierarchies() {
             let dir = h.job(job);
             if !dir.exists() {
-                make_group(&dir, &h.base, h.version, controller)?;
+                make_group(&dir, &h.base, h.version, h.controller)?;
             }
             write(&dir.join("cgroup.procs"), &pid.to_string())?;
         }
@@ -405,7 +397,6 @@ pub fn guard_main(args: &[String]) -> i32 {
             release_tree(Path::new(base), Path::new(home));
         }
     }
-    let _ = io::stdout().flush();
     0
 }
 

@@ -56,16 +56,15 @@ impl Sensor for World<'_> {
         // With no change in either, no warm-up being paid and equal lengths,
         // every task's counters moved exactly as before: reuse them.
         let n = self.observes + 1;
-        let [before_last, _] = self.observed_ns;
         let unchanged = self.last_change_period + 2 <= n
-            && self.debt_paid_ns <= before_last as f64
+            && self.debt_paid_ns <= self.before_last_observe_ns as f64
             && period_ns == self.snapshot.period_ns
             && !self.tasks_changed
             && !self.jobs_changed
             && !self.has_heartbeats
             && n > 2;
         self.observes = n;
-        self.observed_ns = [self.last_observe_ns, self.now_ns];
+        self.before_last_observe_ns = self.last_observe_ns;
         if unchanged {
             self.totals.reused_observations += 1;
             let mem = self.snapshot.system.mem_bytes;

@@ -166,9 +166,10 @@ pub struct World<'a> {
     /// observations of a period with neither equal the previous period's.
     last_change_period: u64,
     debt_paid_ns: f64,
-    /// Observations so far, and the times of the last two.
+    /// Observations so far, and the time of the one before the last
+    /// (`last_observe_ns` is the last).
     observes: u64,
-    observed_ns: [u64; 2],
+    before_last_observe_ns: u64,
     /// Whether any job emits heartbeats (cumulative counts change every
     /// period, so its observations are never reused).
     has_heartbeats: bool,
@@ -282,7 +283,7 @@ impl<'a> World<'a> {
             last_change_period: 0,
             debt_paid_ns: 0.0,
             observes: 0,
-            observed_ns: [0; 2],
+            before_last_observe_ns: 0,
             has_heartbeats: jobs.iter().any(|j| j.heartbeat_every.is_some()),
             last_solution: None,
             last_streams: Vec::new(),
