@@ -315,3 +315,29 @@ fn churning_programs_never_crash_herd() {
         assert!(!err.contains("panicked"), "{policy}: {err}");
     }
 }
+
+#[test]
+fn memory_traffic_is_reported_only_where_the_machine_measures_it() {
+    let doctor = herd().args(["doctor", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    let has = |name: &str| {
+        v["capabilities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["name"] == name && c["available"] == true)
+    };
+    let measured = has("hw_counters.llc_misses") || has("resctrl.mbm");
+    // A program that ends before herd sees a thread, and one that it sees.
+    for cmd in [&["true"][..], &["sleep", "0.3"][..]] {
+        let out = herd()
+            .args(["run", "--period-ms", "20", "--"])
+            .args(cmd)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if !measured {
+            assert!(!stderr.contains("memory traffic"), "{cmd:?}: {stderr}");
+        }
+    }
+}

@@ -549,8 +549,9 @@ impl LiveWorld {
             }
             system.mem_bytes = mbm.system_delta();
         }
+        // Summing no Options gives Some(0): a period with no tasks says nothing.
         let ours: Option<u64> = tasks.iter().map(|t| t.obs.mem_bytes).sum();
-        if let Some(b) = ours {
+        if let (Some(b), false) = (ours, tasks.is_empty()) {
             *self.stats.mem_bytes.get_or_insert(0) += b;
         }
         system
