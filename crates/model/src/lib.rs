@@ -4,10 +4,12 @@
 //! placement model, S0's unit counts) use the same code, so a prediction
 //! and a simulation disagree only where the inputs do.
 
+pub mod classes;
 pub mod memory;
 pub mod params;
 pub mod power;
 
+pub use classes::{ClassId, StreamClasses};
 pub use memory::{Contention, MemSystem, Solution, Stream, Target};
 pub use params::{MigrationCost, ModelParams};
 pub use power::PowerModel;

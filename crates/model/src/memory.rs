@@ -191,51 +191,18 @@ impl MemSystem {
     /// rates and waits (the simulator re-solves after small changes; a warm
     /// start needs a few Newton steps instead of a cold search).
     pub fn solve_from(&self, streams: &[Stream], warm: Option<&Solution>) -> Solution {
-        // Identical streams (threads of one phase on one node, with the same
-        // CPU share) wait the same: solve once per class, weighted by its
-        // size, and give every member its class's result. A simulated
-        // machine runs many copies of few kinds of thread, so this shrinks
-        // the solver's inner loop by an order of magnitude.
-        let mut class_of = Vec::with_capacity(streams.len());
-        let mut classes: Vec<Stream> = Vec::new();
-        let mut weight: Vec<f64> = Vec::new();
-        let mut index: rustc_hash::FxHashMap<[u64; 5], usize> = rustc_hash::FxHashMap::default();
-        for (i, s) in streams.iter().enumerate() {
-            // Like streams usually come in runs (a job's threads are listed
-            // together): the previous stream's class needs no lookup.
-            if i > 0 && streams[i - 1] == *s {
-                let c = class_of[i - 1];
-                weight[c] += 1.0;
-                class_of.push(c);
-                continue;
-            }
-            let target = match s.target {
-                Target::Node(k) => k as u64,
-                Target::Interleaved => u64::MAX,
-            };
-            let key = [
-                s.compute_ns_per_instr.to_bits(),
-                s.requests_per_instr.to_bits(),
-                s.cpu_share.to_bits(),
-                s.home as u64,
-                target,
-            ];
-            let c = *index.entry(key).or_insert_with(|| {
-                classes.push(*s);
-                weight.push(0.0);
-                classes.len() - 1
-            });
-            weight[c] += 1.0;
-            class_of.push(c);
-        }
-        let mut sol = self.solve_weighted(&classes, &weight, warm);
-        sol.ns_per_instr = class_of.iter().map(|&c| sol.ns_per_instr[c]).collect();
+        // Identical streams wait the same: solve once per class (see
+        // `classes`) and give every member its class's result.
+        let mut classes = crate::classes::StreamClasses::default();
+        let class_of: Vec<_> = streams.iter().map(|s| classes.join(s)).collect();
+        let mut sol = classes.solve(self, warm);
+        sol.ns_per_instr = class_of.iter().map(|&c| sol.ns_per_instr[c as usize]).collect();
         sol
     }
 
     /// The fixed point for `streams`, stream j standing for `weight[j]`
     /// identical streams.
-    fn solve_weighted(&self, streams: &[Stream], weight: &[f64], warm: Option<&Solution>) -> Solution {
+    pub(crate) fn solve_weighted(&self, streams: &[Stream], weight: &[f64], warm: Option<&Solution>) -> Solution {
         let nq = self.queue_count();
         let base = self.base_ns(streams);
         let routes = self.routes(streams);

@@ -5,13 +5,15 @@ use herd_policy::{JobView, Obs, Placement, Plan, Snapshot, SystemObs, TaskState,
 
 use super::World;
 
-/// A counter value as a whole number. Counters are finite, non-negative and
-/// far below 2^63, so the cheap signed conversion is exact enough; `as u64`
-/// from f64 costs several times more and this runs for every task every
-/// period.
+/// A counter delta as a whole number, rounded to nearest. This runs for
+/// every field of every task every period, and Rust's saturating `as` casts
+/// cost a dozen instructions each; adding 2^52 instead puts the rounded
+/// integer in the low mantissa bits (exact for 0 <= x < 2^52, which the
+/// clamp guarantees: no per-period counter gets near 4.5e15).
 fn whole(x: f64) -> u64 {
+    const TWO_52: f64 = 4_503_599_627_370_496.0;
     debug_assert!(x.is_finite() && x > -1.0, "counter delta {x}");
-    x.max(0.0) as i64 as u64
+    (x.clamp(0.0, TWO_52 - 1.0) + TWO_52).to_bits() - TWO_52.to_bits()
 }
 
 impl Clock for World<'_> {
@@ -104,7 +106,8 @@ impl Sensor for World<'_> {
                 mem_bytes: bw.then(|| whole(mem)),
                 migrations: d.migrations - s.migrations,
             };
-            view.heartbeats = th.heartbeat_every.map(|k| whole(d.instr / k));
+            // Heartbeats happen at whole multiples of k: floor, not round.
+            view.heartbeats = th.heartbeat_every.map(|k| whole((d.instr / k).floor()));
             th.seen = th.total;
         }
         if self.jobs_changed {
@@ -177,5 +180,20 @@ impl Actuator for World<'_> {
             }
             self.dirty = true;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::whole;
+
+    #[test]
+    fn whole_rounds_to_nearest_and_clamps() {
+        assert_eq!(whole(0.0), 0);
+        assert_eq!(whole(-0.4), 0);
+        assert_eq!(whole(2.4), 2);
+        assert_eq!(whole(2.6), 3);
+        assert_eq!(whole(1e12 + 0.7), 1_000_000_000_001);
+        assert_eq!(whole(9.0e15), (1u64 << 52) - 1);
     }
 }

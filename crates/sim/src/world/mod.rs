@@ -13,7 +13,7 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
-use herd_model::{MemSystem, ModelParams, Stream, Target, smt_share};
+use herd_model::{ClassId, MemSystem, ModelParams, Stream, StreamClasses, Target, smt_share};
 use herd_policy::{Snapshot, TaskId};
 use herd_topo::{CpuSet, Machine};
 
@@ -61,6 +61,10 @@ struct Thread {
     cycles_per_ns: f64,
     /// The job's heartbeat interval, copied here for the per-period observation.
     heartbeat_every: Option<f64>,
+    /// The thread's memory stream as of the last recompute, and its class
+    /// (`None` while it makes no progress).
+    stream: Option<Stream>,
+    class: Option<ClassId>,
     total: Counters,
     seen: Counters,
 }
@@ -175,13 +179,13 @@ pub struct World<'a> {
     has_heartbeats: bool,
     /// The last contention solution's arrival rates, to warm-start the next.
     last_solution: Option<herd_model::Solution>,
-    /// The streams of the last solve and their ns per instruction: a change
-    /// that leaves every stream as it was (a swap of like threads) reuses them.
-    last_streams: Vec<Stream>,
-    last_ns_per_instr: Vec<f64>,
+    /// Progressing threads' streams grouped into classes, updated only for
+    /// threads whose stream changed; a change that leaves the classes as
+    /// they were (a swap of like threads) needs no solve. The last solve's
+    /// ns per instruction, by class.
+    classes: StreamClasses,
+    class_ns_per_instr: Vec<f64>,
     /// Scratch space for `recompute`, kept between calls.
-    streams_buf: Vec<Stream>,
-    who_buf: Vec<usize>,
     busy_buf: Vec<usize>,
     speed_of_kind: Vec<f64>,
     snapshot: Snapshot,
@@ -239,6 +243,8 @@ impl<'a> World<'a> {
                     refs_per_instr: 0.0,
                     cycles_per_ns: 0.0,
                     heartbeat_every: job.heartbeat_every,
+                    stream: None,
+                    class: None,
                     total: Counters::default(),
                     seen: Counters::default(),
                 });
@@ -286,10 +292,8 @@ impl<'a> World<'a> {
             before_last_observe_ns: 0,
             has_heartbeats: jobs.iter().any(|j| j.heartbeat_every.is_some()),
             last_solution: None,
-            last_streams: Vec::new(),
-            last_ns_per_instr: Vec::new(),
-            streams_buf: Vec::new(),
-            who_buf: Vec::new(),
+            classes: StreamClasses::default(),
+            class_ns_per_instr: Vec::new(),
             busy_buf: Vec::new(),
             speed_of_kind,
             snapshot: Snapshot::default(),
@@ -457,73 +461,38 @@ impl<'a> World<'a> {
         let mut busy = std::mem::take(&mut self.busy_buf);
         busy.clear();
         busy.extend((0..n).map(|p| self.kernel.busy_siblings(p)));
-        let mut streams = std::mem::take(&mut self.streams_buf);
-        streams.clear();
-        let mut who = std::mem::take(&mut self.who_buf);
-        who.clear();
         for t in 0..self.threads.len() {
-            let Some(pos) = self.threads[t].cpu else {
-                self.threads[t].share = 0.0;
-                self.threads[t].rate = 0.0;
-                continue;
-            };
-            let share = 1.0 / self.kernel.queues[pos].len() as f64;
-            let phase = &self.jobs[self.threads[t].job].phases[self.threads[t].phase];
+            let stream = self.stream_of(t, &busy);
             let th = &mut self.threads[t];
-            th.share = share;
-            th.rate = 0.0;
-            th.bytes_per_instr = phase.requests_per_instr * herd_model::params::LINE_BYTES;
-            th.refs_per_instr = if phase.llc_miss_rate > 0.0 {
-                phase.requests_per_instr / phase.llc_miss_rate
-            } else {
-                0.0
-            };
-            th.cycles_per_ns = self.model.freq_ghz * self.speed_of_kind[self.kernel.kind[pos]];
-            if !self.progressing(t) {
-                continue;
+            if th.stream != stream {
+                if let Some(c) = th.class.take() {
+                    self.classes.leave(c);
+                }
+                th.class = stream.as_ref().map(|s| self.classes.join(s));
+                th.stream = stream;
             }
-            let th = &self.threads[t];
-            let phase = &self.jobs[th.job].phases[th.phase];
-            let speed =
-                self.speed_of_kind[self.kernel.kind[pos]] * smt_share(busy[pos], self.model.smt_sigma);
-            let home = self.kernel.numa[pos];
-            streams.push(Stream {
-                compute_ns_per_instr: phase.core_ns_per_instr / speed,
-                requests_per_instr: phase.requests_per_instr,
-                cpu_share: share,
-                home,
-                target: match phase.memory {
-                    Memory::Local => Target::Node(home),
-                    Memory::Interleaved => Target::Interleaved,
-                    Memory::Node(k) => Target::Node(k),
-                },
-            });
-            who.push(t);
         }
-        if streams != self.last_streams {
-            let sol = self.mem.solve_from(&streams, self.last_solution.as_ref());
+        if self.classes.is_changed() {
+            let sol = self.classes.solve(&self.mem, self.last_solution.as_ref());
             if !sol.converged {
                 self.totals.unconverged_solves += 1;
             }
             self.totals.solves += 1;
             self.totals.solve_sweeps += u64::from(sol.sweeps);
-            self.last_ns_per_instr.clone_from(&sol.ns_per_instr);
+            self.class_ns_per_instr.clone_from(&sol.ns_per_instr);
             self.last_solution = Some(sol);
-            std::mem::swap(&mut self.last_streams, &mut streams);
         }
-        self.streams_buf = streams;
         self.busy_buf = busy;
         let now = self.now_ns as f64;
         let (mut next, mut paid) = (f64::INFINITY, now);
-        for (i, &t) in who.iter().enumerate() {
-            let th = &mut self.threads[t];
-            th.rate = self.last_streams[i].cpu_share / self.last_ns_per_instr[i];
+        for th in &mut self.threads {
+            let Some(c) = th.class else { continue };
+            th.rate = th.share / self.class_ns_per_instr[c as usize];
             if !th.at_barrier {
                 next = next.min((th.debt + th.left.min(th.to_barrier)) / th.rate);
                 paid = paid.max(now + th.debt / th.rate);
             }
         }
-        self.who_buf = who;
         self.next_event_ns = now + next;
         self.debt_paid_ns = paid;
         // Power: S0's model over busy CPUs, cores and packages.
@@ -545,6 +514,46 @@ impl<'a> World<'a> {
         self.busy_cpus = self.kernel.queues.iter().filter(|q| !q.is_empty()).count();
         self.power_w = self.model.power.power_w(active, &cores_by_kind, extra);
         self.record_timeline();
+    }
+
+    /// Sets thread `t`'s share and per-instruction figures from its CPU and
+    /// phase, and returns its memory stream, if it is making progress.
+    /// `busy` holds each CPU's busy siblings.
+    fn stream_of(&mut self, t: usize, busy: &[usize]) -> Option<Stream> {
+        let progressing = self.progressing(t);
+        let th = &mut self.threads[t];
+        th.rate = 0.0;
+        let Some(pos) = th.cpu else {
+            th.share = 0.0;
+            return None;
+        };
+        let share = 1.0 / self.kernel.queues[pos].len() as f64;
+        let phase = &self.jobs[th.job].phases[th.phase];
+        th.share = share;
+        th.bytes_per_instr = phase.requests_per_instr * herd_model::params::LINE_BYTES;
+        th.refs_per_instr = if phase.llc_miss_rate > 0.0 {
+            phase.requests_per_instr / phase.llc_miss_rate
+        } else {
+            0.0
+        };
+        let kind_speed = self.speed_of_kind[self.kernel.kind[pos]];
+        th.cycles_per_ns = self.model.freq_ghz * kind_speed;
+        if !progressing {
+            return None;
+        }
+        let speed = kind_speed * smt_share(busy[pos], self.model.smt_sigma);
+        let home = self.kernel.numa[pos];
+        Some(Stream {
+            compute_ns_per_instr: phase.core_ns_per_instr / speed,
+            requests_per_instr: phase.requests_per_instr,
+            cpu_share: share,
+            home,
+            target: match phase.memory {
+                Memory::Local => Target::Node(home),
+                Memory::Interleaved => Target::Interleaved,
+                Memory::Node(k) => Target::Node(k),
+            },
+        })
     }
 
     fn record_timeline(&mut self) {
