@@ -153,7 +153,11 @@ mod tests {
         let a = c.join(&stream(0.01, 0));
         let b = c.join(&stream(0.02, 0));
         assert_ne!(a, b);
-        assert_eq!(c.join(&stream(0.01, 0)), a, "a repeat of the first, after another");
+        assert_eq!(
+            c.join(&stream(0.01, 0)),
+            a,
+            "a repeat of the first, after another"
+        );
         assert_eq!(c.members(a), 2);
         c.leave(a);
         c.leave(a);
@@ -164,7 +168,9 @@ mod tests {
     #[test]
     fn incremental_classes_solve_as_the_full_regrouping_does() {
         let sys = mem();
-        let all: Vec<Stream> = (0..12).map(|i| stream([0.005, 0.02, 0.05][i % 3], i % 2)).collect();
+        let all: Vec<Stream> = (0..12)
+            .map(|i| stream([0.005, 0.02, 0.05][i % 3], i % 2))
+            .collect();
         let mut c = StreamClasses::default();
         let mut ids: Vec<ClassId> = all.iter().map(|s| c.join(s)).collect();
         // Move two streams elsewhere and back again: same multiset.

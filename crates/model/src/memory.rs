@@ -202,7 +202,12 @@ impl MemSystem {
 
     /// The fixed point for `streams`, stream j standing for `weight[j]`
     /// identical streams.
-    pub(crate) fn solve_weighted(&self, streams: &[Stream], weight: &[f64], warm: Option<&Solution>) -> Solution {
+    pub(crate) fn solve_weighted(
+        &self,
+        streams: &[Stream],
+        weight: &[f64],
+        warm: Option<&Solution>,
+    ) -> Solution {
         let nq = self.queue_count();
         let base = self.base_ns(streams);
         let routes = self.routes(streams);

@@ -89,14 +89,6 @@ impl Kernel {
         allowed.contains(self.os[pos])
     }
 
-    /// Busy siblings of the core at `pos`, itself included when busy.
-    pub fn busy_siblings(&self, pos: usize) -> usize {
-        self.core_cpus[self.core[pos]]
-            .iter()
-            .filter(|&&p| !self.queues[p].is_empty())
-            .count()
-    }
-
     fn core_idle(&self, core: usize) -> bool {
         self.core_cpus[core].iter().all(|&p| self.queues[p].is_empty())
     }

@@ -13,7 +13,7 @@ use super::World;
 fn whole(x: f64) -> u64 {
     const TWO_52: f64 = 4_503_599_627_370_496.0;
     debug_assert!(x.is_finite() && x > -1.0, "counter delta {x}");
-    (x.clamp(0.0, TWO_52 - 1.0) + TWO_52).to_bits() - TWO_52.to_bits()
+    (x.max(0.0).min(TWO_52 - 1.0) + TWO_52).to_bits() - TWO_52.to_bits()
 }
 
 impl Clock for World<'_> {

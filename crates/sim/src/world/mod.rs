@@ -69,6 +69,35 @@ struct Thread {
     seen: Counters,
 }
 
+impl Thread {
+    /// Accounts `dt` ns more at the current rates; returns the memory
+    /// traffic in that time.
+    fn settle(&mut self, dt: f64) -> f64 {
+        if self.cpu.is_none() {
+            return 0.0;
+        }
+        self.total.cpu_ns += self.share * dt;
+        self.total.wait_ns += (1.0 - self.share) * dt;
+        self.total.cycles += self.share * dt * self.cycles_per_ns;
+        if self.at_barrier || self.rate <= 0.0 {
+            return 0.0;
+        }
+        let mut d = self.rate * dt;
+        if self.debt > 0.0 {
+            let pay = d.min(self.debt);
+            self.debt -= pay;
+            d -= pay;
+        }
+        let d = d.min(self.left);
+        self.total.instr += d;
+        self.left -= d;
+        self.to_barrier -= d;
+        self.total.mem_bytes += d * self.bytes_per_instr;
+        self.total.llc_refs += d * self.refs_per_instr;
+        d * self.bytes_per_instr
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 struct JobState {
     first: usize,
@@ -186,7 +215,7 @@ pub struct World<'a> {
     classes: StreamClasses,
     class_ns_per_instr: Vec<f64>,
     /// Scratch space for `recompute`, kept between calls.
-    busy_buf: Vec<usize>,
+    smt_buf: Vec<f64>,
     speed_of_kind: Vec<f64>,
     snapshot: Snapshot,
     last_observe_ns: u64,
@@ -294,7 +323,7 @@ impl<'a> World<'a> {
             last_solution: None,
             classes: StreamClasses::default(),
             class_ns_per_instr: Vec::new(),
-            busy_buf: Vec::new(),
+            smt_buf: Vec::new(),
             speed_of_kind,
             snapshot: Snapshot::default(),
             last_observe_ns: 0,
@@ -456,13 +485,35 @@ impl<'a> World<'a> {
         self.dirty = false;
         self.last_change_period = self.observes + 1;
         self.totals.recomputes += 1;
-        let n = self.kernel.len();
-        // Reused buffers: this runs after every change.
-        let mut busy = std::mem::take(&mut self.busy_buf);
-        busy.clear();
-        busy.extend((0..n).map(|p| self.kernel.busy_siblings(p)));
+        // Per core: its busy CPUs give each of them an SMT share (S0) and
+        // feed the power model. The buffer is reused: this runs after every
+        // change.
+        let mut smt = std::mem::take(&mut self.smt_buf);
+        smt.clear();
+        smt.resize(self.kernel.len(), 1.0);
+        let mut packages = vec![false; self.machine.packages().len()];
+        let mut cores_by_kind = vec![0usize; self.machine.kinds().len()];
+        let mut extra = 0;
+        for (c, cpus) in self.kernel.core_cpus.iter().enumerate() {
+            let b = cpus
+                .iter()
+                .filter(|&&p| !self.kernel.queues[p].is_empty())
+                .count();
+            if b > 0 {
+                packages[self.machine.cores()[c].package] = true;
+                cores_by_kind[self.machine.cores()[c].kind] += 1;
+                extra += b - 1;
+            }
+            if b > 1 {
+                let share = smt_share(b, self.model.smt_sigma);
+                cpus.iter().for_each(|&p| smt[p] = share);
+            }
+        }
+        let active = packages.iter().filter(|&&a| a).count();
+        self.busy_cpus = self.kernel.queues.iter().filter(|q| !q.is_empty()).count();
+        self.power_w = self.model.power.power_w(active, &cores_by_kind, extra);
         for t in 0..self.threads.len() {
-            let stream = self.stream_of(t, &busy);
+            let stream = self.stream_of(t, &smt);
             let th = &mut self.threads[t];
             if th.stream != stream {
                 if let Some(c) = th.class.take() {
@@ -482,7 +533,7 @@ impl<'a> World<'a> {
             self.class_ns_per_instr.clone_from(&sol.ns_per_instr);
             self.last_solution = Some(sol);
         }
-        self.busy_buf = busy;
+        self.smt_buf = smt;
         let now = self.now_ns as f64;
         let (mut next, mut paid) = (f64::INFINITY, now);
         for th in &mut self.threads {
@@ -495,31 +546,13 @@ impl<'a> World<'a> {
         }
         self.next_event_ns = now + next;
         self.debt_paid_ns = paid;
-        // Power: S0's model over busy CPUs, cores and packages.
-        let mut packages = vec![false; self.machine.packages().len()];
-        let mut cores_by_kind = vec![0usize; self.machine.kinds().len()];
-        let mut extra = 0;
-        for (c, cpus) in self.kernel.core_cpus.iter().enumerate() {
-            let b = cpus
-                .iter()
-                .filter(|&&p| !self.kernel.queues[p].is_empty())
-                .count();
-            if b > 0 {
-                packages[self.machine.cores()[c].package] = true;
-                cores_by_kind[self.machine.cores()[c].kind] += 1;
-                extra += b - 1;
-            }
-        }
-        let active = packages.iter().filter(|&&a| a).count();
-        self.busy_cpus = self.kernel.queues.iter().filter(|q| !q.is_empty()).count();
-        self.power_w = self.model.power.power_w(active, &cores_by_kind, extra);
         self.record_timeline();
     }
 
     /// Sets thread `t`'s share and per-instruction figures from its CPU and
     /// phase, and returns its memory stream, if it is making progress.
-    /// `busy` holds each CPU's busy siblings.
-    fn stream_of(&mut self, t: usize, busy: &[usize]) -> Option<Stream> {
+    /// `smt` holds each CPU's SMT share of its core.
+    fn stream_of(&mut self, t: usize, smt: &[f64]) -> Option<Stream> {
         let progressing = self.progressing(t);
         let th = &mut self.threads[t];
         th.rate = 0.0;
@@ -541,7 +574,7 @@ impl<'a> World<'a> {
         if !progressing {
             return None;
         }
-        let speed = kind_speed * smt_share(busy[pos], self.model.smt_sigma);
+        let speed = kind_speed * smt[pos];
         let home = self.kernel.numa[pos];
         Some(Stream {
             compute_ns_per_instr: phase.core_ns_per_instr / speed,
@@ -607,31 +640,7 @@ impl<'a> World<'a> {
             return;
         }
         self.settled_ns = self.now_ns;
-        let mut mem_bytes = 0.0;
-        for th in &mut self.threads {
-            if th.cpu.is_none() {
-                continue;
-            }
-            th.total.cpu_ns += th.share * dt;
-            th.total.wait_ns += (1.0 - th.share) * dt;
-            th.total.cycles += th.share * dt * th.cycles_per_ns;
-            if th.at_barrier || th.rate <= 0.0 {
-                continue;
-            }
-            let mut d = th.rate * dt;
-            if th.debt > 0.0 {
-                let pay = d.min(th.debt);
-                th.debt -= pay;
-                d -= pay;
-            }
-            let d = d.min(th.left);
-            th.total.instr += d;
-            th.left -= d;
-            th.to_barrier -= d;
-            th.total.mem_bytes += d * th.bytes_per_instr;
-            th.total.llc_refs += d * th.refs_per_instr;
-            mem_bytes += d * th.bytes_per_instr;
-        }
+        let mem_bytes: f64 = self.threads.iter_mut().map(|th| th.settle(dt)).sum();
         self.mem_bytes_total += mem_bytes;
     }
 
