@@ -214,6 +214,15 @@ pub struct World<'a> {
     /// ns per instruction, by class.
     classes: StreamClasses,
     class_ns_per_instr: Vec<f64>,
+    /// What changed since the last recompute: threads whose phase, barrier
+    /// or CPU changed, and CPUs whose queue changed (their own threads'
+    /// shares and their siblings' SMT shares follow). Only their threads'
+    /// streams are rebuilt; everything is on the first recompute.
+    touched_threads: Vec<usize>,
+    touched_cpus: Vec<usize>,
+    touched_all: bool,
+    /// Scratch: which threads this recompute rebuilt.
+    rebuilt: Vec<bool>,
     /// Scratch space for `recompute`, kept between calls.
     smt_buf: Vec<f64>,
     speed_of_kind: Vec<f64>,
@@ -323,6 +332,10 @@ impl<'a> World<'a> {
             last_solution: None,
             classes: StreamClasses::default(),
             class_ns_per_instr: Vec::new(),
+            touched_threads: Vec::new(),
+            touched_cpus: Vec::new(),
+            touched_all: true,
+            rebuilt: Vec::new(),
             smt_buf: Vec::new(),
             speed_of_kind,
             snapshot: Snapshot::default(),
@@ -388,14 +401,22 @@ impl<'a> World<'a> {
         self.kernel.enqueue(t, pos);
         self.threads[t].cpu = Some(pos);
         self.threads[t].last_cpu = Some(pos);
-        self.dirty = true;
+        self.touched_cpus.push(pos);
+        self.touch(t);
     }
 
     fn dequeue(&mut self, t: usize) {
         if let Some(pos) = self.threads[t].cpu.take() {
             self.kernel.dequeue(t, pos);
-            self.dirty = true;
+            self.touched_cpus.push(pos);
+            self.touch(t);
         }
+    }
+
+    /// Marks thread `t`'s stream for rebuilding at the next recompute.
+    fn touch(&mut self, t: usize) {
+        self.touched_threads.push(t);
+        self.dirty = true;
     }
 
     fn note_migration(&mut self, t: usize, from: usize, to: usize) {
@@ -425,7 +446,8 @@ impl<'a> World<'a> {
             self.note_migration(t, from, to);
             self.threads[t].cpu = Some(to);
             self.threads[t].last_cpu = Some(to);
-            self.dirty = true;
+            self.touched_cpus.extend([from, to]);
+            self.touch(t);
         }
     }
 
@@ -469,6 +491,7 @@ impl<'a> World<'a> {
             th.to_barrier = job.barrier.map_or(f64::INFINITY, |b| b.0);
             self.index_of.insert(id, t);
             self.tasks_changed = true;
+            self.touch(t);
             self.enqueue(t);
         }
         self.dirty = true;
@@ -512,7 +535,23 @@ impl<'a> World<'a> {
         let active = packages.iter().filter(|&&a| a).count();
         self.busy_cpus = self.kernel.queues.iter().filter(|q| !q.is_empty()).count();
         self.power_w = self.model.power.power_w(active, &cores_by_kind, extra);
-        for t in 0..self.threads.len() {
+        let mut rebuilt = std::mem::take(&mut self.rebuilt);
+        rebuilt.clear();
+        rebuilt.resize(self.threads.len(), false);
+        let mut todo = std::mem::take(&mut self.touched_threads);
+        if std::mem::take(&mut self.touched_all) {
+            todo.extend(0..self.threads.len());
+        }
+        for &pos in &self.touched_cpus {
+            for &p in &self.kernel.core_cpus[self.kernel.core[pos]] {
+                todo.extend_from_slice(&self.kernel.queues[p]);
+            }
+        }
+        self.touched_cpus.clear();
+        for &t in &todo {
+            if std::mem::replace(&mut rebuilt[t], true) {
+                continue;
+            }
             let stream = self.stream_of(t, &smt);
             let th = &mut self.threads[t];
             if th.stream != stream {
@@ -523,6 +562,23 @@ impl<'a> World<'a> {
                 th.stream = stream;
             }
         }
+        todo.clear();
+        self.touched_threads = todo;
+        // The bookkeeping above must miss nothing: in debug builds, check
+        // that every other thread's stream is what a rebuild would give.
+        #[cfg(debug_assertions)]
+        for t in 0..self.threads.len() {
+            if !rebuilt[t] {
+                let before = (self.threads[t].share, self.threads[t].stream);
+                let again = self.stream_of(t, &smt);
+                assert_eq!(
+                    (before.0, before.1),
+                    (self.threads[t].share, again),
+                    "thread {t}'s stream changed without being touched"
+                );
+            }
+        }
+        self.rebuilt = rebuilt;
         if self.classes.is_changed() {
             let sol = self.classes.solve(&self.mem, self.last_solution.as_ref());
             if !sol.converged {
@@ -666,8 +722,8 @@ impl<'a> World<'a> {
 
     fn end_phase(&mut self, t: usize) {
         let spec = &self.jobs[self.threads[t].job];
+        self.touch(t);
         let th = &mut self.threads[t];
-        self.dirty = true;
         th.phase += 1;
         if th.phase == spec.phases.len() {
             th.loops_left -= 1;
@@ -688,6 +744,7 @@ impl<'a> World<'a> {
         let (every, kind) = self.jobs[j].barrier.expect("barrier event without a barrier");
         self.threads[t].at_barrier = true;
         self.threads[t].to_barrier = every;
+        self.touch(t);
         self.job_state[j].waiting += 1;
         if kind == BarrierKind::Block {
             self.dequeue(t);
@@ -706,6 +763,7 @@ impl<'a> World<'a> {
         for t in first..first + self.jobs[j].threads as usize {
             if self.threads[t].at_barrier {
                 self.threads[t].at_barrier = false;
+                self.touch(t);
                 self.enqueue(t);
             }
         }
