@@ -567,16 +567,14 @@ impl<'a> World<'a> {
         // The bookkeeping above must miss nothing: in debug builds, check
         // that every other thread's stream is what a rebuild would give.
         #[cfg(debug_assertions)]
-        for t in 0..self.threads.len() {
-            if !rebuilt[t] {
-                let before = (self.threads[t].share, self.threads[t].stream);
-                let again = self.stream_of(t, &smt);
-                assert_eq!(
-                    (before.0, before.1),
-                    (self.threads[t].share, again),
-                    "thread {t}'s stream changed without being touched"
-                );
-            }
+        for (t, _) in rebuilt.iter().enumerate().filter(|(_, r)| !**r) {
+            let before = (self.threads[t].share, self.threads[t].stream);
+            let again = self.stream_of(t, &smt);
+            assert_eq!(
+                before,
+                (self.threads[t].share, again),
+                "thread {t}'s stream changed without being touched"
+            );
         }
         self.rebuilt = rebuilt;
         if self.classes.is_changed() {
