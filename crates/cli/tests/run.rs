@@ -341,3 +341,68 @@ fn memory_traffic_is_reported_only_where_the_machine_measures_it() {
         }
     }
 }
+
+/// Whether this machine has no SMT and one package: then S0's two orders
+/// coincide.
+fn no_smt_one_package() -> bool {
+    let cpus = std::fs::read_dir("/sys/devices/system/cpu")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            n.strip_prefix("cpu").is_some_and(|d| d.parse::<u32>().is_ok())
+        })
+        .map(|e| e.path().join("topology"))
+        .filter(|t| t.exists())
+        .collect::<Vec<_>>();
+    let read = |p: std::path::PathBuf| std::fs::read_to_string(p).unwrap_or_default().trim().to_string();
+    let single_threads = cpus
+        .iter()
+        .all(|t| !read(t.join("thread_siblings_list")).contains([',', '-']));
+    let packages: std::collections::BTreeSet<String> =
+        cpus.iter().map(|t| read(t.join("physical_package_id"))).collect();
+    single_threads && packages.len() == 1
+}
+
+#[test]
+fn smt_policies_run_here_and_explain_why_they_place_alike() {
+    let mut placements = Vec::new();
+    for policy in ["smt:speed", "smt:spn"] {
+        let out = herd()
+            .args([
+                "run",
+                "--policy",
+                policy,
+                "--period-ms",
+                "20",
+                "--explain",
+                "--",
+                "python3",
+                "-c",
+                &threads_program(0.5, 0.8),
+            ])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{policy}: {stderr}");
+        assert!(
+            stderr.contains("unit 1 of"),
+            "{policy} explains each placement: {stderr}"
+        );
+        if no_smt_one_package() {
+            assert!(
+                stderr.contains("place alike") && stderr.contains("no core has SMT siblings"),
+                "{policy}: {stderr}"
+            );
+        }
+        let cpus: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| l.split_whitespace().nth(1).unwrap_or("").to_string())
+            .collect();
+        assert_eq!(cpus.len(), 4, "{policy}: {stderr}");
+        placements.push(cpus);
+    }
+    if no_smt_one_package() {
+        assert_eq!(placements[0], placements[1], "alike orders place alike");
+    }
+}

@@ -13,11 +13,13 @@ mod baseline;
 mod cosched;
 pub mod order;
 mod plan;
+mod smt;
 mod view;
 
 pub use baseline::{Layout, Linux, Static};
 pub use cosched::CoschedFair;
 pub use plan::{JobDirective, Placement, Plan, Reason};
+pub use smt::{SmtGoal, SmtPlace};
 pub use view::{
     Estimate, Estimates, JobId, JobView, Level, Obs, Rng, Snapshot, SystemObs, TaskId, TaskState, TaskView,
     View,
@@ -80,6 +82,16 @@ pub fn catalog() -> &'static [PolicyInfo] {
                 default: "cpus",
                 about: "how many threads may run at once (default: one per CPU)",
             }],
+        },
+        PolicyInfo {
+            name: "smt:speed",
+            about: "S0 policy 1, speedup first: full cores spread over packages before any SMT sibling (Linux's order)",
+            params: &[],
+        },
+        PolicyInfo {
+            name: "smt:spn",
+            about: "S0 policy 2, SPN first: both siblings of a core, then the next core, then a new package",
+            params: &[],
         },
         PolicyInfo {
             name: "static:scatter",
@@ -188,6 +200,8 @@ pub fn build(spec: &str) -> Result<Box<dyn Policy>, PolicyError> {
             let whole_cores = params.one_of("places", "threads", &["threads", "cores"])? == "cores";
             Box::new(Static::new(layout, whole_cores))
         }
+        "smt:speed" => Box::new(SmtPlace::new(SmtGoal::Speed)),
+        "smt:spn" => Box::new(SmtPlace::new(SmtGoal::Spn)),
         "cosched:fair" => {
             let slots =
                 match params.str_or("slots", "cpus") {

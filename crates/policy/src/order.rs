@@ -67,6 +67,37 @@ pub fn scatter(m: &Machine) -> Vec<u32> {
         .collect()
 }
 
+/// Cores with the strongest kind first, keeping `cores`' order inside a
+/// kind (kinds are indexed weakest first).
+fn strongest_first(m: &Machine, mut cores: Vec<usize>) -> Vec<usize> {
+    cores.sort_by_key(|&c| std::cmp::Reverse(m.cores()[c].kind));
+    cores
+}
+
+/// S0's policy 1, speedup first (its Table 1, what Linux does): the
+/// strongest units first. Every core's first hardware thread (a
+/// full-resource unit) before any core's second; inside each round the
+/// strongest core kind first, spread over packages, NUMA nodes and LLCs.
+/// Works for any SMT width, and for cores of different widths on one
+/// machine (a core with fewer threads drops out of later rounds).
+pub fn speed_first(m: &Machine) -> Vec<u32> {
+    let cores = strongest_first(m, scatter_cores(m));
+    (0..m.smt_max())
+        .flat_map(|s| cores.iter().filter_map(move |&c| m.cores()[c].cpus.iter().nth(s)))
+        .collect()
+}
+
+/// S0's policy 2, SPN first (speedup per watt per physical core): every
+/// sibling of a core before the next core, every core of a package before
+/// the next package, so each unit opens as little new power (a core, a
+/// package) as it can. Inside a package the strongest kind comes first.
+pub fn spn_first(m: &Machine) -> Vec<u32> {
+    let mut cores = compact_cores(m);
+    // Stable: packages stay in compact order, kinds strongest first inside.
+    cores.sort_by_key(|&c| (m.cores()[c].package, std::cmp::Reverse(m.cores()[c].kind)));
+    cores.into_iter().flat_map(|c| m.cores()[c].cpus.iter()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
