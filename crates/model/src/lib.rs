@@ -4,6 +4,7 @@
 //! placement model, S0's unit counts) use the same code, so a prediction
 //! and a simulation disagree only where the inputs do.
 
+pub mod amdahl;
 pub mod classes;
 pub mod memory;
 pub mod params;
