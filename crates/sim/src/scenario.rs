@@ -87,6 +87,22 @@ impl Default for SensorSpec {
     }
 }
 
+/// How a phase's work divides among a job's threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Split {
+    /// Every thread retires `instructions` on its own (static partitioning).
+    #[default]
+    PerThread,
+    /// `instructions` is the job's total, drawn by its threads as fast as
+    /// each runs (a task queue, as MapReduce runtimes like Phoenix have);
+    /// the phase ends for all threads together.
+    Shared,
+    /// Only the first thread retires `instructions`; the others wait,
+    /// blocked, until it is done (Amdahl's serial part).
+    Serial,
+}
+
 /// Where a phase's memory lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Memory {
@@ -121,8 +137,11 @@ impl<'de> Deserialize<'de> for Memory {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PhaseSpec {
-    /// Instructions each thread retires in this phase.
+    /// Instructions each thread retires in this phase (see `split`).
     pub instructions: Positive,
+    /// How the instructions divide among the job's threads.
+    #[serde(default)]
+    pub split: Split,
     /// Instructions per cycle alone on the reference core.
     pub ipc: Positive,
     /// Memory traffic per instruction.
@@ -360,8 +379,10 @@ pub struct Job {
 /// A phase, with its model inputs derived.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Phase {
-    /// Instructions per thread.
+    /// Instructions per thread, or the job's total (see `split`).
     pub instructions: f64,
+    /// How they divide among the threads.
+    pub split: Split,
     /// Core-only time per instruction on the reference core, in ns.
     pub core_ns_per_instr: f64,
     /// Cache-line requests per instruction.
@@ -570,6 +591,7 @@ fn derive_phase(p: &PhaseSpec, model: &ModelParams, m: &Machine) -> Result<Phase
     }
     Ok(Phase {
         instructions: p.instructions.0,
+        split: p.split,
         core_ns_per_instr: core_ns,
         requests_per_instr: requests,
         llc_miss_rate,

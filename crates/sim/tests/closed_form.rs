@@ -145,3 +145,46 @@ fn a_migration_costs_its_warm_up_and_no_more() {
     assert!(r.migrations > 100, "{}", r.migrations);
     assert!(r.makespan_s < ideal * 1.01, "{} vs {ideal}", r.makespan_s);
 }
+
+/// A job with Amdahl's shape: `serial` instructions on one thread, then
+/// `parallel` instructions shared by `threads` threads, at IPC 1 and 2.5 GHz
+/// (0.4 ns per instruction).
+fn amdahl_job(threads: u32, serial: f64, parallel: f64) -> String {
+    format!(
+        "[[job]]\nname = \"wc\"\nthreads = {threads}\n\
+         [[job.phase]]\ninstructions = {serial}\nipc = 1.0\nsplit = \"serial\"\n\
+         [[job.phase]]\ninstructions = {parallel}\nipc = 1.0\nsplit = \"shared\"\n"
+    )
+}
+
+#[test]
+fn serial_and_shared_phases_follow_amdahl() {
+    let (serial, parallel) = (1e8, 9e8);
+    for threads in [1u32, 2, 3, 4] {
+        let text = format!(
+            "[machine]\nsynthetic = \"core:4\"\n[model]\nfreq_ghz = 2.5\n{FREE_MOVES}{}",
+            amdahl_job(threads, serial, parallel)
+        );
+        let r = run(&scenario(&text), "static:compact");
+        let expected = 0.4e-9 * (serial + parallel / f64::from(threads));
+        assert!(
+            close(r.makespan_s, expected, 1e-6),
+            "{threads} threads: {} vs {expected}",
+            r.makespan_s
+        );
+    }
+}
+
+#[test]
+fn a_shared_phase_balances_unequal_threads() {
+    // Three threads, two of them SMT siblings (each 0.65 of a core with
+    // sigma 0.3) and one alone: the pool drains at 2.3 cores' worth, where
+    // per-thread work would wait for the slow siblings.
+    let text = format!(
+        "[machine]\nsynthetic = \"core:2 pu:2\"\n[model]\nfreq_ghz = 2.5\nsmt_sigma = 0.3\n{FREE_MOVES}\
+         [[job]]\nname = \"pool\"\nthreads = 3\n\
+         [[job.phase]]\ninstructions = 2.3e9\nipc = 1.0\nsplit = \"shared\"\n"
+    );
+    let r = run(&scenario(&text), "static:compact");
+    assert!(close(r.makespan_s, 0.4, 1e-6), "{}", r.makespan_s);
+}

@@ -18,6 +18,9 @@ use herd_policy::{Snapshot, TaskId};
 use herd_topo::{CpuSet, Machine};
 
 mod engine_io;
+mod sync;
+
+use sync::phase_work;
 
 use crate::kernel::Kernel;
 use crate::scenario::{BarrierKind, Job, Memory, Scenario, SensorSpec};
@@ -43,6 +46,8 @@ struct Thread {
     done: bool,
     paused: bool,
     at_barrier: bool,
+    /// Waiting at a shared or serial phase's end for the job's other threads.
+    at_gate: bool,
     phase: usize,
     loops_left: u32,
     left: f64,
@@ -104,6 +109,8 @@ struct JobState {
     arrived: bool,
     live: u32,
     waiting: u32,
+    /// Threads waiting at the gate that ends a shared or serial phase.
+    gated: u32,
     run_started_ns: u64,
     finished_ns: Option<u64>,
     runs: u32,
@@ -206,6 +213,8 @@ pub struct World<'a> {
     /// Whether any job emits heartbeats (cumulative counts change every
     /// period, so its observations are never reused).
     has_heartbeats: bool,
+    /// Whether any job has a shared phase (whose pool `share_pools` keeps).
+    has_shared: bool,
     /// The last contention solution's arrival rates, to warm-start the next.
     last_solution: Option<herd_model::Solution>,
     /// Progressing threads' streams grouped into classes, updated only for
@@ -268,9 +277,10 @@ impl<'a> World<'a> {
                     done: false,
                     paused: false,
                     at_barrier: false,
+                    at_gate: false,
                     phase: 0,
                     loops_left: job.loops,
-                    left: job.phases[0].instructions,
+                    left: phase_work(job, 0, rank),
                     to_barrier: job.barrier.map_or(f64::INFINITY, |b| b.0),
                     debt: 0.0,
                     cpu: None,
@@ -329,6 +339,9 @@ impl<'a> World<'a> {
             observes: 0,
             before_last_observe_ns: 0,
             has_heartbeats: jobs.iter().any(|j| j.heartbeat_every.is_some()),
+            has_shared: jobs
+                .iter()
+                .any(|j| j.phases.iter().any(|p| p.split == crate::scenario::Split::Shared)),
             last_solution: None,
             classes: StreamClasses::default(),
             class_ns_per_instr: Vec::new(),
@@ -379,7 +392,7 @@ impl<'a> World<'a> {
     fn queued(&self, t: usize) -> bool {
         let th = &self.threads[t];
         let blocked = th.at_barrier && matches!(self.jobs[th.job].barrier, Some((_, BarrierKind::Block)));
-        th.arrived && !th.done && !th.paused && !blocked
+        th.arrived && !th.done && !th.paused && !blocked && !th.at_gate
     }
 
     fn progressing(&self, t: usize) -> bool {
@@ -475,6 +488,7 @@ impl<'a> World<'a> {
         let first = self.job_state[j].first;
         self.job_state[j].live = job.threads;
         self.job_state[j].waiting = 0;
+        self.job_state[j].gated = 0;
         self.job_state[j].run_started_ns = self.now_ns;
         for t in first..first + job.threads as usize {
             let id = self.next_id;
@@ -485,9 +499,10 @@ impl<'a> World<'a> {
             th.arrived = true;
             th.done = false;
             th.at_barrier = false;
+            th.at_gate = false;
             th.phase = 0;
             th.loops_left = job.loops;
-            th.left = job.phases[0].instructions;
+            th.left = phase_work(job, 0, th.rank);
             th.to_barrier = job.barrier.map_or(f64::INFINITY, |b| b.0);
             self.index_of.insert(id, t);
             self.tasks_changed = true;
@@ -591,9 +606,13 @@ impl<'a> World<'a> {
         let now = self.now_ns as f64;
         let (mut next, mut paid) = (f64::INFINITY, now);
         for th in &mut self.threads {
-            let Some(c) = th.class else { continue };
-            th.rate = th.share / self.class_ns_per_instr[c as usize];
-            if !th.at_barrier {
+            if let Some(c) = th.class {
+                th.rate = th.share / self.class_ns_per_instr[c as usize];
+            }
+        }
+        self.share_pools();
+        for th in &self.threads {
+            if th.class.is_some() && !th.at_barrier {
                 next = next.min((th.debt + th.left.min(th.to_barrier)) / th.rate);
                 paid = paid.max(now + th.debt / th.rate);
             }
@@ -718,61 +737,12 @@ impl<'a> World<'a> {
         }
     }
 
-    fn end_phase(&mut self, t: usize) {
-        let spec = &self.jobs[self.threads[t].job];
-        self.touch(t);
-        let th = &mut self.threads[t];
-        th.phase += 1;
-        if th.phase == spec.phases.len() {
-            th.loops_left -= 1;
-            th.phase = 0;
-            if th.loops_left == 0 {
-                th.done = true;
-                self.tasks_changed = true;
-                self.dequeue(t);
-                self.thread_done(t);
-                return;
-            }
-        }
-        th.left = spec.phases[th.phase].instructions;
-    }
-
-    fn reach_barrier(&mut self, t: usize) {
-        let j = self.threads[t].job;
-        let (every, kind) = self.jobs[j].barrier.expect("barrier event without a barrier");
-        self.threads[t].at_barrier = true;
-        self.threads[t].to_barrier = every;
-        self.touch(t);
-        self.job_state[j].waiting += 1;
-        if kind == BarrierKind::Block {
-            self.dequeue(t);
-        }
-        self.dirty = true;
-        self.maybe_release(j);
-    }
-
-    fn maybe_release(&mut self, j: usize) {
-        let st = &self.job_state[j];
-        if st.live == 0 || st.waiting < st.live {
-            return;
-        }
-        self.job_state[j].waiting = 0;
-        let first = self.job_state[j].first;
-        for t in first..first + self.jobs[j].threads as usize {
-            if self.threads[t].at_barrier {
-                self.threads[t].at_barrier = false;
-                self.touch(t);
-                self.enqueue(t);
-            }
-        }
-        self.dirty = true;
-    }
-
     fn thread_done(&mut self, t: usize) {
         let j = self.threads[t].job;
         self.job_state[j].live -= 1;
         if self.job_state[j].live > 0 {
             self.maybe_release(j);
+            self.maybe_open_gate(j);
             return;
         }
         let st = &mut self.job_state[j];
