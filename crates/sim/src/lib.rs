@@ -7,6 +7,7 @@
 mod kernel;
 pub mod report;
 pub mod scenario;
+pub mod sweep;
 mod world;
 
 use std::collections::HashMap;
@@ -16,6 +17,7 @@ use herd_policy::{Estimates, Plan, PolicyError, View};
 use serde::Serialize;
 
 pub use scenario::{Scenario, ScenarioError};
+pub use sweep::{PerCore, Sweep, SweepPoint};
 pub use world::{MAX_SEGMENTS, Segment, World};
 
 /// One job's outcome under one policy.
@@ -54,6 +56,8 @@ pub struct PolicyResult {
     pub migrations_cross_llc: u64,
     /// Moves between NUMA nodes.
     pub migrations_cross_numa: u64,
+    /// Physical cores any thread ran on (S0's C).
+    pub physical_cores: usize,
     /// Decisions taken.
     pub decisions: u64,
     /// Time spent deciding / simulated busy CPU time, in percent. Measured
@@ -90,6 +94,9 @@ pub struct Comparison {
     pub seed: u64,
     /// Results, `linux` first, grouped by seed.
     pub policies: Vec<PolicyResult>,
+    /// The unit sweep, when the scenario asks for one (`[sweep]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<Sweep>,
 }
 
 /// Solo times of each job: its first run alone under `linux`. Jobs with
@@ -235,6 +242,7 @@ pub fn run_policy<M: CostMeter>(
         },
         migrations_cross_llc: t.migrations_cross_llc,
         migrations_cross_numa: t.migrations_cross_numa,
+        physical_cores: t.cores_used,
         decisions: overhead.decisions,
         decision_overhead_pct: timed.then(|| {
             if t.busy_cpu_ns > 0.0 {
@@ -291,5 +299,6 @@ pub fn compare<M: CostMeter>(
         scenario: s.name.clone(),
         seed: seeds.first().copied().unwrap_or(0),
         policies: results,
+        sweep: None,
     })
 }

@@ -253,6 +253,16 @@ pub struct ScenarioSpec {
     /// The jobs.
     #[serde(default)]
     pub job: Vec<toml::Spanned<JobSpec>>,
+    /// Run the workload again at each of these thread counts (S0's unit sweep).
+    pub sweep: Option<toml::Spanned<SweepSpec>>,
+}
+
+/// S0's experiment: every job given each thread count in turn.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SweepSpec {
+    /// Thread counts (units) to run every job with.
+    pub threads: Vec<Count>,
 }
 
 fn ten() -> Positive {
@@ -345,6 +355,8 @@ pub struct Scenario {
     pub horizon_ns: Option<u64>,
     /// Jobs, copies expanded.
     pub jobs: Vec<Job>,
+    /// Thread counts of a unit sweep (`[sweep]`); empty for none.
+    pub sweep_threads: Vec<u32>,
 }
 
 /// A job, ready to simulate.
@@ -519,6 +531,25 @@ impl Scenario {
                 "every job restarts, so the run never ends: set horizon_s".into(),
             ));
         }
+        let mut sweep_threads = Vec::new();
+        if let Some(sw) = &spec.sweep {
+            sweep_threads = sw.get_ref().threads.iter().map(|c| c.0).collect();
+            let where_ = |why: String| at(sw.span(), "sweep.threads", why);
+            if sweep_threads.is_empty() {
+                return Err(where_("give at least one thread count".into()));
+            }
+            let most = sweep_threads.iter().copied().max().unwrap_or(1);
+            if let Some(j) = jobs
+                .iter()
+                .find(|j| j.pin_threads && most as usize > j.cpus.len())
+            {
+                return Err(where_(format!(
+                    "{most} threads, but job '{}' pins its threads to {} CPUs",
+                    j.name,
+                    j.cpus.len()
+                )));
+            }
+        }
         for p in &spec.policies {
             herd_policy::build(p).map_err(|e| err(None, Some("policies".into()), e.to_string()))?;
         }
@@ -542,6 +573,7 @@ impl Scenario {
             period_ns: (spec.period_ms.0 * 1e6).max(1.0) as u64,
             horizon_ns: spec.horizon_s.map(|h| (h.0 * 1e9) as u64),
             jobs,
+            sweep_threads,
         })
     }
 }

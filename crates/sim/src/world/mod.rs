@@ -155,6 +155,8 @@ pub struct Totals {
     pub events: u64,
     /// Rate recomputations.
     pub recomputes: u64,
+    /// Physical cores any thread ran on.
+    pub cores_used: usize,
     /// Memory-contention solves, and the Gauss-Seidel sweeps they took.
     pub solves: u64,
     /// Sweeps over all solves.
@@ -232,6 +234,13 @@ pub struct World<'a> {
     touched_all: bool,
     /// Scratch: which threads this recompute rebuilt.
     rebuilt: Vec<bool>,
+    /// Which physical cores any thread has run on for some time (S0
+    /// counts them; a placement undone at the same instant does not
+    /// count), and the cores busy since the last recompute, counted once
+    /// time passes.
+    core_used: Vec<bool>,
+    busy_cores: Vec<usize>,
+    busy_cores_counted: bool,
     /// Scratch space for `recompute`, kept between calls.
     smt_buf: Vec<f64>,
     speed_of_kind: Vec<f64>,
@@ -349,6 +358,9 @@ impl<'a> World<'a> {
             touched_cpus: Vec::new(),
             touched_all: true,
             rebuilt: Vec::new(),
+            core_used: vec![false; machine.cores().len()],
+            busy_cores: Vec::new(),
+            busy_cores_counted: true,
             smt_buf: Vec::new(),
             speed_of_kind,
             snapshot: Snapshot::default(),
@@ -532,12 +544,15 @@ impl<'a> World<'a> {
         let mut packages = vec![false; self.machine.packages().len()];
         let mut cores_by_kind = vec![0usize; self.machine.kinds().len()];
         let mut extra = 0;
+        self.busy_cores.clear();
+        self.busy_cores_counted = false;
         for (c, cpus) in self.kernel.core_cpus.iter().enumerate() {
             let b = cpus
                 .iter()
                 .filter(|&&p| !self.kernel.queues[p].is_empty())
                 .count();
             if b > 0 {
+                self.busy_cores.push(c);
                 packages[self.machine.cores()[c].package] = true;
                 cores_by_kind[self.machine.cores()[c].kind] += 1;
                 extra += b - 1;
@@ -701,6 +716,14 @@ impl<'a> World<'a> {
 
     /// Machine-wide accounting over `dt` ns at the current rates.
     fn account(&mut self, dt: f64) {
+        if dt > 0.0 && !self.busy_cores_counted {
+            self.busy_cores_counted = true;
+            for &c in &self.busy_cores {
+                if !std::mem::replace(&mut self.core_used[c], true) {
+                    self.totals.cores_used += 1;
+                }
+            }
+        }
         self.totals.busy_cpu_ns += dt * self.busy_cpus as f64;
         self.totals.energy_j += self.power_w * dt * 1e-9;
     }
