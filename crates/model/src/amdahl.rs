@@ -41,6 +41,30 @@ pub fn fit_serial_fraction(points: &[(f64, f64)]) -> Option<f64> {
     (sxx > 0.0).then(|| (sxy / sxx).clamp(0.0, 1.0))
 }
 
+/// Amdahl fitted to measured run times: from (capacity, seconds) points,
+/// the one-unit time t1 and serial fraction S of t(c) = t1 (S + (1 - S)/c),
+/// by least squares on its linear form t = a + b/c (t1 = a + b,
+/// S = a / t1). Needs two distinct capacities; a run at one unit is not
+/// required. `None` when the points cannot be fitted.
+pub fn fit_times(points: &[(f64, f64)]) -> Option<(f64, f64)> {
+    let n = points.len() as f64;
+    if !points.iter().all(|&(c, t)| c > 0.0 && t > 0.0 && c.is_finite() && t.is_finite()) {
+        return None;
+    }
+    let x: Vec<f64> = points.iter().map(|&(c, _)| 1.0 / c).collect();
+    let mx = x.iter().sum::<f64>() / n;
+    let mt = points.iter().map(|&(_, t)| t).sum::<f64>() / n;
+    let sxx: f64 = x.iter().map(|&xi| (xi - mx) * (xi - mx)).sum();
+    if sxx <= 1e-12 {
+        return None;
+    }
+    let sxt: f64 = x.iter().zip(points).map(|(&xi, &(_, t))| (xi - mx) * (t - mt)).sum();
+    let b = sxt / sxx;
+    let a = mt - b * mx;
+    let t1 = a + b;
+    (t1 > 0.0).then(|| (t1, (a / t1).clamp(0.0, 1.0)))
+}
+
 /// The fewest units whose predicted speedup is within `tolerance` (a
 /// fraction, e.g. 0.05) of the best over all candidates. `capacities[i]` is
 /// the capacity of i + 1 units in the policy's order. Returns a unit count
@@ -96,6 +120,19 @@ mod tests {
         assert!((got - s).abs() < 0.01, "{got}");
         assert_eq!(fit_serial_fraction(&[(1.0, 1.0)]), None, "one unit says nothing");
         assert_eq!(fit_serial_fraction(&[(4.0, -1.0)]), None);
+    }
+
+    #[test]
+    fn times_fit_without_a_one_unit_run() {
+        let (t1, s) = (100.0, 0.08);
+        let at = |c: f64| t1 * (s + (1.0 - s) / c);
+        let (ft1, fs) = fit_times(&[(2.0, at(2.0)), (4.0, at(4.0)), (8.0, at(8.0))]).unwrap();
+        assert!((ft1 - t1).abs() < 1e-9 && (fs - s).abs() < 1e-12, "{ft1} {fs}");
+        // Two points, one of them at one unit: S0's one-point formula.
+        let (_, fs) = fit_times(&[(1.0, 10.0), (4.0, 4.0)]).unwrap();
+        assert!((fs - serial_fraction(4.0, 2.5).unwrap()).abs() < 1e-12);
+        assert_eq!(fit_times(&[(4.0, 1.0), (4.0, 2.0)]), None, "one capacity says nothing");
+        assert_eq!(fit_times(&[(1.0, 1.0)]), None);
     }
 
     #[test]

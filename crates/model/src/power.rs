@@ -85,6 +85,40 @@ impl PowerModel {
             .sum();
         self.idle_w + pkg + cores + self.sibling_w * extra_siblings as f64
     }
+
+    /// Node power on machine `m` when CPU `os` is busy a fraction
+    /// `busy(os)` of the time (0..=1): S0's model with fractional
+    /// activity. A core counts as active for its busiest sibling's
+    /// fraction and its other siblings' busy time counts as extra siblings;
+    /// a package as active for its busiest core's fraction, the most
+    /// active package paying `first_package_w`. Whole fractions give
+    /// exactly [`PowerModel::power_w`].
+    pub fn busy_power_w(&self, m: &herd_topo::Machine, busy: &dyn Fn(u32) -> f64) -> f64 {
+        let mut package_active = vec![0.0f64; m.packages().len()];
+        let mut cores_w = 0.0;
+        let mut extra = 0.0;
+        for core in m.cores() {
+            let fracs: Vec<f64> = core.cpus.iter().map(|c| busy(c).clamp(0.0, 1.0)).collect();
+            let top = fracs.iter().copied().fold(0.0, f64::max);
+            extra += fracs.iter().sum::<f64>() - top;
+            let w = self
+                .core_w_by_kind
+                .as_ref()
+                .and_then(|v| v.get(core.kind))
+                .copied()
+                .unwrap_or(self.core_w);
+            cores_w += w * top;
+            let p = &mut package_active[core.package];
+            *p = p.max(top);
+        }
+        package_active.sort_by(|a, b| b.total_cmp(a));
+        let packages_w: f64 = package_active
+            .iter()
+            .enumerate()
+            .map(|(i, &a)| a * if i == 0 { self.first_package_w } else { self.next_package_w })
+            .sum();
+        self.idle_w + packages_w + cores_w + self.sibling_w * extra
+    }
 }
 
 impl Default for PowerModel {
@@ -106,5 +140,21 @@ mod tests {
         let full = p.power_w(1, &[3], 0);
         assert!((siblings - full).abs() / full < 0.05, "{siblings} vs {full}");
         assert!((p.power_w(0, &[0], 0) - 76.11).abs() < 1e-9);
+    }
+
+    #[test]
+    fn fractional_activity_matches_whole_counts() {
+        let m = herd_topo::Machine::synthetic("package:2 core:4 pu:2").unwrap();
+        let p = PowerModel::dell_c6100();
+        // CPUs 0-3: cores 0 and 1 of package 0 with both siblings busy.
+        let four = p.busy_power_w(&m, &|c| if c < 4 { 1.0 } else { 0.0 });
+        assert!((four - p.power_w(1, &[2], 2)).abs() < 1e-9);
+        // One full core on each package.
+        let spread = p.busy_power_w(&m, &|c| if c == 0 || c == 8 { 1.0 } else { 0.0 });
+        assert!((spread - p.power_w(2, &[2], 0)).abs() < 1e-9);
+        // Half busy costs half the active power above idle.
+        let half = p.busy_power_w(&m, &|c| if c == 0 { 0.5 } else { 0.0 });
+        assert!((half - (76.11 + 0.5 * (35.61 + 9.68))).abs() < 1e-9);
+        assert!((p.busy_power_w(&m, &|_| 0.0) - 76.11).abs() < 1e-9);
     }
 }

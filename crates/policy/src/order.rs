@@ -98,6 +98,31 @@ pub fn spn_first(m: &Machine) -> Vec<u32> {
     cores.into_iter().flat_map(|c| m.cores()[c].cpus.iter()).collect()
 }
 
+/// S0's sigma: a busy sibling adds 0.3 of a core (their Xeons).
+pub const S0_SIGMA: f64 = 0.3;
+
+/// Capacity, in full cores of the strongest kind, of the first 1, 2, ...
+/// units of `order`: a core's first unit in the order brings its kind's
+/// capacity, each further sibling `sigma` of it (S0's units).
+pub fn unit_capacities(m: &Machine, order: &[u32], sigma: f64) -> Vec<f64> {
+    let mut opened = vec![false; m.cores().len()];
+    let mut total = 0.0;
+    order
+        .iter()
+        .map(|&cpu| {
+            if let Some(c) = m.cpu(cpu) {
+                let kind = m.kinds()[c.kind].capacity;
+                total += if std::mem::replace(&mut opened[c.core], true) {
+                    sigma * kind
+                } else {
+                    kind
+                };
+            }
+            total
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,6 +141,17 @@ mod tests {
         let m = Machine::synthetic("package:2 numa:2 core:2").unwrap();
         // Packages alternate, and inside a package the two nodes alternate.
         assert_eq!(scatter(&m), vec![0, 4, 2, 6, 1, 5, 3, 7]);
+    }
+
+    #[test]
+    fn unit_capacities_count_siblings_as_sigma() {
+        let m = Machine::synthetic("package:1 core:2 pu:2").unwrap();
+        let caps = unit_capacities(&m, &spn_first(&m), 0.3);
+        let want = [1.0, 1.3, 2.3, 2.6];
+        assert!(caps.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-12), "{caps:?}");
+        let caps = unit_capacities(&m, &speed_first(&m), 0.3);
+        let want = [1.0, 2.0, 2.3, 2.6];
+        assert!(caps.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-12), "{caps:?}");
     }
 
     #[test]
