@@ -13,7 +13,7 @@ HERD := target/release/herd
 .PHONY: run test deps build workloads
 
 # Small real programs for tests and demos (see workloads/).
-WORKLOADS := stream compute phases barrier
+WORKLOADS := stream compute phases barrier amdahl
 WORKLOAD_BINS := $(addprefix target/workloads/,$(WORKLOADS))
 
 target/workloads/%: workloads/%.c workloads/common.h

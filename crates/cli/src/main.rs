@@ -8,6 +8,7 @@
 
 mod attach_cmd;
 mod batch_cmd;
+mod db_cmd;
 mod doctor_cmd;
 mod mechanism;
 mod meter;
@@ -17,6 +18,7 @@ mod run_cmd;
 mod signals;
 mod sim_cmd;
 mod topo_cmd;
+mod units;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -47,6 +49,8 @@ enum Command {
     Batch(batch_cmd::BatchArgs),
     /// Manage an already-running process until it exits or herd is stopped.
     Attach(attach_cmd::AttachArgs),
+    /// What the profile database knows: programs, runs, fits, unit choices.
+    Db(db_cmd::DbArgs),
 }
 
 /// Where the machine description comes from; this machine by default.
@@ -155,6 +159,7 @@ fn main() -> ExitCode {
         Command::Doctor(args) => doctor_cmd::run(args),
         Command::Sim(args) => sim_cmd::run(args),
         Command::Policies(args) => policies_cmd::run(args),
+        Command::Db(args) => db_cmd::run(args),
         Command::Run(_) | Command::Batch(_) | Command::Attach(_) => unreachable!("handled above"),
     };
     match result {

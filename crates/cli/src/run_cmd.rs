@@ -30,9 +30,23 @@ pub struct RunArgs {
     #[arg(long)]
     explain: bool,
     /// Run the program with N threads: sets OMP_NUM_THREADS=N and replaces
-    /// `{threads}` in its arguments.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    threads: Option<u32>,
+    /// `{threads}` in its arguments. `auto` picks N from the program's
+    /// recorded runs (S0: Amdahl's fit; see --goal, `herd db show`).
+    #[arg(long, value_name = "N|auto", value_parser = parse_threads)]
+    threads: Option<Threads>,
+    /// What --threads auto optimises: speed (the fewest units within
+    /// --tolerance of the best predicted speedup) or energy (the least
+    /// predicted energy).
+    #[arg(long, value_enum)]
+    goal: Option<Goal>,
+    /// For --goal speed: how far below the best predicted speedup, in per
+    /// cent, a smaller unit count may be.
+    #[arg(long, value_name = "PCT", default_value_t = 5.0)]
+    tolerance: f64,
+    /// The power model for the energy estimate and --goal energy: a preset
+    /// (dell-c6100, hp-dk388p) or a TOML file of its fields.
+    #[arg(long, value_name = "NAME|FILE", default_value = "dell-c6100")]
+    power_model: String,
     #[command(flatten)]
     mechanism: crate::mechanism::MechanismArgs,
     /// The profile database (default: $XDG_DATA_HOME/herd/herd.db, else ~/.local/share/herd/herd.db).
@@ -48,15 +62,60 @@ pub struct RunArgs {
     cmd: Vec<String>,
 }
 
+/// `--threads`: a count or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Threads {
+    /// This many.
+    Count(u32),
+    /// Chosen from the program's recorded runs.
+    Auto,
+}
+
+fn parse_threads(s: &str) -> Result<Threads, String> {
+    if s == "auto" {
+        return Ok(Threads::Auto);
+    }
+    match s.parse::<u32>() {
+        Ok(n) if n >= 1 => Ok(Threads::Count(n)),
+        _ => Err(format!("expected a whole number >= 1 or 'auto', got '{s}'")),
+    }
+}
+
+/// What `--threads auto` optimises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Goal {
+    /// The fewest units within the tolerance of the best speedup.
+    Speed,
+    /// The least energy.
+    Energy,
+}
+
 /// `herd run`; returns the exit code to leave with (the program's).
 pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     let cfg = crate::period_config(args.period_ms)?;
     let mut policy = herd_policy::build(&args.policy).map_err(|e| Failure::Input(e.into()))?;
+    if args.goal.is_some() && args.threads != Some(Threads::Auto) {
+        return Err(Failure::Input(anyhow::anyhow!(
+            "--goal chooses the unit count: use it with --threads auto"
+        )));
+    }
+    if !(args.tolerance.is_finite() && (0.0..100.0).contains(&args.tolerance)) {
+        return Err(Failure::Input(anyhow::anyhow!(
+            "--tolerance must be a per cent in [0, 100), got {}",
+            args.tolerance
+        )));
+    }
+    let (power, power_label) = crate::units::power_model(&args.power_model)?;
     let machine = crate::this_machine()?;
+    let units = match args.threads {
+        None => None,
+        Some(Threads::Count(n)) => Some(n),
+        Some(Threads::Auto) => Some(auto_units(args, &machine, &power)),
+    };
     // Signals first, so none is lost between spawn and the loop.
     let sig = Signals::install()?;
     let mechanism = args.mechanism.setup()?;
-    let (argv, opts) = with_threads(&args.cmd, args.threads);
+    let (argv, opts) = with_threads(&args.cmd, units);
     let child = herd_runtime::live::spawn_with(&argv, &opts)
         .map_err(|e| Failure::Input(anyhow::anyhow!("cannot run '{}': {e}", args.cmd[0])))?;
     let name = std::path::Path::new(&args.cmd[0])
@@ -69,6 +128,8 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     let herd_cpu_before = crate::meter::cpu_seconds(libc::RUSAGE_SELF);
     let mut meter = WallMeter::default();
     let explain = args.explain;
+    // The power model's estimate, period by period, from where the tasks ran.
+    let (mut model_energy_j, mut modelled_s, mut last_w) = (0.0, 0.0, power.idle_w);
     let overhead = herd_engine::run(
         policy.as_mut(),
         &machine,
@@ -77,6 +138,12 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
         &mut meter,
         &cfg,
         |view, plan| {
+            if let Some(w) = period_power_w(&power, view) {
+                let period_s = view.snapshot.period_ns as f64 * 1e-9;
+                model_energy_j += w * period_s;
+                modelled_s += period_s;
+                last_w = w;
+            }
             if !explain {
                 return;
             }
@@ -100,6 +167,8 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     let wall = started.elapsed().as_secs_f64();
     let herd_cpu = crate::meter::cpu_seconds(libc::RUSAGE_SELF) - herd_cpu_before;
     let prog_cpu = crate::meter::cpu_seconds(libc::RUSAGE_CHILDREN);
+    // The run's tail after the last observation, at the last power seen.
+    model_energy_j += last_w * (wall - modelled_s).max(0.0);
     let s = world.stats;
     let mut summary = String::new();
     let _ = write!(
@@ -136,6 +205,16 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
             j / wall.max(1e-9)
         );
     }
+    let _ = write!(
+        summary,
+        "; the power model ({power_label}) estimates {model_energy_j:.1} J ({:.1} W){}",
+        model_energy_j / wall.max(1e-9),
+        if s.energy_j.is_none() {
+            " (no RAPL here to measure it)"
+        } else {
+            ""
+        }
+    );
     if let Some(b) = s.mem_bytes {
         let _ = write!(summary, "; memory traffic {:.2} GB", b as f64 * 1e-9);
     }
@@ -145,7 +224,8 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
         &name,
         &policy.name(),
         (wall, prog_cpu, herd_cpu),
-        s.max_threads,
+        (s.max_threads, units),
+        (s.energy_j, Some(model_energy_j)),
         status,
     );
     // The program's status is herd's: its code, or 128 + the signal that killed it, as shells do.
@@ -180,27 +260,16 @@ fn record_run(
     name: &str,
     policy: &str,
     (wall_s, cpu_s, herd_cpu_s): (f64, f64, f64),
-    threads: usize,
+    (threads, units): (usize, Option<u32>),
+    (energy_j, model_energy_j): (Option<f64>, Option<f64>),
     status: Option<std::process::ExitStatus>,
 ) {
     use herd_store::ProfileStore;
-    let path = args.db.clone().or_else(|| {
-        herd_store::default_path(
-            std::env::var("XDG_DATA_HOME").ok().as_deref(),
-            std::env::var("HOME").ok().as_deref(),
-        )
-    });
-    let Some(path) = path else {
+    let Some(path) = crate::units::db_path(args.db.as_deref()) else {
         eprintln!("herd: warning: no HOME or XDG_DATA_HOME: the run is not recorded (use --db PATH)");
         return;
     };
-    // The program's key: its executable as found, and its arguments.
-    let exe = herd_runtime::live::resolve(&args.cmd[0], None)
-        .map_or(args.cmd[0].clone(), |p| p.display().to_string());
-    let program = std::iter::once(exe)
-        .chain(args.cmd[1..].iter().cloned())
-        .collect::<Vec<_>>()
-        .join(" ");
+    let program = crate::units::program_key(&args.cmd);
     let started = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
@@ -214,9 +283,75 @@ fn record_run(
         threads: threads as u32,
         exit_code: status.map(|st| st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0))),
         herd_cpu_s,
+        units,
+        energy_j,
+        model_energy_j,
     };
     match herd_store::SqliteStore::open(&path).and_then(|mut s| s.record_run(&record)) {
         Ok(_) => {}
         Err(e) => eprintln!("herd: warning: the run of {name} was not recorded: {e}"),
+    }
+}
+
+/// The power model's machine power over the period `view` observed: each
+/// CPU busy for the CPU time of the tasks last seen on it. `None` for an
+/// empty period.
+fn period_power_w(power: &herd_model::PowerModel, view: &herd_policy::View<'_>) -> Option<f64> {
+    let period_ns = view.snapshot.period_ns;
+    if period_ns == 0 {
+        return None;
+    }
+    let mut busy_ns: std::collections::BTreeMap<u32, u64> = Default::default();
+    for t in &view.snapshot.tasks {
+        if let Some(cpu) = t.cpu {
+            *busy_ns.entry(cpu).or_default() += t.obs.cpu_time_ns;
+        }
+    }
+    let frac = |cpu: u32| busy_ns.get(&cpu).map_or(0.0, |&ns| ns as f64 / period_ns as f64);
+    Some(power.busy_power_w(view.machine, &frac))
+}
+
+/// `--threads auto`: the unit count the program's recorded runs suggest for
+/// `--goal`, or one per CPU when they cannot say yet. Says which and why.
+fn auto_units(args: &RunArgs, m: &herd_topo::Machine, power: &herd_model::PowerModel) -> u32 {
+    let cpus = m.cpus().len() as u32;
+    let key = crate::units::program_key(&args.cmd);
+    let runs = crate::units::db_path(args.db.as_deref())
+        .filter(|p| p.exists())
+        .and_then(|p| herd_store::SqliteStore::open(&p).ok())
+        .and_then(|s| herd_store::ProfileStore::runs(&s, &key).ok())
+        .unwrap_or_default();
+    let curve = crate::units::curve(m, &runs, &args.policy, power, args.tolerance / 100.0);
+    let goal = args.goal.unwrap_or(Goal::Speed);
+    let chosen = match goal {
+        Goal::Speed => curve.for_speed,
+        Goal::Energy => curve.for_energy,
+    };
+    match (chosen, curve.serial_fraction) {
+        (Some(n), Some(s)) => {
+            let p = &curve.predictions[n as usize - 1];
+            eprintln!(
+                "herd: --threads auto: {n} units for {} (Amdahl fit over {} unit counts: serial fraction {s:.3}; \
+                 predicted {:.2}x in {:.1} s at {:.0} W, {:.0} J; `herd db show` has the curve)",
+                match goal {
+                    Goal::Speed => format!("speed within {}% of the best", args.tolerance),
+                    Goal::Energy => "the least energy".to_string(),
+                },
+                curve.by_units.len(),
+                p.speedup,
+                p.time_s,
+                p.power_w,
+                p.energy_j
+            );
+            n
+        }
+        _ => {
+            eprintln!(
+                "herd: --threads auto: no fit for this program yet ({} completed unit counts recorded; \
+                 two are needed), so one thread per CPU: {cpus}. Runs at a few counts (--threads 1, 2, ...) teach it.",
+                curve.by_units.len()
+            );
+            cpus
+        }
     }
 }

@@ -48,7 +48,10 @@ pub fn fit_serial_fraction(points: &[(f64, f64)]) -> Option<f64> {
 /// required. `None` when the points cannot be fitted.
 pub fn fit_times(points: &[(f64, f64)]) -> Option<(f64, f64)> {
     let n = points.len() as f64;
-    if !points.iter().all(|&(c, t)| c > 0.0 && t > 0.0 && c.is_finite() && t.is_finite()) {
+    if !points
+        .iter()
+        .all(|&(c, t)| c > 0.0 && t > 0.0 && c.is_finite() && t.is_finite())
+    {
         return None;
     }
     let x: Vec<f64> = points.iter().map(|&(c, _)| 1.0 / c).collect();
@@ -58,7 +61,11 @@ pub fn fit_times(points: &[(f64, f64)]) -> Option<(f64, f64)> {
     if sxx <= 1e-12 {
         return None;
     }
-    let sxt: f64 = x.iter().zip(points).map(|(&xi, &(_, t))| (xi - mx) * (t - mt)).sum();
+    let sxt: f64 = x
+        .iter()
+        .zip(points)
+        .map(|(&xi, &(_, t))| (xi - mx) * (t - mt))
+        .sum();
     let b = sxt / sxx;
     let a = mt - b * mx;
     let t1 = a + b;
@@ -131,7 +138,11 @@ mod tests {
         // Two points, one of them at one unit: S0's one-point formula.
         let (_, fs) = fit_times(&[(1.0, 10.0), (4.0, 4.0)]).unwrap();
         assert!((fs - serial_fraction(4.0, 2.5).unwrap()).abs() < 1e-12);
-        assert_eq!(fit_times(&[(4.0, 1.0), (4.0, 2.0)]), None, "one capacity says nothing");
+        assert_eq!(
+            fit_times(&[(4.0, 1.0), (4.0, 2.0)]),
+            None,
+            "one capacity says nothing"
+        );
         assert_eq!(fit_times(&[(1.0, 1.0)]), None);
     }
 

@@ -115,7 +115,13 @@ impl PowerModel {
         let packages_w: f64 = package_active
             .iter()
             .enumerate()
-            .map(|(i, &a)| a * if i == 0 { self.first_package_w } else { self.next_package_w })
+            .map(|(i, &a)| {
+                a * if i == 0 {
+                    self.first_package_w
+                } else {
+                    self.next_package_w
+                }
+            })
             .sum();
         self.idle_w + packages_w + cores_w + self.sibling_w * extra
     }

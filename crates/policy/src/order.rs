@@ -148,10 +148,16 @@ mod tests {
         let m = Machine::synthetic("package:1 core:2 pu:2").unwrap();
         let caps = unit_capacities(&m, &spn_first(&m), 0.3);
         let want = [1.0, 1.3, 2.3, 2.6];
-        assert!(caps.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-12), "{caps:?}");
+        assert!(
+            caps.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-12),
+            "{caps:?}"
+        );
         let caps = unit_capacities(&m, &speed_first(&m), 0.3);
         let want = [1.0, 2.0, 2.3, 2.6];
-        assert!(caps.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-12), "{caps:?}");
+        assert!(
+            caps.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-12),
+            "{caps:?}"
+        );
     }
 
     #[test]

@@ -62,6 +62,13 @@ pub struct RunRecord {
     pub exit_code: Option<i32>,
     /// herd's own CPU time.
     pub herd_cpu_s: f64,
+    /// The units (threads) herd was asked to run it with (`--threads`),
+    /// when it was.
+    pub units: Option<u32>,
+    /// Machine energy measured by RAPL over the run, where available.
+    pub energy_j: Option<f64>,
+    /// The power model's estimate of the machine's energy over the run.
+    pub model_energy_j: Option<f64>,
 }
 
 /// Where herd keeps what it learns about programs across runs.
@@ -73,7 +80,8 @@ pub trait ProfileStore {
 }
 
 /// Schema migrations, in order; migration i brings the file to version i + 1.
-const MIGRATIONS: &[&str] = &["CREATE TABLE run (
+const MIGRATIONS: &[&str] = &[
+    "CREATE TABLE run (
         id INTEGER PRIMARY KEY,
         program TEXT NOT NULL,
         policy TEXT NOT NULL,
@@ -84,7 +92,12 @@ const MIGRATIONS: &[&str] = &["CREATE TABLE run (
         exit_code INTEGER,
         herd_cpu_s REAL NOT NULL
     );
-    CREATE INDEX run_program ON run (program);"];
+    CREATE INDEX run_program ON run (program);",
+    // Version 2 (S0): the unit count asked for, measured and modelled energy.
+    "ALTER TABLE run ADD COLUMN units INTEGER;
+    ALTER TABLE run ADD COLUMN energy_j REAL;
+    ALTER TABLE run ADD COLUMN model_energy_j REAL;",
+];
 
 /// The SQLite profile store.
 #[derive(Debug)]
@@ -183,8 +196,9 @@ impl ProfileStore for SqliteStore {
         };
         let tx = self.conn.transaction().map_err(err)?;
         tx.execute(
-            "INSERT INTO run (program, policy, started_unix_s, wall_s, cpu_s, threads, exit_code, herd_cpu_s)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            "INSERT INTO run (program, policy, started_unix_s, wall_s, cpu_s, threads, exit_code, herd_cpu_s,
+                              units, energy_j, model_energy_j)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             params![
                 run.program,
                 run.policy,
@@ -193,7 +207,10 @@ impl ProfileStore for SqliteStore {
                 run.cpu_s,
                 run.threads,
                 run.exit_code,
-                run.herd_cpu_s
+                run.herd_cpu_s,
+                run.units,
+                run.energy_j,
+                run.model_energy_j
             ],
         )
         .map_err(err)?;
@@ -210,7 +227,8 @@ impl ProfileStore for SqliteStore {
         let mut stmt = self
             .conn
             .prepare(
-                "SELECT program, policy, started_unix_s, wall_s, cpu_s, threads, exit_code, herd_cpu_s
+                "SELECT program, policy, started_unix_s, wall_s, cpu_s, threads, exit_code, herd_cpu_s,
+                        units, energy_j, model_energy_j
                  FROM run WHERE program = ?1 ORDER BY id",
             )
             .map_err(err)?;
@@ -225,6 +243,9 @@ impl ProfileStore for SqliteStore {
                     threads: r.get(5)?,
                     exit_code: r.get(6)?,
                     herd_cpu_s: r.get(7)?,
+                    units: r.get(8)?,
+                    energy_j: r.get(9)?,
+                    model_energy_j: r.get(10)?,
                 })
             })
             .map_err(err)?;
@@ -256,6 +277,9 @@ mod tests {
             threads: 4,
             exit_code: Some(0),
             herd_cpu_s: 0.001,
+            units: Some(4),
+            energy_j: None,
+            model_energy_j: Some(wall_s * 100.0),
         }
     }
 
@@ -280,6 +304,29 @@ mod tests {
             vec![("a".to_string(), 2), ("b".to_string(), 1)]
         );
         assert!(integrity_ok(&path));
+    }
+
+    #[test]
+    fn a_version_1_file_migrates_and_keeps_its_runs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("herd.db");
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch(MIGRATIONS[0]).unwrap();
+            c.pragma_update(None, "user_version", 1).unwrap();
+            c.execute(
+                "INSERT INTO run (program, policy, started_unix_s, wall_s, cpu_s, threads, exit_code, herd_cpu_s)
+                 VALUES ('old', 'linux', 1.0, 2.0, 1.0, 2, 0, 0.0)",
+                [],
+            )
+            .unwrap();
+        }
+        let mut s = SqliteStore::open(&path).unwrap();
+        assert_eq!(s.version().unwrap(), 2);
+        let old = s.runs("old").unwrap();
+        assert_eq!((old[0].wall_s, old[0].units, old[0].energy_j), (2.0, None, None));
+        s.record_run(&run("old", 1.0)).unwrap();
+        assert_eq!(s.runs("old").unwrap()[1].units, Some(4));
     }
 
     #[test]
