@@ -161,6 +161,8 @@ impl Actuator for World<'_> {
             let Some(&t) = self.index_of.get(id) else {
                 continue;
             };
+            // Affinities change: the next balance must look again.
+            self.balanced = false;
             match placement {
                 Placement::Run { cpus, .. } => {
                     let cpus = cpus.intersection(self.machine.all_cpus());

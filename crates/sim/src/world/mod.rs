@@ -234,6 +234,9 @@ pub struct World<'a> {
     touched_all: bool,
     /// Scratch: which threads this recompute rebuilt.
     rebuilt: Vec<bool>,
+    /// The last periodic balance (without fairness rotation) moved nothing,
+    /// and no queue or affinity changed since: balancing again is a no-op.
+    balanced: bool,
     /// Which physical cores any thread has run on for some time (S0
     /// counts them; a placement undone at the same instant does not
     /// count), and the cores busy since the last recompute, counted once
@@ -358,6 +361,7 @@ impl<'a> World<'a> {
             touched_cpus: Vec::new(),
             touched_all: true,
             rebuilt: Vec::new(),
+            balanced: false,
             core_used: vec![false; machine.cores().len()],
             busy_cores: Vec::new(),
             busy_cores_counted: true,
@@ -427,6 +431,7 @@ impl<'a> World<'a> {
         self.threads[t].cpu = Some(pos);
         self.threads[t].last_cpu = Some(pos);
         self.touched_cpus.push(pos);
+        self.balanced = false;
         self.touch(t);
     }
 
@@ -434,6 +439,7 @@ impl<'a> World<'a> {
         if let Some(pos) = self.threads[t].cpu.take() {
             self.kernel.dequeue(t, pos);
             self.touched_cpus.push(pos);
+            self.balanced = false;
             self.touch(t);
         }
     }
@@ -472,6 +478,7 @@ impl<'a> World<'a> {
             self.threads[t].cpu = Some(to);
             self.threads[t].last_cpu = Some(to);
             self.touched_cpus.extend([from, to]);
+            self.balanced = false;
             self.touch(t);
         }
     }
@@ -809,12 +816,19 @@ impl<'a> World<'a> {
             if rotate {
                 self.settle_all();
             }
+            if !rotate && self.balanced {
+                // Nothing moved and no affinity changed since a balance
+                // that found nothing to do: it would find nothing again.
+                return;
+            }
             let service: Vec<f64> = if rotate {
                 self.threads.iter().map(|t| t.total.cpu_ns).collect()
             } else {
                 Vec::new()
             };
-            self.kernel.balance(&self.allowed, &service, min_gap)
+            let moves = self.kernel.balance(&self.allowed, &service, min_gap);
+            self.balanced = !rotate && moves.is_empty();
+            moves
         } else if self.dirty {
             self.kernel.pull_idle(&self.allowed)
         } else {
