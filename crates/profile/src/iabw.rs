@@ -1,0 +1,116 @@
+//! S1's ideal average bandwidth (IABW) and the co-runner choice.
+//!
+//! N programs share C cores. With solo times sorted T1 <= ... <= TN, ideal
+//! processor sharing without contention finishes in
+//! (T1 + ... + T_{N-C}) / C + TN, and moving all the programs' memory
+//! requests in that time needs IABW = (sum of requests) / that time. Every
+//! slice S1 runs co-runners whose predicted bandwidth sums closest to IABW,
+//! so the bus is never idle in one slice and saturated in the next.
+
+/// The ideal turnaround of a group: solo times in any order, `cores` >= 1.
+/// With no more programs than cores it is the longest solo time.
+pub fn ideal_turnaround_s(solo_s: &[f64], cores: usize) -> f64 {
+    let mut t: Vec<f64> = solo_s.to_vec();
+    t.sort_by(f64::total_cmp);
+    let n = t.len();
+    let c = cores.max(1);
+    let Some(&longest) = t.last() else {
+        return 0.0;
+    };
+    let shared: f64 = t[..n.saturating_sub(c)].iter().sum();
+    shared / c as f64 + longest
+}
+
+/// IABW in requests per second: the group's memory requests over its ideal
+/// turnaround.
+pub fn iabw(requests: &[f64], solo_s: &[f64], cores: usize) -> f64 {
+    let t = ideal_turnaround_s(solo_s, cores);
+    if t > 0.0 {
+        requests.iter().sum::<f64>() / t
+    } else {
+        0.0
+    }
+}
+
+/// Chooses up to `slots` of `candidates` (predicted bandwidths) to run
+/// together so their sum comes close to `target`, in O(N * slots).
+///
+/// `first` (typically the least-served program, so nobody starves) is
+/// always chosen. Each further slot but the last takes the largest
+/// candidate that still leaves room for the remaining slots at the
+/// smallest bandwidth left (or, if none fits, the smallest), and the last
+/// slot takes whichever lands closest to the target: largest-first fills
+/// the bus with the heavy programs that need it while leaving space to
+/// finish near the target. Ties go to the lower index. Returns indices
+/// into `candidates`, `first` first.
+pub fn choose(candidates: &[f64], slots: usize, target: f64, first: Option<usize>) -> Vec<usize> {
+    let n = candidates.len();
+    let slots = slots.min(n);
+    let mut taken = vec![false; n];
+    let mut chosen = Vec::with_capacity(slots);
+    let mut sum = 0.0;
+    if let Some(f) = first.filter(|&f| f < n && slots > 0) {
+        taken[f] = true;
+        chosen.push(f);
+        sum += candidates[f];
+    }
+    while chosen.len() < slots {
+        let after = slots - chosen.len() - 1;
+        let free = || (0..n).filter(|&i| !taken[i]);
+        let pick = if after == 0 {
+            free().min_by(|&a, &b| {
+                ((sum + candidates[a]) - target)
+                    .abs()
+                    .total_cmp(&((sum + candidates[b]) - target).abs())
+                    .then(a.cmp(&b))
+            })
+        } else {
+            let smallest = free().map(|i| candidates[i]).fold(f64::INFINITY, f64::min);
+            let room = target - sum - after as f64 * smallest;
+            free()
+                .filter(|&i| candidates[i] <= room)
+                .max_by(|&a, &b| candidates[a].total_cmp(&candidates[b]).then(b.cmp(&a)))
+                .or_else(|| free().min_by(|&a, &b| candidates[a].total_cmp(&candidates[b]).then(a.cmp(&b))))
+        };
+        let Some(best) = pick else {
+            break;
+        };
+        taken[best] = true;
+        chosen.push(best);
+        sum += candidates[best];
+    }
+    chosen
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ideal_turnaround_follows_s1() {
+        // 4 programs on 2 cores: (1 + 2) / 2 + 4 = 5.5.
+        assert_eq!(ideal_turnaround_s(&[4.0, 1.0, 3.0, 2.0], 2), 5.5);
+        // No more programs than cores: the longest.
+        assert_eq!(ideal_turnaround_s(&[4.0, 1.0], 2), 4.0);
+        assert_eq!(ideal_turnaround_s(&[], 2), 0.0);
+        assert_eq!(iabw(&[10.0, 20.0, 30.0, 50.0], &[4.0, 1.0, 3.0, 2.0], 2), 20.0);
+    }
+
+    #[test]
+    fn choice_lands_near_the_target() {
+        // Streamers at 50, mid at 20, compute at 2.
+        let bw = [50.0, 50.0, 50.0, 20.0, 20.0, 2.0, 2.0, 2.0];
+        // Target 72 on 3 slots: one streamer, one mid, one compute (72).
+        let c = choose(&bw, 3, 72.0, None);
+        let sum: f64 = c.iter().map(|&i| bw[i]).sum();
+        assert_eq!(c.len(), 3);
+        assert!((sum - 72.0).abs() < 1e-9, "{c:?} sums to {sum}");
+        // A forced first member is kept.
+        let c = choose(&bw, 3, 72.0, Some(5));
+        assert_eq!(c[0], 5);
+        assert_eq!(c.len(), 3);
+        // Never more than the candidates.
+        assert_eq!(choose(&bw[..2], 4, 10.0, None).len(), 2);
+        assert!(choose(&bw, 0, 10.0, Some(1)).is_empty());
+    }
+}

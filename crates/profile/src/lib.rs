@@ -1,0 +1,24 @@
+//! The learn step of herd's loop (observe -> learn -> decide -> act): what
+//! a program does, learned from its observations within a run and across
+//! runs (S1, Xu, Wu and Feng).
+//!
+//! - [`phase`]: slices of a program's execution grouped into phases by a
+//!   signature, and per-phase solo estimates of IPC and bandwidth that
+//!   trust only samples taken in low contention ([`valid`]).
+//! - [`markov`]: the next phase predicted from the phases seen so far.
+//! - [`iabw`]: S1's ideal average bandwidth of a group and the choice of
+//!   co-runners whose predicted bandwidth sums closest to it.
+//!
+//! Everything here is a pure function of its inputs: the same observations
+//! give the same profile in simulation and on a real machine.
+
+pub mod iabw;
+pub mod markov;
+pub mod phase;
+pub mod program;
+pub mod valid;
+
+pub use markov::Markov;
+pub use phase::{PhaseEstimate, PhaseId, PhaseTable, Signature};
+pub use program::{ProgramProfile, RunLearner, Slice};
+pub use valid::{LowContention, Validity};

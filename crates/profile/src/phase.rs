@@ -1,0 +1,226 @@
+//! Phases: slices of a program's execution that behave alike, and their
+//! solo estimates.
+//!
+//! S1 compares basic-block vectors (instruction-pointer samples bucketed by
+//! code region). Where the PMU gives no IP samples (this is the common case
+//! in VMs, and always in simulation), herd's fallback signature is built
+//! from counter *ratios per instruction* that contention does not move: memory
+//! bytes per instruction, LLC references per instruction and the LLC miss
+//! rate. IPC and bandwidth are deliberately left out: a memory-bound phase
+//! slows down under contention, and a signature built on them would see a new
+//! phase every time a co-runner changed.
+
+use serde::{Deserialize, Serialize};
+
+/// Index into a [`PhaseTable`].
+pub type PhaseId = u16;
+
+/// Most phases a program may have; beyond this, slices join the nearest.
+pub const MAX_PHASES: usize = 32;
+
+/// A slice's signature.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Signature {
+    /// Memory traffic per instruction, in bytes.
+    pub bytes_per_instr: f64,
+    /// LLC references per instruction (0 where unknown).
+    pub refs_per_instr: f64,
+    /// LLC misses / references (0 where unknown).
+    pub miss_rate: f64,
+}
+
+impl Signature {
+    /// Manhattan distance in a log-compressed space: a 10% change in traffic
+    /// per instruction moves it ~0.14, going from compute-bound to
+    /// streaming moves it several units.
+    pub fn distance(&self, other: &Signature) -> f64 {
+        let f = |x: f64| (1.0 + 100.0 * x.max(0.0)).log2();
+        (f(self.bytes_per_instr) - f(other.bytes_per_instr)).abs()
+            + (f(self.refs_per_instr) - f(other.refs_per_instr)).abs()
+            + (self.miss_rate - other.miss_rate).abs()
+    }
+}
+
+/// Mean of per-slice values.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Mean {
+    /// Samples.
+    pub n: u32,
+    /// Sum of instructions per µs of CPU time.
+    pub ips_sum: f64,
+    /// Sum of bus transactions per µs of CPU time.
+    pub btr_sum: f64,
+}
+
+impl Mean {
+    fn add(&mut self, ips: f64, btr: f64) {
+        self.n = self.n.saturating_add(1);
+        self.ips_sum += ips;
+        self.btr_sum += btr;
+    }
+
+    fn get(&self) -> Option<(f64, f64)> {
+        (self.n > 0).then(|| (self.ips_sum / f64::from(self.n), self.btr_sum / f64::from(self.n)))
+    }
+}
+
+/// A phase's solo estimate under S1's rule: the mean of invalid samples
+/// until the first valid one arrives, then the mean of valid samples only.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct PhaseEstimate {
+    /// Samples taken in low contention.
+    pub valid: Mean,
+    /// The others.
+    pub invalid: Mean,
+}
+
+impl PhaseEstimate {
+    /// Adds a slice: its instructions and bus transactions per µs of CPU time.
+    pub fn add(&mut self, ips: f64, btr: f64, valid: bool) {
+        if valid {
+            self.valid.add(ips, btr);
+        } else if self.valid.n == 0 {
+            // Invalid samples only matter until a valid one exists.
+            self.invalid.add(ips, btr);
+        }
+    }
+
+    /// (instructions per µs, transactions per µs) alone, as far as known.
+    pub fn solo(&self) -> Option<(f64, f64)> {
+        self.valid.get().or_else(|| self.invalid.get())
+    }
+
+    /// Whether the estimate rests on valid samples.
+    pub fn is_valid(&self) -> bool {
+        self.valid.n > 0
+    }
+}
+
+/// One phase: where its slices' signatures lie, and its estimate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Phase {
+    /// Running mean of its slices' signatures.
+    pub centroid: Signature,
+    /// Slices classified into it.
+    pub slices: u64,
+    /// Its solo estimate.
+    pub estimate: PhaseEstimate,
+}
+
+/// A program's phases.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhaseTable {
+    /// The phases, by id.
+    pub phases: Vec<Phase>,
+    /// Signatures closer than this are the same phase.
+    pub threshold: f64,
+}
+
+impl Default for PhaseTable {
+    fn default() -> Self {
+        PhaseTable {
+            phases: Vec::new(),
+            threshold: 0.5,
+        }
+    }
+}
+
+impl PhaseTable {
+    /// The phase `sig` belongs to, made if none is close enough (while
+    /// fewer than [`MAX_PHASES`] exist). Moves the phase's centroid.
+    pub fn classify(&mut self, sig: &Signature) -> PhaseId {
+        let nearest = self
+            .phases
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (i, p.centroid.distance(sig)))
+            .min_by(|a, b| a.1.total_cmp(&b.1));
+        let id = match nearest {
+            Some((i, d)) if d <= self.threshold || self.phases.len() >= MAX_PHASES => i,
+            _ => {
+                self.phases.push(Phase {
+                    centroid: *sig,
+                    slices: 0,
+                    estimate: PhaseEstimate::default(),
+                });
+                self.phases.len() - 1
+            }
+        };
+        let p = &mut self.phases[id];
+        p.slices += 1;
+        // Running mean, so early slices do not pin the centroid forever.
+        let w = 1.0 / p.slices as f64;
+        let c = &mut p.centroid;
+        c.bytes_per_instr += w * (sig.bytes_per_instr - c.bytes_per_instr);
+        c.refs_per_instr += w * (sig.refs_per_instr - c.refs_per_instr);
+        c.miss_rate += w * (sig.miss_rate - c.miss_rate);
+        id as PhaseId
+    }
+
+    /// Phase `id`'s estimate.
+    pub fn estimate(&self, id: PhaseId) -> Option<&PhaseEstimate> {
+        self.phases.get(id as usize).map(|p| &p.estimate)
+    }
+
+    /// Adds a slice's sample to phase `id`.
+    pub fn add_sample(&mut self, id: PhaseId, ips: f64, btr: f64, valid: bool) {
+        if let Some(p) = self.phases.get_mut(id as usize) {
+            p.estimate.add(ips, btr, valid);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sig(bytes: f64) -> Signature {
+        Signature {
+            bytes_per_instr: bytes,
+            refs_per_instr: bytes / 16.0,
+            miss_rate: 0.5,
+        }
+    }
+
+    #[test]
+    fn noisy_slices_stay_in_their_phase_and_new_behaviour_opens_one() {
+        let mut t = PhaseTable::default();
+        let a = t.classify(&sig(0.8));
+        assert_eq!(t.classify(&sig(0.88)), a, "10% noise");
+        assert_eq!(t.classify(&sig(0.74)), a);
+        let b = t.classify(&sig(0.02));
+        assert_ne!(a, b, "compute-bound is another phase");
+        assert_eq!(t.classify(&sig(0.021)), b);
+        assert_eq!(t.phases.len(), 2);
+        assert_eq!(t.phases[a as usize].slices, 3);
+    }
+
+    #[test]
+    fn the_table_is_bounded() {
+        let mut t = PhaseTable::default();
+        for i in 0..200 {
+            t.classify(&sig(1e-3 * 1.5f64.powi(i % 40)));
+        }
+        assert!(t.phases.len() <= MAX_PHASES);
+    }
+
+    #[test]
+    fn invalid_samples_count_only_until_the_first_valid_one() {
+        let mut e = PhaseEstimate::default();
+        assert_eq!(e.solo(), None);
+        e.add(1000.0, 40.0, false);
+        e.add(800.0, 30.0, false);
+        assert_eq!(e.solo(), Some((900.0, 35.0)));
+        assert!(!e.is_valid());
+        e.add(2000.0, 50.0, true);
+        assert_eq!(
+            e.solo(),
+            Some((2000.0, 50.0)),
+            "valid samples replace invalid ones"
+        );
+        e.add(100.0, 1.0, false);
+        e.add(1800.0, 48.0, true);
+        assert_eq!(e.solo(), Some((1900.0, 49.0)));
+        assert!(e.is_valid());
+    }
+}

@@ -1,0 +1,254 @@
+//! A program's profile across runs (S1's database record) and the learner
+//! that extends it during one run.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Markov, PhaseId, PhaseTable, Signature, Validity};
+
+/// Bytes per memory transaction (a cache line).
+const LINE_BYTES: f64 = 64.0;
+
+/// What herd knows about one program.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProgramProfile {
+    /// Its phases and their solo estimates.
+    pub phases: PhaseTable,
+    /// Phase transitions.
+    pub markov: Markov,
+    /// Completed runs learned from.
+    pub runs: u32,
+    /// Memory transactions per run (mean over runs).
+    pub mem_requests: Option<f64>,
+    /// Solo run time estimated from the last run: the sum over its slices
+    /// of instructions / the slice's phase's solo instruction rate.
+    pub solo_time_s: Option<f64>,
+    /// Of the last run's slices, the share whose phase has a valid estimate.
+    pub coverage: f64,
+}
+
+/// One slice of one program, as the sensor saw it (summed over its threads).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Slice {
+    /// Instructions retired.
+    pub instructions: u64,
+    /// CPU time.
+    pub cpu_ns: u64,
+    /// Memory traffic.
+    pub mem_bytes: u64,
+    /// LLC references, where counted.
+    pub llc_refs: Option<u64>,
+    /// LLC misses, where counted.
+    pub llc_misses: Option<u64>,
+}
+
+impl Slice {
+    /// The program's bus transactions per µs of CPU time.
+    pub fn btr(&self) -> f64 {
+        if self.cpu_ns == 0 {
+            0.0
+        } else {
+            self.mem_bytes as f64 / LINE_BYTES / (self.cpu_ns as f64 * 1e-3)
+        }
+    }
+
+    fn signature(&self) -> Option<Signature> {
+        if self.instructions == 0 {
+            return None;
+        }
+        let per = |x: u64| x as f64 / self.instructions as f64;
+        Some(Signature {
+            bytes_per_instr: per(self.mem_bytes),
+            refs_per_instr: self.llc_refs.map_or(0.0, per),
+            miss_rate: match (self.llc_misses, self.llc_refs) {
+                (Some(m), Some(r)) if r > 0 => m as f64 / r as f64,
+                _ => 0.0,
+            },
+        })
+    }
+}
+
+/// Learns one run of a program, starting from its stored profile.
+#[derive(Debug, Clone)]
+pub struct RunLearner {
+    profile: ProgramProfile,
+    current: Option<PhaseId>,
+    /// (phase, instructions) of every slice so far, for the solo time and
+    /// coverage at the end. Bounded by the run's length in slices.
+    slices: Vec<(PhaseId, u64)>,
+    requests: f64,
+}
+
+impl RunLearner {
+    /// A learner extending `profile` (default: a program never seen).
+    pub fn new(profile: ProgramProfile) -> Self {
+        RunLearner {
+            profile,
+            current: None,
+            slices: Vec::new(),
+            requests: 0.0,
+        }
+    }
+
+    /// Learns from one slice; `validity` says whether contention was low
+    /// enough to take it as solo behaviour. Returns the slice's phase, or
+    /// `None` for a slice without instructions (nothing ran).
+    pub fn observe(&mut self, slice: &Slice, validity: Validity) -> Option<PhaseId> {
+        self.requests += slice.mem_bytes as f64 / LINE_BYTES;
+        let sig = slice.signature()?;
+        let id = self.profile.phases.classify(&sig);
+        if slice.cpu_ns > 0 {
+            let ips = slice.instructions as f64 / (slice.cpu_ns as f64 * 1e-3);
+            self.profile
+                .phases
+                .add_sample(id, ips, slice.btr(), validity.is_valid());
+        }
+        if let Some(prev) = self.current {
+            self.profile.markov.observe(prev, id);
+        }
+        self.current = Some(id);
+        self.slices.push((id, slice.instructions));
+        Some(id)
+    }
+
+    /// The phase of the last slice.
+    pub fn current(&self) -> Option<PhaseId> {
+        self.current
+    }
+
+    /// The predicted phase of the next slice (the Markov chain's guess).
+    pub fn predicted(&self) -> Option<PhaseId> {
+        self.current.map(|c| self.profile.markov.predict(c))
+    }
+
+    /// Predicted bus transactions per µs of the next slice, alone.
+    pub fn predicted_btr(&self) -> Option<f64> {
+        let p = self.predicted()?;
+        self.profile.phases.estimate(p)?.solo().map(|(_, btr)| btr)
+    }
+
+    /// The profile as it stands (with this run's phases and estimates).
+    pub fn profile(&self) -> &ProgramProfile {
+        &self.profile
+    }
+
+    /// Closes the run: solo time, coverage, memory requests and run count
+    /// updated from it. A run that saw no slice leaves the profile as it was.
+    pub fn finish(self) -> ProgramProfile {
+        let mut p = self.profile;
+        if self.slices.is_empty() {
+            return p;
+        }
+        let mut solo_us = 0.0;
+        let mut covered = 0usize;
+        for &(id, instr) in &self.slices {
+            let est = p.phases.estimate(id);
+            if est.is_some_and(|e| e.is_valid()) {
+                covered += 1;
+            }
+            if let Some((ips, _)) = est.and_then(|e| e.solo()).filter(|(ips, _)| *ips > 0.0) {
+                solo_us += instr as f64 / ips;
+            }
+        }
+        p.coverage = covered as f64 / self.slices.len() as f64;
+        p.solo_time_s = Some(solo_us * 1e-6);
+        let runs = f64::from(p.runs);
+        p.mem_requests = Some(match p.mem_requests {
+            Some(m) => (m * runs + self.requests) / (runs + 1.0),
+            None => self.requests,
+        });
+        p.runs = p.runs.saturating_add(1);
+        p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 10 ms of CPU at `ips` instructions per µs and `bytes_per_instr`.
+    fn slice(ips: f64, bytes_per_instr: f64) -> Slice {
+        let instructions = (ips * 1e4) as u64;
+        Slice {
+            instructions,
+            cpu_ns: 10_000_000,
+            mem_bytes: (instructions as f64 * bytes_per_instr) as u64,
+            llc_refs: Some(instructions / 50),
+            llc_misses: Some(instructions / 100),
+        }
+    }
+
+    #[test]
+    fn a_two_phase_program_is_learned_and_improves_across_runs() {
+        let mut profile = ProgramProfile::default();
+        for run in 0..3 {
+            let mut l = RunLearner::new(profile);
+            for k in 0..20 {
+                // Phases alternate every 5 slices: streaming, then compute.
+                // Streaming slices are slowed (invalid) in the first run.
+                let streaming = (k / 5) % 2 == 0;
+                let (s, v) = if streaming {
+                    let contended = run == 0;
+                    let ips = if contended { 500.0 } else { 1000.0 };
+                    (
+                        slice(ips, 2.0),
+                        if contended {
+                            Validity::Invalid
+                        } else {
+                            Validity::SystemLow
+                        },
+                    )
+                } else {
+                    (slice(2500.0, 0.05), Validity::OwnLow)
+                };
+                l.observe(&s, v);
+            }
+            profile = l.finish();
+            assert_eq!(profile.runs, run + 1);
+            assert_eq!(profile.phases.phases.len(), 2, "run {run}");
+            if run == 0 {
+                // Streaming phase only has invalid samples: half covered.
+                assert!((profile.coverage - 0.5).abs() < 1e-9);
+            } else {
+                assert_eq!(profile.coverage, 1.0);
+            }
+        }
+        // Solo time: 10 streaming slices of 1e7 instructions at 1000/us and
+        // 10 compute slices of 2.5e7 at 2500/us: 0.2 s.
+        assert!(
+            (profile.solo_time_s.unwrap() - 0.2).abs() < 1e-6,
+            "{:?}",
+            profile.solo_time_s
+        );
+        // Streaming phase: 2 bytes/instr x 1000 instr/us / 64 B = 31.25 trans/us.
+        let stream = profile.phases.classify(&slice(1000.0, 2.0).signature().unwrap());
+        let (_, btr) = profile.phases.estimate(stream).unwrap().solo().unwrap();
+        assert!((btr - 31.25).abs() < 0.01, "{btr}");
+        // Serialises for the store.
+        let json = serde_json::to_string(&profile).unwrap();
+        let back: ProgramProfile = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.runs, 3);
+    }
+
+    #[test]
+    fn prediction_follows_the_phase_sequence() {
+        let mut l = RunLearner::new(ProgramProfile::default());
+        assert_eq!(l.predicted(), None);
+        for k in 0..40 {
+            let s = if (k / 4) % 2 == 0 {
+                slice(1000.0, 2.0)
+            } else {
+                slice(2500.0, 0.05)
+            };
+            l.observe(&s, Validity::OwnLow);
+        }
+        // After 4 slices of a phase, staying is still the likeliest (3 of 4).
+        let cur = l.current().unwrap();
+        assert_eq!(l.predicted(), Some(cur));
+        assert!(l.predicted_btr().is_some());
+        assert_eq!(
+            l.observe(&Slice::default(), Validity::OwnLow),
+            None,
+            "an idle slice"
+        );
+    }
+}
