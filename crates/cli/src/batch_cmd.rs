@@ -318,18 +318,6 @@ fn run_once(
     ))
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n == 0 {
-        0.0
-    } else if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        0.5 * (v[n / 2 - 1] + v[n / 2])
-    }
-}
-
 /// `herd batch`; returns 0, or 1 if any program failed.
 pub fn run(args: &BatchArgs) -> Result<u8, Failure> {
     let cfg = crate::period_config(args.period_ms)?;
@@ -424,7 +412,7 @@ fn table(name: &str, runs: &[RunResult], entries: &[Entry], wall_s: f64) -> Stri
     }
     s.push('\n');
     let med = |v: &str, f: &dyn Fn(&RunResult) -> f64| {
-        median(runs.iter().filter(|r| r.variant == v).map(f).collect())
+        crate::median(runs.iter().filter(|r| r.variant == v).map(f).collect())
     };
     let base = variants.iter().position(|v| *v == "linux");
     let mut row = |label: &str, f: &dyn Fn(&RunResult) -> f64| {

@@ -40,12 +40,8 @@ struct ShowArgs {
     /// Predict for this policy's unit order (smt:spn: SPN first; others: speed first).
     #[arg(long, default_value = "linux")]
     policy: String,
-    /// The power model: a preset (dell-c6100, hp-dk388p) or a TOML file.
-    #[arg(long, value_name = "NAME|FILE", default_value = "dell-c6100")]
-    power_model: String,
-    /// For the speed choice: per cent below the best predicted speedup allowed.
-    #[arg(long, value_name = "PCT", default_value_t = 5.0)]
-    tolerance: f64,
+    #[command(flatten)]
+    choice: crate::units::ChoiceArgs,
 }
 
 /// `herd db`.
@@ -82,15 +78,9 @@ pub fn run(args: &DbArgs) -> Result<(), Failure> {
             let key = pick(&programs, &show.program)?;
             let runs = store.runs(&key).map_err(|e| Failure::Input(e.into()))?;
             herd_policy::build(&show.policy).map_err(|e| Failure::Input(e.into()))?;
-            if !(show.tolerance.is_finite() && (0.0..100.0).contains(&show.tolerance)) {
-                return Err(Failure::Input(anyhow::anyhow!(
-                    "--tolerance must be a per cent in [0, 100), got {}",
-                    show.tolerance
-                )));
-            }
-            let (power, label) = crate::units::power_model(&show.power_model)?;
+            let (power, label, tolerance) = show.choice.checked()?;
             let machine = crate::this_machine()?;
-            let curve = crate::units::curve(&machine, &runs, &show.policy, &power, show.tolerance / 100.0);
+            let curve = crate::units::curve(&machine, &runs, &show.policy, &power, tolerance);
             if args.json {
                 return Ok(output::print_json(&serde_json::json!({
                     "program": key,
@@ -185,7 +175,7 @@ fn text(key: &str, runs: usize, show: &ShowArgs, label: &str, c: &crate::units::
             s,
             "\n--threads auto chooses {fs} (the fewest units within {}% of the best speedup); \
              with --goal energy, {fe} (the least energy)",
-            show.tolerance
+            show.choice.tolerance
         );
     }
     s

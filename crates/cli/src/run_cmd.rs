@@ -39,14 +39,8 @@ pub struct RunArgs {
     /// predicted energy).
     #[arg(long, value_enum)]
     goal: Option<Goal>,
-    /// For --goal speed: how far below the best predicted speedup, in per
-    /// cent, a smaller unit count may be.
-    #[arg(long, value_name = "PCT", default_value_t = 5.0)]
-    tolerance: f64,
-    /// The power model for the energy estimate and --goal energy: a preset
-    /// (dell-c6100, hp-dk388p) or a TOML file of its fields.
-    #[arg(long, value_name = "NAME|FILE", default_value = "dell-c6100")]
-    power_model: String,
+    #[command(flatten)]
+    choice: crate::units::ChoiceArgs,
     #[command(flatten)]
     mechanism: crate::mechanism::MechanismArgs,
     /// The profile database (default: $XDG_DATA_HOME/herd/herd.db, else ~/.local/share/herd/herd.db).
@@ -99,18 +93,12 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
             "--goal chooses the unit count: use it with --threads auto"
         )));
     }
-    if !(args.tolerance.is_finite() && (0.0..100.0).contains(&args.tolerance)) {
-        return Err(Failure::Input(anyhow::anyhow!(
-            "--tolerance must be a per cent in [0, 100), got {}",
-            args.tolerance
-        )));
-    }
-    let (power, power_label) = crate::units::power_model(&args.power_model)?;
+    let (power, power_label, tolerance) = args.choice.checked()?;
     let machine = crate::this_machine()?;
     let units = match args.threads {
         None => None,
         Some(Threads::Count(n)) => Some(n),
-        Some(Threads::Auto) => Some(auto_units(args, &machine, &power)),
+        Some(Threads::Auto) => Some(auto_units(args, &machine, &power, tolerance)),
     };
     // Signals first, so none is lost between spawn and the loop.
     let sig = Signals::install()?;
@@ -313,7 +301,7 @@ fn period_power_w(power: &herd_model::PowerModel, view: &herd_policy::View<'_>) 
 
 /// `--threads auto`: the unit count the program's recorded runs suggest for
 /// `--goal`, or one per CPU when they cannot say yet. Says which and why.
-fn auto_units(args: &RunArgs, m: &herd_topo::Machine, power: &herd_model::PowerModel) -> u32 {
+fn auto_units(args: &RunArgs, m: &herd_topo::Machine, power: &herd_model::PowerModel, tolerance: f64) -> u32 {
     let cpus = m.cpus().len() as u32;
     let key = crate::units::program_key(&args.cmd);
     let runs = crate::units::db_path(args.db.as_deref())
@@ -321,7 +309,7 @@ fn auto_units(args: &RunArgs, m: &herd_topo::Machine, power: &herd_model::PowerM
         .and_then(|p| herd_store::SqliteStore::open(&p).ok())
         .and_then(|s| herd_store::ProfileStore::runs(&s, &key).ok())
         .unwrap_or_default();
-    let curve = crate::units::curve(m, &runs, &args.policy, power, args.tolerance / 100.0);
+    let curve = crate::units::curve(m, &runs, &args.policy, power, tolerance);
     let goal = args.goal.unwrap_or(Goal::Speed);
     let chosen = match goal {
         Goal::Speed => curve.for_speed,
@@ -334,7 +322,7 @@ fn auto_units(args: &RunArgs, m: &herd_topo::Machine, power: &herd_model::PowerM
                 "herd: --threads auto: {n} units for {} (Amdahl fit over {} unit counts: serial fraction {s:.3}; \
                  predicted {:.2}x in {:.1} s at {:.0} W, {:.0} J; `herd db show` has the curve)",
                 match goal {
-                    Goal::Speed => format!("speed within {}% of the best", args.tolerance),
+                    Goal::Speed => format!("speed within {}% of the best", args.choice.tolerance),
                     Goal::Energy => "the least energy".to_string(),
                 },
                 curve.by_units.len(),

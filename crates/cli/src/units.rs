@@ -12,9 +12,37 @@ use serde::Serialize;
 
 use crate::Failure;
 
+/// The flags that say how to weigh unit counts, shared by `herd run` and
+/// `herd db show`.
+#[derive(clap::Args, Debug)]
+pub struct ChoiceArgs {
+    /// The power model for energy estimates and --goal energy: a preset
+    /// (dell-c6100, hp-dk388p) or a TOML file of its fields.
+    #[arg(long, value_name = "NAME|FILE", default_value = "dell-c6100")]
+    pub power_model: String,
+    /// For the speed choice: how far below the best predicted speedup, in
+    /// per cent, a smaller unit count may be.
+    #[arg(long, value_name = "PCT", default_value_t = 5.0)]
+    pub tolerance: f64,
+}
+
+impl ChoiceArgs {
+    /// The power model with its label, and the tolerance as a fraction.
+    pub fn checked(&self) -> Result<(PowerModel, String, f64), Failure> {
+        if !(self.tolerance.is_finite() && (0.0..100.0).contains(&self.tolerance)) {
+            return Err(Failure::Input(anyhow::anyhow!(
+                "--tolerance must be a per cent in [0, 100), got {}",
+                self.tolerance
+            )));
+        }
+        let (model, label) = power_model(&self.power_model)?;
+        Ok((model, label, self.tolerance / 100.0))
+    }
+}
+
 /// The power model named by `--power-model`: a preset, or a TOML file with
 /// the model's fields (docs/scenarios.md, `[model.power]`).
-pub fn power_model(spec: &str) -> Result<(PowerModel, String), Failure> {
+fn power_model(spec: &str) -> Result<(PowerModel, String), Failure> {
     if let Some(p) = PowerModel::preset(spec) {
         return Ok((p, format!("S0's {spec} preset")));
     }
@@ -103,16 +131,6 @@ pub struct Curve {
     pub for_energy: Option<u32>,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        0.5 * (v[n / 2 - 1] + v[n / 2])
-    }
-}
-
 /// Fits `runs` on machine `m` and predicts every unit count for `policy`.
 pub fn curve(m: &Machine, runs: &[RunRecord], policy: &str, power: &PowerModel, tolerance: f64) -> Curve {
     let mut groups: std::collections::BTreeMap<u32, Vec<&RunRecord>> = Default::default();
@@ -132,16 +150,16 @@ pub fn curve(m: &Machine, runs: &[RunRecord], policy: &str, power: &PowerModel, 
             let measured: Vec<f64> = rs.iter().filter_map(|r| r.energy_j).collect();
             let modelled: Vec<f64> = rs.iter().filter_map(|r| r.model_energy_j).collect();
             let (energy_j, energy_measured) = if !measured.is_empty() {
-                (Some(median(measured)), true)
+                (Some(crate::median(measured)), true)
             } else if !modelled.is_empty() {
-                (Some(median(modelled)), false)
+                (Some(crate::median(modelled)), false)
             } else {
                 (None, false)
             };
             UnitRuns {
                 units,
                 runs: rs.len(),
-                median_s: median(rs.iter().map(|r| r.wall_s).collect()),
+                median_s: crate::median(rs.iter().map(|r| r.wall_s).collect()),
                 energy_j,
                 energy_measured,
                 capacity: caps
@@ -157,13 +175,13 @@ pub fn curve(m: &Machine, runs: &[RunRecord], policy: &str, power: &PowerModel, 
     let caps = herd_policy::order::unit_capacities(m, &order, herd_policy::order::S0_SIGMA);
     let mut predictions = Vec::new();
     if let Some((t1, s)) = fit {
+        // The first n units: each step adds one CPU and maybe its core.
+        let mut busy = std::collections::BTreeSet::new();
+        let mut cores = std::collections::BTreeSet::new();
         for n in 1..=order.len() {
-            let busy: std::collections::BTreeSet<u32> = order[..n].iter().copied().collect();
+            busy.insert(order[n - 1]);
+            cores.extend(m.cpu(order[n - 1]).map(|c| c.core));
             let power_w = power.busy_power_w(m, &|c| if busy.contains(&c) { 1.0 } else { 0.0 });
-            let cores: std::collections::BTreeSet<usize> = order[..n]
-                .iter()
-                .filter_map(|&c| m.cpu(c).map(|c| c.core))
-                .collect();
             let speedup = amdahl::speedup(s, caps[n - 1]);
             let time_s = t1 / speedup;
             predictions.push(Prediction {

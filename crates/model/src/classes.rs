@@ -84,11 +84,6 @@ impl StreamClasses {
         self.changed = true;
     }
 
-    /// The stream class `c` stands for.
-    pub fn stream(&self, c: ClassId) -> &Stream {
-        &self.streams[c as usize]
-    }
-
     /// Members of class `c`.
     pub fn members(&self, c: ClassId) -> u32 {
         self.members[c as usize]

@@ -98,9 +98,12 @@ impl PowerModel {
         let mut cores_w = 0.0;
         let mut extra = 0.0;
         for core in m.cores() {
-            let fracs: Vec<f64> = core.cpus.iter().map(|c| busy(c).clamp(0.0, 1.0)).collect();
-            let top = fracs.iter().copied().fold(0.0, f64::max);
-            extra += fracs.iter().sum::<f64>() - top;
+            let (mut top, mut sum) = (0.0f64, 0.0);
+            for f in core.cpus.iter().map(|c| busy(c).clamp(0.0, 1.0)) {
+                top = top.max(f);
+                sum += f;
+            }
+            extra += sum - top;
             let w = self
                 .core_w_by_kind
                 .as_ref()

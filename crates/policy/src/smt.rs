@@ -140,20 +140,6 @@ impl Policy for SmtPlace {
         if self.order.is_empty() {
             self.setup(m);
         }
-        let mut plan = Plan {
-            note: self.note.clone().map(Into::into),
-            ..Plan::default()
-        };
-        // Free the units of tasks that left.
-        let present: FxHashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
-        let load = &mut self.load;
-        self.placed.retain(|id, (u, _)| {
-            let keep = present.contains(id);
-            if !keep {
-                load[*u] -= 1;
-            }
-            keep
-        });
         // New tasks in rank order, so a job's threads take its units in order.
         let mut new: Vec<_> = view
             .snapshot
@@ -162,6 +148,29 @@ impl Policy for SmtPlace {
             .filter(|t| !self.placed.contains_key(&t.id))
             .collect();
         new.sort_by_key(|t| (t.job, t.rank, t.id));
+        // Every other task present is placed; more placed than that means
+        // some left. Only then free their units: in the steady state this
+        // runs every period and costs one lookup per task.
+        if self.placed.len() > view.snapshot.tasks.len() - new.len() {
+            let present: FxHashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
+            let load = &mut self.load;
+            self.placed.retain(|id, (u, _)| {
+                let keep = present.contains(id);
+                if !keep {
+                    load[*u] -= 1;
+                }
+                keep
+            });
+            // Jobs that left no longer continue their run of units.
+            let jobs: FxHashSet<JobId> = self.placed.values().map(|&(_, j)| j).collect();
+            self.last_unit.retain(|j, _| jobs.contains(j));
+        }
+        let mut plan = Plan::default();
+        // The note (for --explain) goes with the first plan and with any that
+        // places something, not with every period's empty one.
+        if view.decision == 0 || !new.is_empty() {
+            plan.note = self.note.clone().map(Into::into);
+        }
         for t in new {
             let u = self.pick(m, t.job);
             self.load[u] += 1;
@@ -183,9 +192,6 @@ impl Policy for SmtPlace {
             );
             plan.run(t.id, CpuSet::single(cpu), why);
         }
-        // Jobs that left no longer continue their run of units.
-        let jobs: FxHashSet<JobId> = self.placed.values().map(|&(_, j)| j).collect();
-        self.last_unit.retain(|j, _| jobs.contains(j));
         plan
     }
 }

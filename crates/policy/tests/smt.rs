@@ -158,25 +158,35 @@ fn task(id: u64, job: u32, rank: u32) -> TaskView {
     }
 }
 
+/// The policy's plan for `tasks` at decision number `decision`.
+fn plan(
+    p: &mut dyn herd_policy::Policy,
+    m: &Machine,
+    tasks: Vec<TaskView>,
+    decision: u64,
+) -> herd_policy::Plan {
+    let snapshot = Snapshot {
+        tasks,
+        ..Snapshot::default()
+    };
+    let est = Estimates::new();
+    p.decide(&View {
+        machine: m,
+        snapshot: &snapshot,
+        estimates: &est,
+        seed: 1,
+        decision,
+    })
+}
+
+/// (task, CPU) of every placement the policy makes, sorted.
 fn decide(
     p: &mut dyn herd_policy::Policy,
     m: &Machine,
     tasks: Vec<TaskView>,
     decision: u64,
 ) -> Vec<(u64, u32)> {
-    let snapshot = Snapshot {
-        tasks,
-        ..Snapshot::default()
-    };
-    let est = Estimates::new();
-    let view = View {
-        machine: m,
-        snapshot: &snapshot,
-        estimates: &est,
-        seed: 1,
-        decision,
-    };
-    let plan = p.decide(&view);
+    let plan = plan(p, m, tasks, decision);
     let mut out: Vec<(u64, u32)> = plan
         .tasks
         .iter()
@@ -247,16 +257,7 @@ fn without_smt_or_packages_the_note_says_why_both_place_alike() {
     let m = Machine::synthetic("core:2").unwrap();
     for name in ["smt:speed", "smt:spn"] {
         let mut p = herd_policy::build(name).unwrap();
-        let snapshot = Snapshot::default();
-        let est = Estimates::new();
-        let view = View {
-            machine: &m,
-            snapshot: &snapshot,
-            estimates: &est,
-            seed: 1,
-            decision: 0,
-        };
-        let note = p.decide(&view).note.unwrap().to_string();
+        let note = plan(p.as_mut(), &m, Vec::new(), 0).note.unwrap().to_string();
         assert!(
             note.contains("place alike") && note.contains("no core has SMT siblings"),
             "{note}"
@@ -264,14 +265,10 @@ fn without_smt_or_packages_the_note_says_why_both_place_alike() {
     }
     let m = Machine::synthetic("package:2 core:2 pu:2").unwrap();
     let mut p = herd_policy::build("smt:spn").unwrap();
-    let snapshot = Snapshot::default();
-    let est = Estimates::new();
-    let view = View {
-        machine: &m,
-        snapshot: &snapshot,
-        estimates: &est,
-        seed: 1,
-        decision: 0,
-    };
-    assert!(!p.decide(&view).note.unwrap().contains("place alike"));
+    assert!(
+        !plan(p.as_mut(), &m, Vec::new(), 0)
+            .note
+            .unwrap()
+            .contains("place alike")
+    );
 }

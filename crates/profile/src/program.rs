@@ -5,8 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Markov, PhaseId, PhaseTable, Signature, Validity};
 
-/// Bytes per memory transaction (a cache line).
-const LINE_BYTES: f64 = 64.0;
+use herd_model::params::LINE_BYTES;
 
 /// What herd knows about one program.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -231,7 +231,6 @@ pub struct World<'a> {
     /// streams are rebuilt; everything is on the first recompute.
     touched_threads: Vec<usize>,
     touched_cpus: Vec<usize>,
-    touched_all: bool,
     /// Scratch: which threads this recompute rebuilt.
     rebuilt: Vec<bool>,
     /// The last periodic balance (without fairness rotation) moved nothing,
@@ -321,6 +320,7 @@ impl<'a> World<'a> {
             .map(|k| scenario.model.kind_speed(machine, k))
             .collect();
         let n = kernel.len();
+        let thread_count = threads.len();
         World {
             machine,
             model: &scenario.model,
@@ -357,9 +357,9 @@ impl<'a> World<'a> {
             last_solution: None,
             classes: StreamClasses::default(),
             class_ns_per_instr: Vec::new(),
-            touched_threads: Vec::new(),
+            // The first recompute builds every thread's stream.
+            touched_threads: (0..thread_count).collect(),
             touched_cpus: Vec::new(),
-            touched_all: true,
             rebuilt: Vec::new(),
             balanced: false,
             core_used: vec![false; machine.cores().len()],
@@ -576,9 +576,6 @@ impl<'a> World<'a> {
         rebuilt.clear();
         rebuilt.resize(self.threads.len(), false);
         let mut todo = std::mem::take(&mut self.touched_threads);
-        if std::mem::take(&mut self.touched_all) {
-            todo.extend(0..self.threads.len());
-        }
         for &pos in &self.touched_cpus {
             for &p in &self.kernel.core_cpus[self.kernel.core[pos]] {
                 todo.extend_from_slice(&self.kernel.queues[p]);

@@ -84,7 +84,6 @@ impl World<'_> {
         if kind == BarrierKind::Block {
             self.dequeue(t);
         }
-        self.dirty = true;
         self.maybe_release(j);
     }
 
@@ -102,7 +101,6 @@ impl World<'_> {
                 self.enqueue(t);
             }
         }
-        self.dirty = true;
     }
 
     /// Rebalances every shared phase's remaining work over the threads
@@ -118,8 +116,10 @@ impl World<'_> {
         for j in 0..self.jobs.len() {
             let first = self.job_state[j].first;
             let ts = first..first + self.jobs[j].threads as usize;
+            // Borrows only the jobs, so the threads can be written below.
+            let jobs = self.jobs;
             let drawing = |th: &super::Thread| {
-                th.arrived && !th.done && !th.at_gate && self.jobs[j].phases[th.phase].split == Split::Shared
+                th.arrived && !th.done && !th.at_gate && jobs[j].phases[th.phase].split == Split::Shared
             };
             // Threads of one job can be in different phases only between
             // gates, so at most one shared phase is open: its pool is every
@@ -134,8 +134,7 @@ impl World<'_> {
             if rate <= 0.0 {
                 continue;
             }
-            let open: Vec<bool> = self.threads[ts.clone()].iter().map(drawing).collect();
-            for (th, _) in self.threads[ts].iter_mut().zip(open).filter(|(_, o)| *o) {
+            for th in self.threads[ts].iter_mut().filter(|th| drawing(th)) {
                 th.left = pool * th.rate / rate;
             }
         }
