@@ -44,6 +44,7 @@ pub fn run(args: &AttachArgs) -> Result<u8, Failure> {
         policy.as_mut(),
         &machine,
         &Estimates::new(),
+        None,
         &mut world,
         &mut WallMeter::default(),
         &cfg,

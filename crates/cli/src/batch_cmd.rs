@@ -278,6 +278,7 @@ fn run_once(
                 p.as_mut(),
                 machine,
                 &Estimates::new(),
+                None,
                 &mut world,
                 &mut WallMeter::default(),
                 cfg,

@@ -17,6 +17,7 @@ mod policies_cmd;
 mod run_cmd;
 mod signals;
 mod sim_cmd;
+mod sim_learning;
 mod topo_cmd;
 mod units;
 

@@ -122,6 +122,7 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
         policy.as_mut(),
         &machine,
         &Estimates::new(),
+        None,
         &mut world,
         &mut meter,
         &cfg,

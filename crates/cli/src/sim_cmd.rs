@@ -9,13 +9,23 @@ use herd_sim::{Comparison, PolicyResult, Scenario};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::meter::WallMeter;
+use crate::sim_learning as learning;
 use crate::{Failure, output};
 
 /// Arguments of `herd sim`.
 #[derive(Args, Debug)]
 pub struct SimArgs {
-    /// The scenario file (TOML; see docs/scenarios.md).
-    scenario: PathBuf,
+    /// Scenario files (TOML; see docs/scenarios.md). With several, each runs
+    /// in turn, and S1 learning scenarios (`runs`) get a summary across them.
+    #[arg(required = true, value_name = "SCENARIO")]
+    scenarios: Vec<PathBuf>,
+    /// Runs of a learning scenario; replaces the scenario's `runs`.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    runs: Option<u32>,
+    /// Most training runs before a learning scenario's runs; replaces the
+    /// scenario's `train_runs` (0: start from an empty profile store).
+    #[arg(long, value_name = "N")]
+    train_runs: Option<u32>,
     /// A policy to compare (repeatable); replaces the scenario's list. `linux` always runs.
     #[arg(long = "policy", value_name = "NAME[:key=value,...]")]
     policies: Vec<String>,
@@ -48,7 +58,36 @@ pub fn load_scenario(path: &Path) -> Result<Scenario, Failure> {
 
 /// `herd sim`.
 pub fn run(args: &SimArgs) -> Result<(), Failure> {
-    let scenario = load_scenario(&args.scenario)?;
+    let mut all = Vec::new();
+    for path in &args.scenarios {
+        let c = run_one(args, path)?;
+        if args.scenarios.len() == 1 {
+            return if args.json {
+                Ok(output::print_json(&c)?)
+            } else {
+                Ok(())
+            };
+        }
+        all.push(c);
+    }
+    let summary = learning::across(&all);
+    if args.json {
+        Ok(output::print_json(
+            &serde_json::json!({ "scenarios": all, "learning_summary": summary }),
+        )?)
+    } else {
+        if !summary.is_empty() {
+            output::print(&learning::across_table(&summary))?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs one scenario and prints its tables (unless `--json`).
+fn run_one(args: &SimArgs, path: &Path) -> Result<Comparison, Failure> {
+    let mut scenario = load_scenario(path)?;
+    let runs = args.runs.unwrap_or(scenario.runs);
+    scenario.train_runs = args.train_runs.unwrap_or(scenario.train_runs);
     let policies = if args.policies.is_empty() {
         scenario.policies.clone()
     } else {
@@ -64,6 +103,30 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
     };
     let bar = ProgressBar::new_spinner();
     bar.set_style(ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").expect("static template"));
+    if runs > 1 {
+        if args.report.is_some() || args.explain {
+            return Err(Failure::Input(anyhow::anyhow!(
+                "{}: --report and --explain are for single runs; this scenario runs {runs} times (--runs 1 for one)",
+                path.display()
+            )));
+        }
+        let l = herd_sim::learning_runs(&scenario, &policies, seeds[0], runs, |run| {
+            bar.set_message(format!("{}: run {run} of {runs}", scenario.name));
+            bar.tick();
+        })
+        .map_err(|e| Failure::Input(e.into()))?;
+        bar.finish_and_clear();
+        if !args.json {
+            output::print(&learning::table(&scenario.name, &l))?;
+        }
+        return Ok(Comparison {
+            scenario: scenario.name.clone(),
+            seed: seeds[0],
+            policies: Vec::new(),
+            sweep: None,
+            learning: Some(l),
+        });
+    }
     let mut explained: Vec<(String, Plan)> = Vec::new();
     let mut last_msg_ns = 0;
     let timing = !args.no_timing;
@@ -115,9 +178,7 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
             .map_err(|e| Failure::Input(anyhow::anyhow!("{}: {e}", path.display())))?;
         eprintln!("herd: report written to {}", path.display());
     }
-    if args.json {
-        output::print_json(&comparison)?;
-    } else {
+    if !args.json {
         output::print(&table(&comparison))?;
         if let Some(sweep) = &comparison.sweep {
             output::print(&sweep_table(sweep))?;
@@ -126,7 +187,7 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
             output::print(&explanation(&explained))?;
         }
     }
-    Ok(())
+    Ok(comparison)
 }
 
 fn explanation(runs: &[(String, Plan)]) -> String {

@@ -30,7 +30,15 @@ fn every_shipped_scenario_runs_and_compares_against_linux() {
         if path.extension().is_none_or(|e| e != "toml") {
             continue;
         }
-        let out = herd(&["sim", path.to_str().unwrap(), "--json", "--no-timing"]);
+        // One run each: S1's learning scenarios' 40 runs are for release builds.
+        let out = herd(&[
+            "sim",
+            path.to_str().unwrap(),
+            "--json",
+            "--no-timing",
+            "--runs",
+            "1",
+        ]);
         assert!(
             out.status.success(),
             "{}: {}",

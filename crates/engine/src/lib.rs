@@ -8,9 +8,12 @@
 //! from the [`Clock`]; the cost of deciding is measured by an injected
 //! [`CostMeter`], so the crate stays pure and simulations stay reproducible.
 
+pub mod learn;
 pub mod replay;
 
-use herd_policy::{Estimates, Plan, Policy, Snapshot, View};
+pub use learn::Learning;
+
+use herd_policy::{Estimates, Knowledge, Plan, Policy, Snapshot, View};
 use herd_topo::Machine;
 use serde::Serialize;
 
@@ -21,6 +24,12 @@ pub trait Sensor {
     fn observe(&mut self) -> &Snapshot;
     /// Whether every managed task has finished (the loop then stops).
     fn finished(&self) -> bool;
+    /// [`Sensor::observe`], plus exact solo profiles of the present jobs
+    /// for a policy that asks (S1's upper bound). Only the simulator knows
+    /// them; a real machine gives none.
+    fn observe_with_oracle(&mut self) -> (&Snapshot, Option<&Knowledge>) {
+        (self.observe(), None)
+    }
 }
 
 /// Acts on the world.
@@ -91,7 +100,7 @@ impl Config {
 pub struct Overhead {
     /// Decisions taken.
     pub decisions: u64,
-    /// Total time spent in the policy.
+    /// Total time spent learning and in the policy.
     pub decide_ns_total: u64,
     /// The slowest decision.
     pub decide_ns_max: u64,
@@ -111,13 +120,16 @@ impl Overhead {
 }
 
 /// Runs the loop until the sensor reports everything finished or the
-/// horizon passes. `on_decision` sees every view and plan (for traces,
-/// `--explain`, and the sim/live parity test).
+/// horizon passes. With `learning`, every period's observations are learned
+/// before the policy decides, and the policy sees what was learned.
+/// `on_decision` sees every view and plan (for traces, `--explain`, and the
+/// sim/live parity test).
 #[allow(clippy::too_many_arguments)] // The loop's collaborators, each distinct.
 pub fn run<P, W, M>(
     policy: &mut P,
     machine: &Machine,
     estimates: &Estimates,
+    mut learning: Option<&mut Learning>,
     world: &mut W,
     meter: &mut M,
     config: &Config,
@@ -130,6 +142,8 @@ where
 {
     let mut overhead = Overhead::default();
     let mut period = config.period_ns;
+    let nothing_learned = Knowledge::default();
+    let wants_oracle = policy.wants_oracle();
     // Bounded: the clock moves forward by at least min_period_ns per turn, so
     // a horizon bounds the turns; without one the sensor's `finished` does.
     loop {
@@ -137,15 +151,26 @@ where
             break;
         }
         let plan = {
-            let snapshot = world.observe();
+            let (snapshot, oracle) = if wants_oracle {
+                world.observe_with_oracle()
+            } else {
+                (world.observe(), None)
+            };
+            // Learning is part of deciding's cost: S1 counts its profiling
+            // work in the scheduler's overhead.
+            meter.start();
+            if let Some(l) = learning.as_deref_mut() {
+                l.observe(snapshot);
+            }
             let view = View {
                 machine,
                 snapshot,
                 estimates,
+                learned: learning.as_deref().map_or(&nothing_learned, Learning::knowledge),
+                oracle,
                 seed: config.seed,
                 decision: overhead.decisions,
             };
-            meter.start();
             let plan = policy.decide(&view);
             let spent = meter.stop();
             overhead.decisions += 1;

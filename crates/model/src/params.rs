@@ -97,6 +97,14 @@ pub struct ModelParams {
     /// hundreds of ms (balance_interval grows with domain size and
     /// busy_factor); 100 ms.
     pub fairness_ms: f64,
+    /// `None` (the default): CFS as ideal processor sharing, q tasks on a
+    /// CPU each get 1/q of it at every instant. `Some(ms)`: the tasks of a
+    /// CPU take turns, one at a time, for this long each (CFS's slice:
+    /// sched_latency over the queue length, a few ms). Only turns show
+    /// what S1 exploits: which programs run together at an instant, and so
+    /// the memory demand, changes from slice to slice, and superlinear
+    /// contention makes uneven demand cost more than its average.
+    pub timeslice_ms: Option<f64>,
 }
 
 impl Default for ModelParams {
@@ -117,6 +125,7 @@ impl Default for ModelParams {
             power: PowerModel::default(),
             balance_ms: 4.0,
             fairness_ms: 100.0,
+            timeslice_ms: None,
         }
     }
 }
@@ -131,6 +140,7 @@ impl ModelParams {
             ("request_ns", self.request_ns),
             ("balance_ms", self.balance_ms),
             ("fairness_ms", self.fairness_ms),
+            ("timeslice_ms", self.timeslice_ms.unwrap_or(1.0)),
         ];
         for (field, v) in positive {
             if !(v.is_finite() && v > 0.0) {

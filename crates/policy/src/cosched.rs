@@ -9,14 +9,116 @@ use std::collections::BTreeMap;
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet};
 
-use crate::{JobId, Plan, Policy, TaskId, View};
+use herd_topo::CpuSet;
+
+use crate::{JobId, Plan, Policy, TaskId, TaskView, View};
+
+/// Where a task was last told to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    Paused,
+    /// On this CPU alone.
+    Cpu(u32),
+    /// Anywhere the kernel likes.
+    Any,
+}
+
+/// Time-slicing bookkeeping that co-schedulers share: how much CPU each
+/// job has received, and where each task was last told to be, so a plan
+/// names only the tasks whose place changes.
+#[derive(Debug, Default)]
+pub(crate) struct Turns {
+    received_ns: HashMap<JobId, u64>,
+    slots: HashMap<TaskId, Slot>,
+}
+
+impl Turns {
+    /// Adds the last period's CPU time; returns each present job's thread
+    /// count, in job order (BTreeMap: deterministic).
+    pub(crate) fn account(&mut self, tasks: &[TaskView]) -> BTreeMap<JobId, usize> {
+        let mut threads = BTreeMap::new();
+        for t in tasks {
+            *self.received_ns.entry(t.job).or_insert(0) += t.obs.cpu_time_ns;
+            *threads.entry(t.job).or_insert(0) += 1;
+        }
+        threads
+    }
+
+    /// The present jobs, least-served first (ties: job order).
+    pub(crate) fn least_served(&self, threads: &BTreeMap<JobId, usize>) -> Vec<JobId> {
+        let mut order: Vec<JobId> = threads.keys().copied().collect();
+        order.sort_by_key(|j| (self.received_ns.get(j).copied().unwrap_or(0), *j));
+        order
+    }
+
+    /// Runs the tasks of jobs `admitted` says yes to and pauses the rest;
+    /// the plan names only tasks whose place changes. With `pin`, each
+    /// running task gets a CPU of its own (a task that keeps running keeps
+    /// its CPU; a resumed one takes a free one), because a resumed task
+    /// the kernel stacks on a busy CPU waits for the next load balance,
+    /// a loss every slice; without, running tasks go anywhere.
+    pub(crate) fn apply(
+        &mut self,
+        view: &View<'_>,
+        admitted: impl Fn(JobId) -> bool,
+        pin: bool,
+        run_why: &'static str,
+        pause_why: &'static str,
+    ) -> Plan {
+        let tasks = &view.snapshot.tasks;
+        let mut held: FxHashSet<u32> = FxHashSet::default();
+        if pin {
+            for t in tasks {
+                if admitted(t.job)
+                    && let Some(Slot::Cpu(c)) = self.slots.get(&t.id)
+                {
+                    held.insert(*c);
+                }
+            }
+        }
+        let mut free = view
+            .machine
+            .cpus()
+            .iter()
+            .map(|c| c.os)
+            .filter(|c| !held.contains(c));
+        let mut plan = Plan::default();
+        for t in tasks {
+            let old = self.slots.get(&t.id).copied();
+            let new = if !admitted(t.job) {
+                Slot::Paused
+            } else if !pin {
+                Slot::Any
+            } else {
+                match old {
+                    Some(Slot::Cpu(c)) => Slot::Cpu(c),
+                    _ => free.next().map_or(Slot::Any, Slot::Cpu),
+                }
+            };
+            if old == Some(new) {
+                continue;
+            }
+            self.slots.insert(t.id, new);
+            match new {
+                Slot::Paused => plan.pause(t.id, pause_why),
+                Slot::Cpu(c) => plan.run(t.id, CpuSet::single(c), run_why),
+                Slot::Any => plan.run(t.id, view.machine.all_cpus().clone(), run_why),
+            }
+        }
+        // Forget tasks that left, so the map does not grow without bound.
+        if self.slots.len() > 2 * tasks.len() + 64 {
+            let present: FxHashSet<TaskId> = tasks.iter().map(|t| t.id).collect();
+            self.slots.retain(|id, _| present.contains(id));
+        }
+        plan
+    }
+}
 
 /// See the module docs.
 #[derive(Debug, Default)]
 pub struct CoschedFair {
     slots: Option<usize>,
-    received_ns: HashMap<JobId, u64>,
-    running: HashMap<TaskId, bool>,
+    turns: Turns,
 }
 
 impl CoschedFair {
@@ -38,48 +140,23 @@ impl Policy for CoschedFair {
     }
 
     fn decide(&mut self, view: &View<'_>) -> Plan {
-        let tasks = &view.snapshot.tasks;
-        // Threads per job, in job order (BTreeMap: deterministic).
-        let mut threads: BTreeMap<JobId, usize> = BTreeMap::new();
-        for t in tasks {
-            *self.received_ns.entry(t.job).or_insert(0) += t.obs.cpu_time_ns;
-            *threads.entry(t.job).or_insert(0) += 1;
-        }
+        let threads = self.turns.account(&view.snapshot.tasks);
         let capacity = self.slots.unwrap_or(view.machine.cpus().len()).max(1);
-        let mut order: Vec<JobId> = threads.keys().copied().collect();
-        order.sort_by_key(|j| (self.received_ns.get(j).copied().unwrap_or(0), *j));
         let mut admitted = Vec::new();
         let mut used = 0;
-        for j in order {
+        for j in self.turns.least_served(&threads) {
             // The least-served program always runs, even if it alone is wider than the machine.
             if admitted.is_empty() || used + threads[&j] <= capacity {
                 used += threads[&j];
                 admitted.push(j);
             }
         }
-        let mut plan = Plan::default();
-        let all = view.machine.all_cpus();
-        for t in tasks {
-            let run = admitted.contains(&t.job);
-            if self.running.get(&t.id) == Some(&run) {
-                continue;
-            }
-            self.running.insert(t.id, run);
-            if run {
-                plan.run(
-                    t.id,
-                    all.clone(),
-                    "cosched: among the least-served programs that fit the CPUs",
-                );
-            } else {
-                plan.pause(t.id, "cosched: waits its turn; the CPUs are full");
-            }
-        }
-        // Forget tasks that left, so the map does not grow without bound.
-        if self.running.len() > 2 * tasks.len() + 64 {
-            let present: FxHashSet<TaskId> = tasks.iter().map(|t| t.id).collect();
-            self.running.retain(|id, _| present.contains(id));
-        }
-        plan
+        self.turns.apply(
+            view,
+            |j| admitted.contains(&j),
+            true,
+            "cosched: among the least-served programs that fit the CPUs",
+            "cosched: waits its turn; the CPUs are full",
+        )
     }
 }

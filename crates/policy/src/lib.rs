@@ -10,6 +10,7 @@
 //! `static:compact:places=cores`. [`catalog`] lists them.
 
 mod baseline;
+mod bw;
 mod cosched;
 pub mod order;
 mod plan;
@@ -17,12 +18,13 @@ mod smt;
 mod view;
 
 pub use baseline::{Layout, Linux, Static};
+pub use bw::{BwCosched, BwSource, COVERAGE_GATE};
 pub use cosched::CoschedFair;
 pub use plan::{JobDirective, Placement, Plan, Reason};
 pub use smt::{SmtGoal, SmtPlace};
 pub use view::{
-    Estimate, Estimates, JobId, JobView, Level, Obs, Rng, Snapshot, SystemObs, TaskId, TaskState, TaskView,
-    View,
+    Estimate, Estimates, JobId, JobView, Knowledge, Learned, Level, Obs, Rng, Snapshot, SystemObs, TaskId,
+    TaskState, TaskView, View,
 };
 
 /// A placement policy.
@@ -31,6 +33,16 @@ pub trait Policy: Send {
     fn name(&self) -> String;
     /// Decides from `view`. Must not read clocks, files or global state.
     fn decide(&mut self, view: &View<'_>) -> Plan;
+    /// Whether it wants exact solo profiles in [`View::oracle`]. Only the
+    /// simulator has them; on a real machine the view has none.
+    fn wants_oracle(&self) -> bool {
+        false
+    }
+    /// Whether it decides from what the loop learns ([`View::learned`]):
+    /// the simulator then learns even when no profile store is kept.
+    fn wants_learning(&self) -> bool {
+        false
+    }
 }
 
 /// A parameter a policy takes.
@@ -59,6 +71,12 @@ const PLACES: ParamInfo = ParamInfo {
     key: "places",
     default: "threads",
     about: "threads: pin each thread to one hardware thread; cores: to every sibling of its core",
+};
+
+const WINDOW: ParamInfo = ParamInfo {
+    key: "window",
+    default: "2",
+    about: "co-runners come from the window x slots least-served programs (fairness vs. choice)",
 };
 
 /// Every policy herd has.
@@ -92,6 +110,21 @@ pub fn catalog() -> &'static [PolicyInfo] {
             name: "smt:spn",
             about: "S0 policy 2, SPN first: both siblings of a core, then the next core, then a new package",
             params: &[],
+        },
+        PolicyInfo {
+            name: "bw:iabw",
+            about: "S1: co-runners whose predicted bandwidth sums to the group's ideal average (learned profiles; like linux below 80% coverage)",
+            params: &[WINDOW],
+        },
+        PolicyInfo {
+            name: "bw:oracle",
+            about: "S1's upper bound: bw:iabw with exact solo profiles (simulator only)",
+            params: &[WINDOW],
+        },
+        PolicyInfo {
+            name: "bw:greedy",
+            about: "bandwidth balancing with no history: last measured bandwidth, target the mean demand",
+            params: &[WINDOW],
         },
         PolicyInfo {
             name: "static:scatter",
@@ -202,6 +235,23 @@ pub fn build(spec: &str) -> Result<Box<dyn Policy>, PolicyError> {
         }
         "smt:speed" => Box::new(SmtPlace::new(SmtGoal::Speed)),
         "smt:spn" => Box::new(SmtPlace::new(SmtGoal::Spn)),
+        "bw:iabw" | "bw:oracle" | "bw:greedy" => {
+            let source = match info.name {
+                "bw:iabw" => BwSource::Iabw,
+                "bw:oracle" => BwSource::Oracle,
+                _ => BwSource::Greedy,
+            };
+            let v = params.str_or("window", "2");
+            let window = v
+                .parse::<usize>()
+                .ok()
+                .filter(|&n| (1..=64).contains(&n))
+                .ok_or_else(|| PolicyError::Param {
+                    policy: info.name.into(),
+                    why: format!("window={v} is not a whole number from 1 to 64"),
+                })?;
+            Box::new(BwCosched::new(source, window))
+        }
         "cosched:fair" => {
             let slots =
                 match params.str_or("slots", "cpus") {

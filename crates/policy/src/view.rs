@@ -148,6 +148,41 @@ pub struct Estimate {
 /// Profile estimates by program key.
 pub type Estimates = BTreeMap<String, Estimate>;
 
+/// What the loop has learned of one job's program, from earlier runs (the
+/// profile store) and from this run's slices so far (S1).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Learned {
+    /// The phase of the job's last slice, when it could be told.
+    pub phase: Option<u16>,
+    /// Predicted bus transactions (cache lines) per µs of CPU time in the
+    /// next slice, running alone: the predicted phase's solo estimate.
+    pub predicted_btr: Option<f64>,
+    /// Transactions per µs of CPU time in the last slice, as measured.
+    pub last_btr: Option<f64>,
+    /// Share of the last completed run's slices whose phase had a valid
+    /// (solo) estimate; 0 before the first run.
+    pub coverage: f64,
+    /// Completed runs the profile learned from.
+    pub runs: u32,
+    /// Estimated run time alone.
+    pub solo_time_s: Option<f64>,
+    /// Memory transactions (cache lines) per run.
+    pub mem_requests: Option<f64>,
+}
+
+/// What the loop knows of the present jobs' programs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Knowledge {
+    /// Per present job; a job not here has nothing learned.
+    pub jobs: BTreeMap<JobId, Learned>,
+    /// The machine's peak memory bandwidth, in transactions per µs, when
+    /// known (`herd calibrate`, or the simulator's model).
+    pub peak_btr: Option<f64>,
+    /// Whether the sensor counts instructions and memory traffic; without
+    /// them nothing can be learned and policies fall back to hints.
+    pub counters: bool,
+}
+
 /// The read-only view a policy decides from.
 #[derive(Debug, Clone, Copy)]
 pub struct View<'a> {
@@ -157,6 +192,11 @@ pub struct View<'a> {
     pub snapshot: &'a Snapshot,
     /// Profile estimates.
     pub estimates: &'a Estimates,
+    /// What the loop has learned (empty when learning is off).
+    pub learned: &'a Knowledge,
+    /// Exact solo profiles, which only the simulator has, and only for a
+    /// policy that asks ([`crate::Policy::wants_oracle`]): S1's upper bound.
+    pub oracle: Option<&'a Knowledge>,
     /// The run's seed; with `decision`, the only source of randomness.
     pub seed: u64,
     /// How many decisions came before this one.

@@ -174,6 +174,8 @@ fn plan(
         machine: m,
         snapshot: &snapshot,
         estimates: &est,
+        learned: &herd_policy::Knowledge::default(),
+        oracle: None,
         seed: 1,
         decision,
     })

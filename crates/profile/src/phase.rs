@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 pub type PhaseId = u16;
 
 /// Most phases a program may have; beyond this, slices join the nearest.
-pub const MAX_PHASES: usize = 32;
+pub const MAX_PHASES: usize = 64;
 
 /// A slice's signature.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -66,10 +66,11 @@ impl Slice {
     }
 }
 
-/// Learns one run of a program, starting from its stored profile.
-#[derive(Debug, Clone)]
+/// Learns one run of one program instance. The profile it extends is held
+/// by the caller and passed in, so several instances of a program in one
+/// run (S1's groups hold two or four copies) learn into one phase table.
+#[derive(Debug, Clone, Default)]
 pub struct RunLearner {
-    profile: ProgramProfile,
     current: Option<PhaseId>,
     /// (phase, instructions) of every slice so far, for the solo time and
     /// coverage at the end. Bounded by the run's length in slices.
@@ -78,31 +79,31 @@ pub struct RunLearner {
 }
 
 impl RunLearner {
-    /// A learner extending `profile` (default: a program never seen).
-    pub fn new(profile: ProgramProfile) -> Self {
-        RunLearner {
-            profile,
-            current: None,
-            slices: Vec::new(),
-            requests: 0.0,
-        }
+    /// A learner at the start of a run.
+    pub fn new() -> Self {
+        Self::default()
     }
 
-    /// Learns from one slice; `validity` says whether contention was low
-    /// enough to take it as solo behaviour. Returns the slice's phase, or
-    /// `None` for a slice without instructions (nothing ran).
-    pub fn observe(&mut self, slice: &Slice, validity: Validity) -> Option<PhaseId> {
+    /// Learns one slice into `profile`: classifies its phase, adds its
+    /// sample under `validity`, records the transition. Returns the phase,
+    /// or `None` for a slice with no instructions counted (idle, or no PMU).
+    pub fn observe(
+        &mut self,
+        profile: &mut ProgramProfile,
+        slice: &Slice,
+        validity: Validity,
+    ) -> Option<PhaseId> {
         self.requests += slice.mem_bytes as f64 / LINE_BYTES;
         let sig = slice.signature()?;
-        let id = self.profile.phases.classify(&sig);
+        let id = profile.phases.classify(&sig);
         if slice.cpu_ns > 0 {
             let ips = slice.instructions as f64 / (slice.cpu_ns as f64 * 1e-3);
-            self.profile
+            profile
                 .phases
                 .add_sample(id, ips, slice.btr(), validity.is_valid());
         }
         if let Some(prev) = self.current {
-            self.profile.markov.observe(prev, id);
+            profile.markov.observe(prev, id);
         }
         self.current = Some(id);
         self.slices.push((id, slice.instructions));
@@ -114,33 +115,38 @@ impl RunLearner {
         self.current
     }
 
-    /// The predicted phase of the next slice (the Markov chain's guess).
-    pub fn predicted(&self) -> Option<PhaseId> {
-        self.current.map(|c| self.profile.markov.predict(c))
+    /// The predicted phase of the next slice (S1: the current one when the
+    /// Markov predictor has no history).
+    pub fn predicted(&self, profile: &ProgramProfile) -> Option<PhaseId> {
+        self.current.map(|c| profile.markov.predict(c))
     }
 
-    /// Predicted bus transactions per µs of the next slice, alone.
-    pub fn predicted_btr(&self) -> Option<f64> {
-        let p = self.predicted()?;
-        self.profile.phases.estimate(p)?.solo().map(|(_, btr)| btr)
+    /// The predicted phase's solo bandwidth, in transactions per µs of CPU.
+    pub fn predicted_btr(&self, profile: &ProgramProfile) -> Option<f64> {
+        let p = self.predicted(profile)?;
+        profile.phases.estimate(p)?.solo().map(|(_, btr)| btr)
     }
 
-    /// The profile as it stands (with this run's phases and estimates).
-    pub fn profile(&self) -> &ProgramProfile {
-        &self.profile
-    }
-
-    /// Closes the run: solo time, coverage, memory requests and run count
-    /// updated from it. A run that saw no slice leaves the profile as it was.
-    pub fn finish(self) -> ProgramProfile {
-        let mut p = self.profile;
+    /// Ends the run: folds it into `profile` (coverage and solo time from
+    /// this run's slices, memory requests averaged over runs, one more run).
+    /// A run with no classified slice (no counters) adds only its memory
+    /// requests, when counted, and the run.
+    pub fn finish(self, profile: &mut ProgramProfile) {
+        let runs = f64::from(profile.runs);
+        profile.runs = profile.runs.saturating_add(1);
+        if self.requests > 0.0 {
+            profile.mem_requests = Some(match profile.mem_requests {
+                Some(m) => (m * runs + self.requests) / (runs + 1.0),
+                None => self.requests,
+            });
+        }
         if self.slices.is_empty() {
-            return p;
+            return;
         }
         let mut solo_us = 0.0;
         let mut covered = 0usize;
         for &(id, instr) in &self.slices {
-            let est = p.phases.estimate(id);
+            let est = profile.phases.estimate(id);
             if est.is_some_and(|e| e.is_valid()) {
                 covered += 1;
             }
@@ -148,15 +154,8 @@ impl RunLearner {
                 solo_us += instr as f64 / ips;
             }
         }
-        p.coverage = covered as f64 / self.slices.len() as f64;
-        p.solo_time_s = Some(solo_us * 1e-6);
-        let runs = f64::from(p.runs);
-        p.mem_requests = Some(match p.mem_requests {
-            Some(m) => (m * runs + self.requests) / (runs + 1.0),
-            None => self.requests,
-        });
-        p.runs = p.runs.saturating_add(1);
-        p
+        profile.coverage = covered as f64 / self.slices.len() as f64;
+        profile.solo_time_s = Some(solo_us * 1e-6);
     }
 }
 
@@ -180,7 +179,7 @@ mod tests {
     fn a_two_phase_program_is_learned_and_improves_across_runs() {
         let mut profile = ProgramProfile::default();
         for run in 0..3 {
-            let mut l = RunLearner::new(profile);
+            let mut l = RunLearner::new();
             for k in 0..20 {
                 // Phases alternate every 5 slices: streaming, then compute.
                 // Streaming slices are slowed (invalid) in the first run.
@@ -199,9 +198,9 @@ mod tests {
                 } else {
                     (slice(2500.0, 0.05), Validity::OwnLow)
                 };
-                l.observe(&s, v);
+                l.observe(&mut profile, &s, v);
             }
-            profile = l.finish();
+            l.finish(&mut profile);
             assert_eq!(profile.runs, run + 1);
             assert_eq!(profile.phases.phases.len(), 2, "run {run}");
             if run == 0 {
@@ -230,22 +229,23 @@ mod tests {
 
     #[test]
     fn prediction_follows_the_phase_sequence() {
-        let mut l = RunLearner::new(ProgramProfile::default());
-        assert_eq!(l.predicted(), None);
+        let mut p = ProgramProfile::default();
+        let mut l = RunLearner::new();
+        assert_eq!(l.predicted(&p), None);
         for k in 0..40 {
             let s = if (k / 4) % 2 == 0 {
                 slice(1000.0, 2.0)
             } else {
                 slice(2500.0, 0.05)
             };
-            l.observe(&s, Validity::OwnLow);
+            l.observe(&mut p, &s, Validity::OwnLow);
         }
         // After 4 slices of a phase, staying is still the likeliest (3 of 4).
         let cur = l.current().unwrap();
-        assert_eq!(l.predicted(), Some(cur));
-        assert!(l.predicted_btr().is_some());
+        assert_eq!(l.predicted(&p), Some(cur));
+        assert!(l.predicted_btr(&p).is_some());
         assert_eq!(
-            l.observe(&Slice::default(), Validity::OwnLow),
+            l.observe(&mut p, &Slice::default(), Validity::OwnLow),
             None,
             "an idle slice"
         );

@@ -56,14 +56,26 @@ impl LowContention {
         peak_btr: f64,
     ) -> Validity {
         let self_low = self.self_low * peak_btr;
-        if own_btr < self_low {
+        let intensive = corunner_btrs.into_iter().filter(|&b| b > self_low).count();
+        self.classify_counted(own_btr, system_btr, intensive, peak_btr)
+    }
+
+    /// [`Self::classify`] with the co-runners already counted: how many of
+    /// them are memory-intensive (BTR above `self_low` of peak).
+    pub fn classify_counted(
+        &self,
+        own_btr: f64,
+        system_btr: f64,
+        intensive_corunners: usize,
+        peak_btr: f64,
+    ) -> Validity {
+        if own_btr < self.self_low * peak_btr {
             return Validity::OwnLow;
         }
         if system_btr < self.syswide_low * peak_btr {
             return Validity::SystemLow;
         }
-        let intensive = corunner_btrs.into_iter().filter(|&b| b > self_low).count();
-        if intensive <= 1 {
+        if intensive_corunners <= 1 {
             Validity::FewIntensive
         } else {
             Validity::Invalid

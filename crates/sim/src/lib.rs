@@ -5,6 +5,7 @@
 //! with one seed; [`compare`] runs several policies and seeds.
 
 mod kernel;
+pub mod learning;
 pub mod report;
 pub mod scenario;
 pub mod sweep;
@@ -12,11 +13,15 @@ mod world;
 
 use std::collections::HashMap;
 
-use herd_engine::{Clock, Config, CostMeter, NoMeter};
+use herd_engine::{Clock, Config, CostMeter, Learning, NoMeter};
 use herd_policy::{Estimates, Plan, PolicyError, View};
 use serde::Serialize;
 
 pub use scenario::{Scenario, ScenarioError};
+
+/// Program profiles by program key: the simulator's in-memory profile store.
+pub type Profiles = std::collections::BTreeMap<String, herd_profile::ProgramProfile>;
+pub use learning::{LearningRuns, LearningSummary, RunPoint, learning_runs};
 pub use sweep::{PerCore, Sweep, SweepPoint};
 pub use world::{MAX_SEGMENTS, Segment, World};
 
@@ -97,6 +102,10 @@ pub struct Comparison {
     /// The unit sweep, when the scenario asks for one (`[sweep]`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sweep: Option<Sweep>,
+    /// The cross-run learning experiment, when the scenario asks for one
+    /// (`runs`); `policies` is then empty.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub learning: Option<LearningRuns>,
 }
 
 /// Solo times of each job: its first run alone under `linux`. Jobs with
@@ -129,6 +138,7 @@ pub fn solo_times(s: &Scenario) -> Vec<f64> {
                     &mut linux,
                     &s.machine,
                     &Estimates::new(),
+                    None,
                     &mut world,
                     &mut NoMeter,
                     &cfg,
@@ -151,17 +161,44 @@ pub fn run_policy<M: CostMeter>(
     trace: bool,
     on_decision: impl FnMut(&View<'_>, &Plan),
 ) -> Result<PolicyResult, PolicyError> {
+    run_learning(s, policy, seed, solo, None, meter, trace, on_decision)
+}
+
+/// [`run_policy`] with learning: the run starts from `profiles` (the
+/// profile store, by program key), the policy sees what is learned, and
+/// `profiles` holds the updated profiles afterwards. `None`: no learning.
+#[allow(clippy::too_many_arguments)] // run_policy's arguments and the store.
+pub fn run_learning<M: CostMeter>(
+    s: &Scenario,
+    policy: &str,
+    seed: u64,
+    solo: &[f64],
+    profiles: Option<&mut Profiles>,
+    meter: Option<&mut M>,
+    trace: bool,
+    on_decision: impl FnMut(&View<'_>, &Plan),
+) -> Result<PolicyResult, PolicyError> {
     let mut p = herd_policy::build(policy)?;
     let mut world = World::new(s, &s.jobs, trace);
+    world.set_solo_times(solo);
     let mut cfg = Config::with_period(s.period_ns, seed);
     cfg.horizon_ns = s.horizon_ns;
     let estimates = Estimates::new();
     let timed = meter.is_some();
+    // A policy that decides from learning learns even without a store,
+    // from nothing, as on a machine's first run.
+    let mut learning = match &profiles {
+        Some(store) => Some(Learning::new((*store).clone(), Some(world.peak_btr()))),
+        None => p
+            .wants_learning()
+            .then(|| Learning::new(Profiles::new(), Some(world.peak_btr()))),
+    };
     let overhead = match meter {
         Some(m) => herd_engine::run(
             p.as_mut(),
             &s.machine,
             &estimates,
+            learning.as_mut(),
             &mut world,
             m,
             &cfg,
@@ -171,12 +208,16 @@ pub fn run_policy<M: CostMeter>(
             p.as_mut(),
             &s.machine,
             &estimates,
+            learning.as_mut(),
             &mut world,
             &mut NoMeter,
             &cfg,
             on_decision,
         ),
     };
+    if let (Some(store), Some(l)) = (profiles, learning) {
+        *store = l.into_profiles();
+    }
     let finish = world.finish_times();
     let end_ns = finish
         .iter()
@@ -300,5 +341,6 @@ pub fn compare<M: CostMeter>(
         seed: seeds.first().copied().unwrap_or(0),
         policies: results,
         sweep: None,
+        learning: None,
     })
 }

@@ -255,6 +255,12 @@ pub struct ScenarioSpec {
     pub job: Vec<toml::Spanned<JobSpec>>,
     /// Run the workload again at each of these thread counts (S0's unit sweep).
     pub sweep: Option<toml::Spanned<SweepSpec>>,
+    /// Run the workload this many times, each policy learning into its own
+    /// profile store across the runs (S1's cross-run experiment).
+    pub runs: Option<Count>,
+    /// Before those runs, at most this many training runs fill the stores
+    /// (S1's database initialisation; see `herd_sim::learning`). Default 0.
+    pub train_runs: Option<u32>,
 }
 
 /// S0's experiment: every job given each thread count in turn.
@@ -357,6 +363,10 @@ pub struct Scenario {
     pub jobs: Vec<Job>,
     /// Thread counts of a unit sweep (`[sweep]`); empty for none.
     pub sweep_threads: Vec<u32>,
+    /// Runs of the cross-run learning experiment (`runs`); 1 for none.
+    pub runs: u32,
+    /// Most training runs before them (`train_runs`).
+    pub train_runs: u32,
 }
 
 /// A job, ready to simulate.
@@ -574,6 +584,8 @@ impl Scenario {
             horizon_ns: spec.horizon_s.map(|h| (h.0 * 1e9) as u64),
             jobs,
             sweep_threads,
+            runs: spec.runs.map_or(1, |r| r.0),
+            train_runs: spec.train_runs.unwrap_or(0),
         })
     }
 }

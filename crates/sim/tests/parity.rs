@@ -47,6 +47,7 @@ fn policies_decide_the_same_on_replayed_views() {
             fresh.as_mut(),
             &s.machine,
             &Estimates::new(),
+            None,
             &mut live,
             &mut NoMeter,
             &cfg,

@@ -1,7 +1,9 @@
 //! The world as the engine sees it: Clock, Sensor and Actuator.
 
 use herd_engine::{Actuator, Clock, Sensor};
-use herd_policy::{JobView, Obs, Placement, Plan, Snapshot, SystemObs, TaskState, TaskView};
+use herd_policy::{
+    JobId, JobView, Knowledge, Learned, Obs, Placement, Plan, Snapshot, SystemObs, TaskState, TaskView,
+};
 
 use super::World;
 
@@ -149,6 +151,53 @@ impl Sensor for World<'_> {
 
     fn finished(&self) -> bool {
         self.all_done()
+    }
+
+    /// Exact solo profiles from the scenario: the solo BTR of the phase the
+    /// job's first thread is in now, the job's solo time (as given by
+    /// [`World::set_solo_times`]) and its total memory requests.
+    fn observe_with_oracle(&mut self) -> (&Snapshot, Option<&Knowledge>) {
+        self.observe();
+        let request_ns = self.mem.request_ns;
+        let mut k = std::mem::take(&mut self.oracle);
+        k.peak_btr = Some(self.peak_btr());
+        k.counters = true;
+        k.jobs.clear();
+        for (j, (job, st)) in self.jobs.iter().zip(&self.job_state).enumerate() {
+            if !st.arrived || st.finished_ns.is_some() {
+                continue;
+            }
+            let lead = &self.threads[st.first];
+            let btr = |p: &crate::scenario::Phase| {
+                1e3 * p.requests_per_instr / (p.core_ns_per_instr + p.requests_per_instr * request_ns)
+            };
+            let requests: f64 = job
+                .phases
+                .iter()
+                .map(|p| {
+                    let per_job = match p.split {
+                        crate::scenario::Split::PerThread => f64::from(job.threads),
+                        _ => 1.0,
+                    };
+                    p.instructions * per_job * p.requests_per_instr
+                })
+                .sum::<f64>()
+                * f64::from(job.loops);
+            k.jobs.insert(
+                j as JobId,
+                Learned {
+                    phase: Some(lead.phase as u16),
+                    predicted_btr: job.phases.get(lead.phase).map(btr),
+                    last_btr: None,
+                    coverage: 1.0,
+                    runs: 1,
+                    solo_time_s: self.solo_times_s.get(j).copied().filter(|t| t.is_finite()),
+                    mem_requests: Some(requests),
+                },
+            );
+        }
+        self.oracle = k;
+        (&self.snapshot, Some(&self.oracle))
     }
 }
 

@@ -17,6 +17,7 @@ use herd_model::{ClassId, MemSystem, ModelParams, Stream, StreamClasses, Target,
 use herd_policy::{Snapshot, TaskId};
 use herd_topo::{CpuSet, Machine};
 
+mod balance;
 mod engine_io;
 mod sync;
 
@@ -172,6 +173,10 @@ pub struct World<'a> {
     model: &'a ModelParams,
     sensor: SensorSpec,
     mem: MemSystem,
+    /// Each job's solo time, for the oracle (empty unless set).
+    solo_times_s: Vec<f64>,
+    /// The last oracle answer, kept so the view can borrow it.
+    oracle: herd_policy::Knowledge,
     jobs: &'a [Job],
     kernel: Kernel,
     threads: Vec<Thread>,
@@ -183,6 +188,8 @@ pub struct World<'a> {
     dirty: bool,
     last_balance_ns: u64,
     last_fairness_ns: u64,
+    /// When the CPUs' turns next pass (with `timeslice_ms`).
+    next_turn_ns: u64,
     /// Jobs by arrival time, and how many of them have arrived.
     arrival_order: Vec<usize>,
     arrived_jobs: usize,
@@ -326,6 +333,8 @@ impl<'a> World<'a> {
             model: &scenario.model,
             sensor: scenario.sensor.clone(),
             mem: scenario.model.mem_system(machine),
+            solo_times_s: Vec::new(),
+            oracle: herd_policy::Knowledge::default(),
             jobs,
             kernel,
             threads,
@@ -337,6 +346,7 @@ impl<'a> World<'a> {
             dirty: true,
             last_balance_ns: 0,
             last_fairness_ns: 0,
+            next_turn_ns: u64::MAX,
             arrival_order,
             arrived_jobs: 0,
             unfinished: jobs.iter().filter(|j| !j.restart).count(),
@@ -533,6 +543,17 @@ impl<'a> World<'a> {
 
     /// Whether every job that does not restart has finished (a workload of
     /// restarting jobs only ends at the horizon).
+    /// Gives the oracle each job's solo time (index = job).
+    pub fn set_solo_times(&mut self, solo_s: &[f64]) {
+        self.solo_times_s = solo_s.to_vec();
+    }
+
+    /// The machine's peak memory bandwidth in transactions (64-byte lines)
+    /// per µs: every node's controller at full rate.
+    pub fn peak_btr(&self) -> f64 {
+        self.mem.node_mu.iter().sum::<f64>() * 1e3
+    }
+
     fn all_done(&self) -> bool {
         self.unfinished == 0 && self.has_fixed_jobs
     }
@@ -652,7 +673,13 @@ impl<'a> World<'a> {
             th.share = 0.0;
             return None;
         };
-        let share = 1.0 / self.kernel.queues[pos].len() as f64;
+        let queue = &self.kernel.queues[pos];
+        let share = if self.model.timeslice_ms.is_some() {
+            // Turns: only the head of the queue runs now.
+            if queue[0] == t { 1.0 } else { 0.0 }
+        } else {
+            1.0 / queue.len() as f64
+        };
         let phase = &self.jobs[th.job].phases[th.phase];
         th.share = share;
         th.bytes_per_instr = phase.requests_per_instr * herd_model::params::LINE_BYTES;
@@ -792,51 +819,6 @@ impl<'a> World<'a> {
         }
     }
 
-    /// Kernel balancing at the current event: periodic balancing once
-    /// `balance_ms` has passed (fairness rotation once `fairness_ms` has),
-    /// new-idle pulls whenever the running set changed. Balancing piggybacks
-    /// on events instead of adding its own, so its effective interval is
-    /// the larger of `balance_ms` and the time between events.
-    fn kernel_balance(&mut self) {
-        let since = (self.now_ns - self.last_balance_ns) as f64;
-        let moves = if since >= self.model.balance_ms * 1e6 {
-            self.last_balance_ns = self.now_ns;
-            let rotate = (self.now_ns - self.last_fairness_ns) as f64 >= self.model.fairness_ms * 1e6;
-            let min_gap = if rotate {
-                self.last_fairness_ns = self.now_ns;
-                // Trade places only past half an interval of CPU time, so
-                // equal tasks do not ping-pong.
-                self.model.fairness_ms * 0.5e6
-            } else {
-                f64::INFINITY
-            };
-            if rotate {
-                self.settle_all();
-            }
-            if !rotate && self.balanced {
-                // Nothing moved and no affinity changed since a balance
-                // that found nothing to do: it would find nothing again.
-                return;
-            }
-            let service: Vec<f64> = if rotate {
-                self.threads.iter().map(|t| t.total.cpu_ns).collect()
-            } else {
-                Vec::new()
-            };
-            let moves = self.kernel.balance(&self.allowed, &service, min_gap);
-            self.balanced = !rotate && moves.is_empty();
-            moves
-        } else if self.dirty {
-            self.kernel.pull_idle(&self.allowed)
-        } else {
-            return;
-        };
-        if !moves.is_empty() {
-            self.settle_all();
-            self.apply_moves(moves);
-        }
-    }
-
     /// Runs events until `t_end` or until everything is done.
     fn run_until(&mut self, t_end: u64) {
         let mut events = 0u64;
@@ -849,10 +831,11 @@ impl<'a> World<'a> {
             );
             self.arrive_jobs();
             self.kernel_balance();
+            self.take_turns();
             if self.dirty {
                 self.recompute();
             }
-            let horizon = t_end.min(self.next_arrival_ns());
+            let horizon = t_end.min(self.next_arrival_ns()).min(self.next_turn_ns);
             let dt_thread = self.next_event_ns - self.now_ns as f64;
             let step_ns = (horizon - self.now_ns) as f64;
             if dt_thread < step_ns {

@@ -1,0 +1,200 @@
+//! The loop's learning step (S1): each period's observations become one
+//! slice per job, judged valid or not by S1's low-contention states, and
+//! learned into the job's program profile; the policy sees the result as
+//! [`Knowledge`].
+//!
+//! Profiles are keyed by program (executable and argument signature), so
+//! what one run learns, the next run of the same program starts from. The
+//! caller loads them from the profile store before a run and stores
+//! [`Learning::into_profiles`] after it.
+
+use std::collections::BTreeMap;
+
+use herd_model::params::LINE_BYTES;
+use herd_policy::{JobId, Knowledge, Snapshot};
+use herd_profile::{LowContention, ProgramProfile, RunLearner, Slice};
+use rustc_hash::FxHashMap;
+
+/// One present job's learner.
+#[derive(Debug)]
+struct Track {
+    program: String,
+    learner: RunLearner,
+}
+
+/// Learning over one run. See the module docs.
+#[derive(Debug)]
+pub struct Learning {
+    profiles: BTreeMap<String, ProgramProfile>,
+    tracks: BTreeMap<JobId, Track>,
+    knowledge: Knowledge,
+    thresholds: LowContention,
+    /// Per-job slices of the current period and where each job's is,
+    /// reused across periods to avoid allocation.
+    slices: Vec<(JobId, Option<Slice>)>,
+    index: FxHashMap<JobId, usize>,
+}
+
+impl Learning {
+    /// Starts a run from stored `profiles`, on a machine whose peak memory
+    /// bandwidth is `peak_btr` transactions per µs (unknown: every sample
+    /// counts as invalid, since contention cannot be judged).
+    pub fn new(profiles: BTreeMap<String, ProgramProfile>, peak_btr: Option<f64>) -> Self {
+        Learning {
+            profiles,
+            tracks: BTreeMap::new(),
+            knowledge: Knowledge {
+                peak_btr: peak_btr.filter(|p| *p > 0.0),
+                ..Knowledge::default()
+            },
+            thresholds: LowContention::default(),
+            slices: Vec::new(),
+            index: FxHashMap::default(),
+        }
+    }
+
+    /// What has been learned, for the view.
+    pub fn knowledge(&self) -> &Knowledge {
+        &self.knowledge
+    }
+
+    /// The profile of `program` as it stands (stored runs plus this run so far).
+    pub fn profile(&self, program: &str) -> Option<&ProgramProfile> {
+        self.profiles.get(program)
+    }
+
+    /// Learns one period. Jobs gone since the last period have finished
+    /// their run: their learners fold into their profiles.
+    pub fn observe(&mut self, snap: &Snapshot) {
+        self.finish_gone(snap);
+        // One slice per job: the sum over its threads. A job whose sensor
+        // lacks instructions or memory traffic gives no slice.
+        self.slices.clear();
+        self.index.clear();
+        let mut counters = !snap.tasks.is_empty();
+        for t in &snap.tasks {
+            let o = &t.obs;
+            let part = match (o.instructions, o.mem_bytes) {
+                (Some(i), Some(m)) => Some(Slice {
+                    instructions: i,
+                    cpu_ns: o.cpu_time_ns,
+                    mem_bytes: m,
+                    llc_refs: o.llc_refs,
+                    llc_misses: o.llc_misses,
+                }),
+                _ => None,
+            };
+            counters &= part.is_some();
+            match self.index.get(&t.job) {
+                Some(&k) => {
+                    let acc = &mut self.slices[k].1;
+                    *acc = acc.zip(part).map(|(a, b)| add(a, b));
+                }
+                None => {
+                    self.index.insert(t.job, self.slices.len());
+                    self.slices.push((t.job, part));
+                }
+            }
+        }
+        self.knowledge.counters = counters;
+        let period_us = snap.period_ns as f64 * 1e-3;
+        let system_btr = match snap.system.mem_bytes {
+            Some(b) => b as f64 / LINE_BYTES / period_us.max(1e-9),
+            None => {
+                let lines: u64 = self
+                    .slices
+                    .iter()
+                    .filter_map(|(_, s)| s.map(|s| s.mem_bytes))
+                    .sum();
+                lines as f64 / LINE_BYTES / period_us.max(1e-9)
+            }
+        };
+        // Memory-intensive jobs that ran this period (S1's state 3 counts
+        // them among each job's co-runners).
+        let intensive_btr = self
+            .knowledge
+            .peak_btr
+            .map_or(f64::INFINITY, |p| self.thresholds.self_low * p);
+        let intensive = self
+            .slices
+            .iter()
+            .filter(|(_, s)| s.is_some_and(|s| s.cpu_ns > 0 && s.btr() > intensive_btr))
+            .count();
+        for job in &snap.jobs {
+            let track = self.tracks.entry(job.id).or_insert_with(|| Track {
+                program: job.program.clone(),
+                learner: RunLearner::new(),
+            });
+            if !self.profiles.contains_key(&job.program) {
+                self.profiles
+                    .insert(job.program.clone(), ProgramProfile::default());
+            }
+            let profile = self.profiles.get_mut(&job.program).expect("inserted above");
+            let slice = self.index.get(&job.id).and_then(|&k| self.slices[k].1);
+            let mut last_btr = None;
+            if let Some(s) = slice.filter(|s| s.cpu_ns > 0) {
+                let own = s.btr();
+                last_btr = Some(own);
+                let validity = match self.knowledge.peak_btr {
+                    Some(peak) => {
+                        let others = intensive - usize::from(own > intensive_btr);
+                        self.thresholds.classify_counted(own, system_btr, others, peak)
+                    }
+                    None => herd_profile::Validity::Invalid,
+                };
+                track.learner.observe(profile, &s, validity);
+            }
+            let l = self.knowledge.jobs.entry(job.id).or_default();
+            l.phase = track.learner.current();
+            l.predicted_btr = track.learner.predicted_btr(profile);
+            l.last_btr = last_btr;
+            l.coverage = profile.coverage;
+            l.runs = profile.runs;
+            l.solo_time_s = profile.solo_time_s;
+            l.mem_requests = profile.mem_requests;
+        }
+    }
+
+    fn finish_gone(&mut self, snap: &Snapshot) {
+        if self.tracks.len() == snap.jobs.len() && snap.jobs.iter().all(|j| self.tracks.contains_key(&j.id)) {
+            return;
+        }
+        let gone: Vec<JobId> = self
+            .tracks
+            .keys()
+            .copied()
+            .filter(|id| !snap.jobs.iter().any(|j| j.id == *id))
+            .collect();
+        for id in gone {
+            self.finish(id);
+        }
+    }
+
+    fn finish(&mut self, id: JobId) {
+        if let Some(t) = self.tracks.remove(&id) {
+            t.learner.finish(self.profiles.entry(t.program).or_default());
+        }
+        self.knowledge.jobs.remove(&id);
+    }
+
+    /// Ends the run: every job still present finishes too (the run is over
+    /// for it as well), and the profiles come back for storing.
+    pub fn into_profiles(mut self) -> BTreeMap<String, ProgramProfile> {
+        let ids: Vec<JobId> = self.tracks.keys().copied().collect();
+        for id in ids {
+            self.finish(id);
+        }
+        self.profiles
+    }
+}
+
+fn add(a: Slice, b: Slice) -> Slice {
+    let opt = |x: Option<u64>, y: Option<u64>| x.zip(y).map(|(x, y)| x + y);
+    Slice {
+        instructions: a.instructions + b.instructions,
+        cpu_ns: a.cpu_ns + b.cpu_ns,
+        mem_bytes: a.mem_bytes + b.mem_bytes,
+        llc_refs: opt(a.llc_refs, b.llc_refs),
+        llc_misses: opt(a.llc_misses, b.llc_misses),
+    }
+}

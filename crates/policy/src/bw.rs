@@ -1,0 +1,286 @@
+//! S1's memory-bandwidth-aware co-scheduling: with more programs than
+//! CPUs, choose each slice's co-runners so their predicted bandwidth sums to
+//! the group's ideal average bandwidth (IABW), because slowdown grows
+//! superlinearly with total bandwidth and an even demand beats bursts.
+//!
+//! - `bw:iabw` (S1): bandwidth from the learned profiles: the Markov
+//!   prediction of each program's next phase and that phase's solo estimate;
+//!   IABW from the stored solo times and memory requests. While any
+//!   program's coverage is below 80% it behaves like `linux` and says so.
+//! - `bw:oracle`: the same choice from exact solo profiles (S1's upper
+//!   bound); only the simulator has them.
+//! - `bw:greedy`: no history: each program's bandwidth as last measured,
+//!   and the target is the mean demand of the present programs per slot.
+//!
+//! Every variant keeps programs taking turns: the least-served program
+//! always runs, and co-runners are chosen among the least-served
+//! `window` x slots programs, so no program waits more than a few slices.
+//! Without instruction and memory counters (as in most VMs), nothing can be
+//! learned: every variant then takes bandwidth from the jobs' memory hints
+//! (assuming equal solo times) and its note says so.
+
+use std::collections::BTreeMap;
+
+use herd_profile::iabw;
+
+use crate::cosched::Turns;
+use crate::{JobId, Knowledge, Level, Plan, Policy, Reason, View};
+
+/// Coverage below which S1 does not trust a profile (80%).
+pub const COVERAGE_GATE: f64 = 0.8;
+
+/// Which bandwidth figures the choice uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BwSource {
+    /// Learned profiles with Markov prediction (S1).
+    Iabw,
+    /// Exact solo profiles from the simulator.
+    Oracle,
+    /// The last measured bandwidth, no history.
+    Greedy,
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct BwCosched {
+    source: BwSource,
+    window: usize,
+    turns: Turns,
+    /// The target and the job set it was computed for.
+    target: Option<(Vec<JobId>, f64)>,
+    /// Last measured BTR per job, for `bw:greedy`.
+    last_btr: BTreeMap<JobId, f64>,
+    /// The last note given, so a note appears when the mode changes.
+    last_mode: Option<&'static str>,
+}
+
+impl BwCosched {
+    /// A co-scheduler using `source`, choosing among the `window` x slots
+    /// least-served programs.
+    pub fn new(source: BwSource, window: usize) -> Self {
+        assert!(window >= 1, "a window of at least one slot-set");
+        BwCosched {
+            source,
+            window,
+            turns: Turns::default(),
+            target: None,
+            last_btr: BTreeMap::new(),
+            last_mode: None,
+        }
+    }
+
+    fn base_name(&self) -> &'static str {
+        match self.source {
+            BwSource::Iabw => "bw:iabw",
+            BwSource::Oracle => "bw:oracle",
+            BwSource::Greedy => "bw:greedy",
+        }
+    }
+}
+
+/// Relative bandwidth of a memory hint, for machines without counters.
+fn hint_btr(h: Option<Level>) -> f64 {
+    match h {
+        Some(Level::High) => 1.0,
+        Some(Level::Medium) => 0.3,
+        Some(Level::Low) | None => 0.05,
+    }
+}
+
+impl Policy for BwCosched {
+    fn name(&self) -> String {
+        if self.window == 2 {
+            self.base_name().into()
+        } else {
+            format!("{}:window={}", self.base_name(), self.window)
+        }
+    }
+
+    fn wants_oracle(&self) -> bool {
+        self.source == BwSource::Oracle
+    }
+
+    fn wants_learning(&self) -> bool {
+        true
+    }
+
+    fn decide(&mut self, view: &View<'_>) -> Plan {
+        let threads = self.turns.account(&view.snapshot.tasks);
+        let capacity = view.machine.cpus().len().max(1);
+        let total_threads: usize = threads.values().sum();
+        let jobs: Vec<JobId> = threads.keys().copied().collect();
+        let (know, mut why): (&Knowledge, String) = match (self.source, view.oracle) {
+            (BwSource::Oracle, Some(o)) => (o, String::new()),
+            (BwSource::Oracle, None) => (
+                view.learned,
+                "no exact solo profiles outside the simulator: learned ones instead; ".into(),
+            ),
+            _ => (view.learned, String::new()),
+        };
+
+        // Each job's bandwidth per running thread, and the target.
+        let mode: &'static str;
+        let mut demand: BTreeMap<JobId, f64> = BTreeMap::new();
+        let target;
+        if total_threads <= capacity {
+            if total_threads == 0 {
+                return self.turns.apply(view, |_| true, false, "", "");
+            }
+            mode = "fits";
+            why.push_str("every program fits the CPUs: all run");
+            target = 0.0;
+        } else if !know.counters {
+            mode = "hints";
+            for j in view.snapshot.jobs.iter().filter(|j| threads.contains_key(&j.id)) {
+                demand.insert(j.id, hint_btr(j.memory_hint));
+            }
+            let mean = demand.values().sum::<f64>() / demand.len().max(1) as f64;
+            target = mean * capacity as f64;
+            why.push_str(
+                "no instruction or memory counters: bandwidth from memory_hint \
+                 (high 1, medium 0.3, low or none 0.05), solo times assumed equal; \
+                 co-runners chosen to keep the hinted demand at the mean",
+            );
+        } else if self.source == BwSource::Greedy {
+            mode = "greedy";
+            for &j in &jobs {
+                if let Some(b) = know.jobs.get(&j).and_then(|l| l.last_btr) {
+                    self.last_btr.insert(j, b);
+                }
+            }
+            self.last_btr.retain(|j, _| threads.contains_key(j));
+            let known: Vec<f64> = self.last_btr.values().copied().collect();
+            let mean = known.iter().sum::<f64>() / known.len().max(1) as f64;
+            for &j in &jobs {
+                demand.insert(j, self.last_btr.get(&j).copied().unwrap_or(mean));
+            }
+            target = mean * capacity as f64;
+            why.push_str("no history: last measured bandwidth, target the mean demand per CPU");
+        } else {
+            // S1's gate: every member's profile must cover 80% of its run.
+            let low = jobs
+                .iter()
+                .map(|j| (j, know.jobs.get(j).map_or(0.0, |l| l.coverage)))
+                .find(|(_, c)| *c < COVERAGE_GATE);
+            if let Some((j, c)) = low {
+                let program = view
+                    .snapshot
+                    .jobs
+                    .iter()
+                    .find(|v| v.id == *j)
+                    .map_or("?", |v| v.program.as_str());
+                let mut plan =
+                    self.turns
+                        .apply(view, |_| true, false, "bw: gate closed, the kernel decides", "");
+                if self.last_mode != Some("gate") {
+                    self.last_mode = Some("gate");
+                    plan.note = Some(Reason::from(format!(
+                        "{}: {why}coverage of {program} is {:.0}% (< {:.0}%): the kernel decides, like linux",
+                        self.base_name(),
+                        c * 100.0,
+                        COVERAGE_GATE * 100.0
+                    )));
+                }
+                return plan;
+            }
+            mode = "iabw";
+            target = self.iabw_target(&jobs, know, capacity);
+            for &j in &jobs {
+                let l = know.jobs.get(&j);
+                // Predicted phase's solo BTR; else what was just measured;
+                // else the whole-run mean.
+                let b = l
+                    .and_then(|l| l.predicted_btr.or(l.last_btr))
+                    .or_else(|| l.and_then(|l| Some(l.mem_requests? / (l.solo_time_s? * 1e6))))
+                    .unwrap_or(0.0);
+                demand.insert(j, b);
+            }
+            why.push_str(&format!(
+                "target IABW {target:.1} transactions/µs from the profiles"
+            ));
+        }
+
+        let admitted: Vec<JobId> = if mode == "fits" {
+            jobs.clone()
+        } else {
+            self.pick(&threads, &demand, capacity, target)
+        };
+        let chosen_btr: f64 = admitted
+            .iter()
+            .map(|j| demand.get(j).copied().unwrap_or(0.0) * threads[j] as f64)
+            .sum();
+        let mut plan = self.turns.apply(
+            view,
+            |j| admitted.contains(&j),
+            mode != "fits",
+            "bw: co-runner chosen for an even bandwidth demand",
+            "bw: waits its turn; the CPUs are full",
+        );
+        if self.last_mode != Some(mode) || view.decision == 0 {
+            self.last_mode = Some(mode);
+            plan.note = Some(Reason::from(format!(
+                "{}: {why} (this slice: {chosen_btr:.1} of {target:.1})",
+                self.base_name()
+            )));
+        }
+        plan
+    }
+}
+
+impl BwCosched {
+    /// S1's IABW over the present jobs, from whole-run solo times and
+    /// memory requests, recomputed only when the job set changes.
+    fn iabw_target(&mut self, jobs: &[JobId], know: &Knowledge, capacity: usize) -> f64 {
+        if let Some((set, t)) = &self.target
+            && set == jobs
+        {
+            return *t;
+        }
+        let (mut req, mut solo) = (Vec::new(), Vec::new());
+        for j in jobs {
+            if let Some(l) = know.jobs.get(j)
+                && let (Some(m), Some(t)) = (l.mem_requests, l.solo_time_s)
+            {
+                req.push(m);
+                solo.push(t);
+            }
+        }
+        // Requests per second over the ideal turnaround -> per µs.
+        let t = iabw::iabw(&req, &solo, capacity) * 1e-6;
+        self.target = Some((jobs.to_vec(), t));
+        t
+    }
+
+    /// The least-served job runs; the others are chosen from the next
+    /// least-served so the total predicted demand lands near `target`.
+    fn pick(
+        &self,
+        threads: &BTreeMap<JobId, usize>,
+        demand: &BTreeMap<JobId, f64>,
+        capacity: usize,
+        target: f64,
+    ) -> Vec<JobId> {
+        let order = self.turns.least_served(threads);
+        // Slots in programs: the machine's CPUs over the mean thread count,
+        // so multithreaded programs take their share.
+        let mean_threads = order.iter().map(|j| threads[j]).sum::<usize>() as f64 / order.len().max(1) as f64;
+        let slots = ((capacity as f64 / mean_threads).floor() as usize).max(1);
+        let pool: Vec<JobId> = order.iter().copied().take(self.window * slots).collect();
+        let values: Vec<f64> = pool
+            .iter()
+            .map(|j| demand.get(j).copied().unwrap_or(0.0) * threads[j] as f64)
+            .collect();
+        let picked = iabw::choose(&values, slots, target, None);
+        // Admit in pick order while the threads fit (the first always).
+        let mut admitted = Vec::with_capacity(picked.len());
+        let mut used = 0;
+        for i in picked {
+            let j = pool[i];
+            if admitted.is_empty() || used + threads[&j] <= capacity {
+                used += threads[&j];
+                admitted.push(j);
+            }
+        }
+        admitted
+    }
+}

@@ -1,0 +1,233 @@
+//! S1's cross-run experiment: the same group of programs runs `runs` times;
+//! every policy learns into its own profile store, carried from run to run,
+//! so a learning policy starts where its last run left off. Each run's job
+//! arrivals are jittered by up to one period (seeded by the run), as real
+//! launches are, so runs differ even under `linux`; every policy sees the
+//! same jitter in the same run, and its speedup is over `linux` in that run.
+
+use herd_engine::NoMeter;
+use herd_policy::{COVERAGE_GATE, PolicyError, Rng};
+use serde::Serialize;
+
+use crate::{Profiles, Scenario, run_learning, solo_times};
+
+/// One policy in one run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunPoint {
+    /// The run, from 1.
+    pub run: u32,
+    /// The policy.
+    pub policy: String,
+    /// When the last job finished.
+    pub makespan_s: f64,
+    /// Throughput gain over `linux` in the same run: linux makespan /
+    /// this makespan - 1, in percent.
+    pub speedup_pct: f64,
+    /// Mean over the group's jobs of their programs' coverage in the
+    /// policy's store at the start of the run.
+    pub coverage: f64,
+    /// Mean over jobs whose program has a solo-time estimate of
+    /// min(estimate, truth) / max(estimate, truth) at the start of the run
+    /// (1 = exact); `None` while no program has an estimate.
+    pub accuracy: Option<f64>,
+    /// The policy's first note this run (e.g. why it fell back).
+    pub note: Option<String>,
+}
+
+/// One policy over all runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LearningSummary {
+    /// The policy.
+    pub policy: String,
+    /// Speedup over linux in run 1.
+    pub first_pct: f64,
+    /// In run 10 (or the last, if fewer).
+    pub run10_pct: f64,
+    /// Mean over runs 10 to the last (the database filled).
+    pub learned_mean_pct: f64,
+    /// Mean over all runs.
+    pub mean_pct: f64,
+}
+
+/// The whole experiment.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LearningRuns {
+    /// Training runs that filled the store before the group's runs (S1's
+    /// database initialisation): random subsets of the group at low,
+    /// medium and high load under `linux`, until every program's coverage
+    /// reached 80% or `train_runs` ran out.
+    pub training_runs: u32,
+    /// Mean coverage and solo-time accuracy over the group's jobs after training.
+    pub trained_coverage: f64,
+    /// See `trained_coverage`.
+    pub trained_accuracy: Option<f64>,
+    /// Runs per policy.
+    pub runs: u32,
+    /// Every policy in every run, run by run, `linux` first.
+    pub points: Vec<RunPoint>,
+    /// Per policy other than `linux`.
+    pub summary: Vec<LearningSummary>,
+}
+
+/// Runs S1's experiment for `policies` (plus `linux`), `runs` times from
+/// `seed`. `progress(run)` is called before each run.
+pub fn learning_runs(
+    s: &Scenario,
+    policies: &[String],
+    seed: u64,
+    runs: u32,
+    mut progress: impl FnMut(u32),
+) -> Result<LearningRuns, PolicyError> {
+    let solo = solo_times(s);
+    let mut names = vec!["linux".to_string()];
+    for p in policies {
+        if !names.contains(p) {
+            names.push(p.clone());
+        }
+    }
+    let (trained, training_runs) = train(s, seed, &solo)?;
+    let (trained_coverage, trained_accuracy) = store_quality(s, &trained, &solo);
+    let mut stores: Vec<Profiles> = vec![trained; names.len()];
+    let mut points = Vec::new();
+    for run in 1..=runs {
+        progress(run);
+        let jittered = jitter(s, seed, run);
+        let mut linux_s = f64::NAN;
+        for (name, store) in names.iter().zip(&mut stores) {
+            let (coverage, accuracy) = store_quality(s, store, &solo);
+            let mut note = None;
+            let r = run_learning::<NoMeter>(
+                &jittered,
+                name,
+                seed,
+                &solo,
+                Some(store),
+                None,
+                false,
+                |view, plan| {
+                    if note.is_none() && !view.snapshot.tasks.is_empty() {
+                        note = plan.note.as_ref().map(|n| n.to_string());
+                    }
+                },
+            )?;
+            if name == "linux" {
+                linux_s = r.makespan_s;
+            }
+            points.push(RunPoint {
+                run,
+                policy: r.name,
+                makespan_s: r.makespan_s,
+                speedup_pct: (linux_s / r.makespan_s - 1.0) * 100.0,
+                coverage,
+                accuracy,
+                note,
+            });
+        }
+    }
+    let summary = points
+        .iter()
+        .filter(|p| p.run == 1 && p.policy != "linux")
+        .map(|first| {
+            let of = |lo: u32| -> Vec<f64> {
+                points
+                    .iter()
+                    .filter(|p| p.policy == first.policy && p.run >= lo)
+                    .map(|p| p.speedup_pct)
+                    .collect()
+            };
+            let mean = |v: Vec<f64>| v.iter().sum::<f64>() / v.len().max(1) as f64;
+            let at10 = 10.min(runs);
+            LearningSummary {
+                policy: first.policy.clone(),
+                first_pct: first.speedup_pct,
+                run10_pct: of(at10).first().copied().unwrap_or(f64::NAN),
+                learned_mean_pct: mean(of(at10)),
+                mean_pct: mean(of(1)),
+            }
+        })
+        .collect();
+    Ok(LearningRuns {
+        training_runs,
+        trained_coverage,
+        trained_accuracy,
+        runs,
+        points,
+        summary,
+    })
+}
+
+/// S1's database initialisation: the group's programs submitted at random
+/// at low, medium and high load (a half, one and two programs per CPU),
+/// under `linux`, learning into one store until every program's coverage
+/// reaches S1's 80% or `s.train_runs` runs have been made.
+fn train(s: &Scenario, seed: u64, solo: &[f64]) -> Result<(Profiles, u32), PolicyError> {
+    let mut store = Profiles::new();
+    let cpus = s.machine.cpus().len();
+    let covered = |store: &Profiles| {
+        s.jobs
+            .iter()
+            .all(|j| store.get(&j.program).is_some_and(|p| p.coverage >= COVERAGE_GATE))
+    };
+    for k in 1..=s.train_runs {
+        if covered(&store) {
+            return Ok((store, k - 1));
+        }
+        let mut rng = Rng::new(seed ^ u64::from(k).wrapping_mul(0x9FB2_1C65_1E98_DF25));
+        let load = [0.5, 1.0, 2.0][(k as usize - 1) % 3];
+        let n = ((load * cpus as f64).ceil() as usize).clamp(1, s.jobs.len());
+        // A random subset of n jobs (partial Fisher-Yates).
+        let mut idx: Vec<usize> = (0..s.jobs.len()).collect();
+        for i in 0..n {
+            let r = i + rng.below((idx.len() - i) as u64) as usize;
+            idx.swap(i, r);
+        }
+        idx.truncate(n);
+        idx.sort_unstable();
+        let mut sub = s.clone();
+        sub.jobs = idx.iter().map(|&i| s.jobs[i].clone()).collect();
+        let sub_solo: Vec<f64> = idx.iter().map(|&i| solo[i]).collect();
+        let sub = jitter(&sub, seed, 10_000 + k);
+        run_learning::<NoMeter>(
+            &sub,
+            "linux",
+            seed,
+            &sub_solo,
+            Some(&mut store),
+            None,
+            false,
+            |_, _| {},
+        )?;
+    }
+    let runs = s.train_runs;
+    Ok((store, runs))
+}
+
+/// The scenario with every job's arrival moved by up to one period.
+fn jitter(s: &Scenario, seed: u64, run: u32) -> Scenario {
+    let mut rng = Rng::new(seed ^ u64::from(run).wrapping_mul(0xA24B_AED4_963E_E407));
+    let mut out = s.clone();
+    for j in &mut out.jobs {
+        j.arrival_ns += rng.below(s.period_ns.max(1));
+    }
+    out
+}
+
+/// (mean coverage, mean solo-time accuracy) of the store over `s`'s jobs.
+fn store_quality(s: &Scenario, store: &Profiles, solo: &[f64]) -> (f64, Option<f64>) {
+    let mut coverage = 0.0;
+    let mut acc = Vec::new();
+    for (job, &truth) in s.jobs.iter().zip(solo) {
+        let Some(p) = store.get(&job.program) else {
+            continue;
+        };
+        coverage += p.coverage;
+        if let Some(est) = p.solo_time_s.filter(|e| *e > 0.0)
+            && truth > 0.0
+        {
+            acc.push(est.min(truth) / est.max(truth));
+        }
+    }
+    let n = s.jobs.len().max(1) as f64;
+    let accuracy = (!acc.is_empty()).then(|| acc.iter().sum::<f64>() / acc.len() as f64);
+    (coverage / n, accuracy)
+}

@@ -1,0 +1,79 @@
+//! The simulated kernel's periodic work on the world: load balancing and,
+//! with `timeslice_ms`, tasks taking turns on shared CPUs.
+
+use super::World;
+
+impl World<'_> {
+    /// Kernel balancing at the current event: periodic balancing once
+    /// `balance_ms` has passed (fairness rotation once `fairness_ms` has),
+    /// new-idle pulls whenever the running set changed. Balancing piggybacks
+    /// on events instead of adding its own, so its effective interval is
+    /// the larger of `balance_ms` and the time between events.
+    pub(super) fn kernel_balance(&mut self) {
+        let since = (self.now_ns - self.last_balance_ns) as f64;
+        let moves = if since >= self.model.balance_ms * 1e6 {
+            self.last_balance_ns = self.now_ns;
+            let rotate = (self.now_ns - self.last_fairness_ns) as f64 >= self.model.fairness_ms * 1e6;
+            let min_gap = if rotate {
+                self.last_fairness_ns = self.now_ns;
+                // Trade places only past half an interval of CPU time, so
+                // equal tasks do not ping-pong.
+                self.model.fairness_ms * 0.5e6
+            } else {
+                f64::INFINITY
+            };
+            if rotate {
+                self.settle_all();
+            }
+            if !rotate && self.balanced {
+                // Nothing moved and no affinity changed since a balance
+                // that found nothing to do: it would find nothing again.
+                return;
+            }
+            let service: Vec<f64> = if rotate {
+                self.threads.iter().map(|t| t.total.cpu_ns).collect()
+            } else {
+                Vec::new()
+            };
+            let moves = self.kernel.balance(&self.allowed, &service, min_gap);
+            self.balanced = !rotate && moves.is_empty();
+            moves
+        } else if self.dirty {
+            self.kernel.pull_idle(&self.allowed)
+        } else {
+            return;
+        };
+        if !moves.is_empty() {
+            self.settle_all();
+            self.apply_moves(moves);
+        }
+    }
+
+    /// With `timeslice_ms`, at each turn boundary the head of every queue
+    /// of two or more tasks goes to the back (round robin, as CFS's equal
+    /// vruntimes give).
+    pub(super) fn take_turns(&mut self) {
+        let Some(slice_ms) = self.model.timeslice_ms else {
+            return;
+        };
+        let slice_ns = ((slice_ms * 1e6) as u64).max(1);
+        if self.next_turn_ns == u64::MAX {
+            self.next_turn_ns = self.now_ns + slice_ns;
+        }
+        if self.now_ns < self.next_turn_ns {
+            return;
+        }
+        self.next_turn_ns = self.now_ns + slice_ns;
+        if !self.kernel.queues.iter().any(|q| q.len() >= 2) {
+            return;
+        }
+        self.settle_all();
+        for pos in 0..self.kernel.queues.len() {
+            if self.kernel.queues[pos].len() >= 2 {
+                self.kernel.queues[pos].rotate_left(1);
+                self.touched_cpus.push(pos);
+                self.dirty = true;
+            }
+        }
+    }
+}
