@@ -153,6 +153,9 @@ struct RunResult {
     /// Bytes the programs moved to and from memory (resctrl MBM, else LLC
     /// misses x 64 B), where the machine can tell.
     mem_bytes: Option<u64>,
+    /// The policy's notes on its decisions (e.g. which signals it used),
+    /// each once, in order.
+    notes: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -200,6 +203,7 @@ fn results(
     decisions: u64,
     cpu_s: (f64, f64),
     mechanism: String,
+    notes: Vec<String>,
 ) -> RunResult {
     let (herd_cpu_s, programs_cpu_s) = cpu_s;
     let programs: Vec<ProgramResult> = world
@@ -237,6 +241,7 @@ fn results(
         mechanism,
         energy_j: s.energy_j,
         mem_bytes: s.mem_bytes,
+        notes,
     }
 }
 
@@ -260,6 +265,7 @@ fn run_once(
     let programs = spawn_all(entries)?;
     let mut world = LiveWorld::new(programs, Arc::clone(&sig.stop));
     let used = mechanism.map_or("none".to_string(), |m| m.attach(&mut world));
+    let mut notes: Vec<String> = Vec::new();
     let (variant, decisions) = match policy {
         None => {
             // No intervention: let them go, wait for them, nothing else.
@@ -274,15 +280,27 @@ fn run_once(
         Some(spec) => {
             let mut p = herd_policy::build(spec).map_err(|e| Failure::Input(e.into()))?;
             let names: Vec<String> = entries.iter().map(|e| e.name.clone()).collect();
+            // Learning from this run alone: the peak bandwidth is not known
+            // here, so no sample counts as solo; what the sensor counts (and
+            // whether it counts anything) reaches the policy.
+            let mut learning = p
+                .wants_learning()
+                .then(|| herd_engine::Learning::new(Default::default(), None));
             let overhead = herd_engine::run(
                 p.as_mut(),
                 machine,
                 &Estimates::new(),
-                None,
+                learning.as_mut(),
                 &mut world,
                 &mut WallMeter::default(),
                 cfg,
-                |view, _| {
+                |view, plan| {
+                    if let Some(n) = &plan.note
+                        && notes.len() < 8
+                        && !notes.iter().any(|m| m == n)
+                    {
+                        notes.push(n.to_string());
+                    }
                     if let Some(f) = trace.as_mut() {
                         // The view shows what held during the last period.
                         let mut running = std::collections::BTreeSet::new();
@@ -316,6 +334,7 @@ fn run_once(
         decisions,
         (herd_cpu, programs_cpu),
         used,
+        notes,
     ))
 }
 
@@ -443,6 +462,12 @@ fn table(name: &str, runs: &[RunResult], entries: &[Entry], wall_s: f64) -> Stri
     for v in &variants {
         if let Some(r) = runs.iter().find(|r| r.variant == *v && r.mechanism != "none") {
             let _ = writeln!(s, "{v} used: {}", r.mechanism);
+        }
+        // The first run's notes: what the policy decided from.
+        if let Some(r) = runs.iter().find(|r| r.variant == *v && !r.notes.is_empty()) {
+            for n in &r.notes {
+                let _ = writeln!(s, "{v} said: {n}");
+            }
         }
     }
     let _ = writeln!(
