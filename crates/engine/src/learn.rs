@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use herd_model::params::LINE_BYTES;
 use herd_policy::{JobId, Knowledge, Snapshot};
 use herd_profile::{LowContention, ProgramProfile, RunLearner, Slice};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 /// One present job's learner.
 #[derive(Debug)]
@@ -58,11 +58,6 @@ impl Learning {
         &self.knowledge
     }
 
-    /// The profile of `program` as it stands (stored runs plus this run so far).
-    pub fn profile(&self, program: &str) -> Option<&ProgramProfile> {
-        self.profiles.get(program)
-    }
-
     /// Learns one period. Jobs gone since the last period have finished
     /// their run: their learners fold into their profiles.
     pub fn observe(&mut self, snap: &Snapshot) {
@@ -97,28 +92,22 @@ impl Learning {
             }
         }
         self.knowledge.counters = counters;
-        let period_us = snap.period_ns as f64 * 1e-3;
-        let system_btr = match snap.system.mem_bytes {
-            Some(b) => b as f64 / LINE_BYTES / period_us.max(1e-9),
-            None => {
-                let lines: u64 = self
-                    .slices
-                    .iter()
-                    .filter_map(|(_, s)| s.map(|s| s.mem_bytes))
-                    .sum();
-                lines as f64 / LINE_BYTES / period_us.max(1e-9)
-            }
-        };
+        let system_bytes = snap.system.mem_bytes.unwrap_or_else(|| {
+            self.slices
+                .iter()
+                .filter_map(|(_, s)| s.map(|s| s.mem_bytes))
+                .sum()
+        });
+        let system_btr = system_bytes as f64 / LINE_BYTES / (snap.period_ns as f64 * 1e-3).max(1e-9);
         // Memory-intensive jobs that ran this period (S1's state 3 counts
         // them among each job's co-runners).
-        let intensive_btr = self
-            .knowledge
-            .peak_btr
-            .map_or(f64::INFINITY, |p| self.thresholds.self_low * p);
+        let lc = self.thresholds;
+        let peak = self.knowledge.peak_btr;
+        let intensive_now = |s: &Slice| s.cpu_ns > 0 && peak.is_some_and(|p| lc.is_intensive(s.btr(), p));
         let intensive = self
             .slices
             .iter()
-            .filter(|(_, s)| s.is_some_and(|s| s.cpu_ns > 0 && s.btr() > intensive_btr))
+            .filter(|(_, s)| s.as_ref().is_some_and(intensive_now))
             .count();
         for job in &snap.jobs {
             let track = self.tracks.entry(job.id).or_insert_with(|| Track {
@@ -135,10 +124,10 @@ impl Learning {
             if let Some(s) = slice.filter(|s| s.cpu_ns > 0) {
                 let own = s.btr();
                 last_btr = Some(own);
-                let validity = match self.knowledge.peak_btr {
+                let validity = match peak {
                     Some(peak) => {
-                        let others = intensive - usize::from(own > intensive_btr);
-                        self.thresholds.classify_counted(own, system_btr, others, peak)
+                        let others = intensive - usize::from(intensive_now(&s));
+                        lc.classify(own, system_btr, others, peak)
                     }
                     None => herd_profile::Validity::Invalid,
                 };
@@ -159,11 +148,12 @@ impl Learning {
         if self.tracks.len() == snap.jobs.len() && snap.jobs.iter().all(|j| self.tracks.contains_key(&j.id)) {
             return;
         }
+        let present: FxHashSet<JobId> = snap.jobs.iter().map(|j| j.id).collect();
         let gone: Vec<JobId> = self
             .tracks
             .keys()
             .copied()
-            .filter(|id| !snap.jobs.iter().any(|j| j.id == *id))
+            .filter(|id| !present.contains(id))
             .collect();
         for id in gone {
             self.finish(id);

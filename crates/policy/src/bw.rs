@@ -23,7 +23,9 @@ use std::collections::BTreeMap;
 
 use herd_profile::iabw;
 
-use crate::cosched::Turns;
+use rustc_hash::FxHashSet;
+
+use crate::cosched::{Turns, admit};
 use crate::{JobId, Knowledge, Level, Plan, Policy, Reason, View};
 
 /// Coverage below which S1 does not trust a profile (80%).
@@ -200,15 +202,16 @@ impl Policy for BwCosched {
             ));
         }
 
-        let admitted: Vec<JobId> = if mode == "fits" {
-            jobs.clone()
+        // Demand per job: per running thread times its threads.
+        for (j, d) in demand.iter_mut() {
+            *d *= threads[j] as f64;
+        }
+        let admitted: FxHashSet<JobId> = if mode == "fits" {
+            jobs.into_iter().collect()
         } else {
             self.pick(&threads, &demand, capacity, target)
         };
-        let chosen_btr: f64 = admitted
-            .iter()
-            .map(|j| demand.get(j).copied().unwrap_or(0.0) * threads[j] as f64)
-            .sum();
+        let chosen_btr: f64 = admitted.iter().filter_map(|j| demand.get(j)).sum();
         let mut plan = self.turns.apply(
             view,
             |j| admitted.contains(&j),
@@ -259,7 +262,7 @@ impl BwCosched {
         demand: &BTreeMap<JobId, f64>,
         capacity: usize,
         target: f64,
-    ) -> Vec<JobId> {
+    ) -> FxHashSet<JobId> {
         let order = self.turns.least_served(threads);
         // Slots in programs: the machine's CPUs over the mean thread count,
         // so multithreaded programs take their share.
@@ -268,19 +271,9 @@ impl BwCosched {
         let pool: Vec<JobId> = order.iter().copied().take(self.window * slots).collect();
         let values: Vec<f64> = pool
             .iter()
-            .map(|j| demand.get(j).copied().unwrap_or(0.0) * threads[j] as f64)
+            .map(|j| demand.get(j).copied().unwrap_or(0.0))
             .collect();
         let picked = iabw::choose(&values, slots, target, None);
-        // Admit in pick order while the threads fit (the first always).
-        let mut admitted = Vec::with_capacity(picked.len());
-        let mut used = 0;
-        for i in picked {
-            let j = pool[i];
-            if admitted.is_empty() || used + threads[&j] <= capacity {
-                used += threads[&j];
-                admitted.push(j);
-            }
-        }
-        admitted
+        admit(picked.into_iter().map(|i| pool[i]), threads, capacity)
     }
 }

@@ -114,6 +114,24 @@ impl Turns {
     }
 }
 
+/// The jobs of `order` that fit `capacity` threads, taken in order; the
+/// first always runs, even if it alone is wider than the machine.
+pub(crate) fn admit(
+    order: impl IntoIterator<Item = JobId>,
+    threads: &BTreeMap<JobId, usize>,
+    capacity: usize,
+) -> FxHashSet<JobId> {
+    let mut admitted = FxHashSet::default();
+    let mut used = 0;
+    for j in order {
+        if admitted.is_empty() || used + threads[&j] <= capacity {
+            used += threads[&j];
+            admitted.insert(j);
+        }
+    }
+    admitted
+}
+
 /// See the module docs.
 #[derive(Debug, Default)]
 pub struct CoschedFair {
@@ -142,15 +160,7 @@ impl Policy for CoschedFair {
     fn decide(&mut self, view: &View<'_>) -> Plan {
         let threads = self.turns.account(&view.snapshot.tasks);
         let capacity = self.slots.unwrap_or(view.machine.cpus().len()).max(1);
-        let mut admitted = Vec::new();
-        let mut used = 0;
-        for j in self.turns.least_served(&threads) {
-            // The least-served program always runs, even if it alone is wider than the machine.
-            if admitted.is_empty() || used + threads[&j] <= capacity {
-                used += threads[&j];
-                admitted.push(j);
-            }
-        }
+        let admitted = admit(self.turns.least_served(&threads), &threads, capacity);
         self.turns.apply(
             view,
             |j| admitted.contains(&j),

@@ -46,23 +46,16 @@ impl Validity {
 }
 
 impl LowContention {
-    /// Classifies one program's slice: its own BTR, the whole machine's,
-    /// and each co-runner's (all in transactions per µs), against `peak`.
-    pub fn classify(
-        &self,
-        own_btr: f64,
-        system_btr: f64,
-        corunner_btrs: impl IntoIterator<Item = f64>,
-        peak_btr: f64,
-    ) -> Validity {
-        let self_low = self.self_low * peak_btr;
-        let intensive = corunner_btrs.into_iter().filter(|&b| b > self_low).count();
-        self.classify_counted(own_btr, system_btr, intensive, peak_btr)
+    /// Whether a program moving `btr` transactions per µs is memory-intensive
+    /// (S1: above BTRSelfLow of `peak_btr`).
+    pub fn is_intensive(&self, btr: f64, peak_btr: f64) -> bool {
+        btr > self.self_low * peak_btr
     }
 
-    /// [`Self::classify`] with the co-runners already counted: how many of
-    /// them are memory-intensive (BTR above `self_low` of peak).
-    pub fn classify_counted(
+    /// Classifies one program's slice from its own BTR, the whole
+    /// machine's (transactions per µs) and how many of its co-runners were
+    /// memory-intensive ([`Self::is_intensive`]), against `peak_btr`.
+    pub fn classify(
         &self,
         own_btr: f64,
         system_btr: f64,
@@ -91,14 +84,24 @@ mod tests {
     fn the_three_states_in_order() {
         let lc = LowContention::default();
         let peak = 120.0;
+        let intensive = |bs: &[f64]| bs.iter().filter(|&&b| lc.is_intensive(b, peak)).count();
         // 4% of 120 = 4.8 trans/us; a third = 40.
-        assert_eq!(lc.classify(4.0, 100.0, [50.0, 50.0], peak), Validity::OwnLow);
-        assert_eq!(lc.classify(30.0, 39.0, [5.0, 4.0], peak), Validity::SystemLow);
         assert_eq!(
-            lc.classify(30.0, 90.0, [50.0, 4.0, 1.0], peak),
+            lc.classify(4.0, 100.0, intensive(&[50.0, 50.0]), peak),
+            Validity::OwnLow
+        );
+        assert_eq!(
+            lc.classify(30.0, 39.0, intensive(&[5.0, 4.0]), peak),
+            Validity::SystemLow
+        );
+        assert_eq!(
+            lc.classify(30.0, 90.0, intensive(&[50.0, 4.0, 1.0]), peak),
             Validity::FewIntensive
         );
-        assert_eq!(lc.classify(30.0, 130.0, [50.0, 50.0], peak), Validity::Invalid);
+        assert_eq!(
+            lc.classify(30.0, 130.0, intensive(&[50.0, 50.0]), peak),
+            Validity::Invalid
+        );
         assert!(!Validity::Invalid.is_valid() && Validity::OwnLow.is_valid());
     }
 }

@@ -187,8 +187,10 @@ pub fn run_learning<M: CostMeter>(
     let timed = meter.is_some();
     // A policy that decides from learning learns even without a store,
     // from nothing, as on a machine's first run.
-    let mut learning = match &profiles {
-        Some(store) => Some(Learning::new((*store).clone(), Some(world.peak_btr()))),
+    // The store moves into the learner and back when the run ends.
+    let mut profiles = profiles;
+    let mut learning = match profiles.as_deref_mut() {
+        Some(store) => Some(Learning::new(std::mem::take(store), Some(world.peak_btr()))),
         None => p
             .wants_learning()
             .then(|| Learning::new(Profiles::new(), Some(world.peak_btr()))),

@@ -159,6 +159,27 @@ impl Sensor for World<'_> {
     fn observe_with_oracle(&mut self) -> (&Snapshot, Option<&Knowledge>) {
         self.observe();
         let request_ns = self.mem.request_ns;
+        if self.oracle_requests.is_empty() {
+            // Each job's memory requests over a whole run: fixed, so once.
+            self.oracle_requests = self
+                .jobs
+                .iter()
+                .map(|job| {
+                    let per_run: f64 = job
+                        .phases
+                        .iter()
+                        .map(|p| {
+                            let copies = match p.split {
+                                crate::scenario::Split::PerThread => f64::from(job.threads),
+                                _ => 1.0,
+                            };
+                            p.instructions * copies * p.requests_per_instr
+                        })
+                        .sum();
+                    per_run * f64::from(job.loops)
+                })
+                .collect();
+        }
         let mut k = std::mem::take(&mut self.oracle);
         k.peak_btr = Some(self.peak_btr());
         k.counters = true;
@@ -171,18 +192,6 @@ impl Sensor for World<'_> {
             let btr = |p: &crate::scenario::Phase| {
                 1e3 * p.requests_per_instr / (p.core_ns_per_instr + p.requests_per_instr * request_ns)
             };
-            let requests: f64 = job
-                .phases
-                .iter()
-                .map(|p| {
-                    let per_job = match p.split {
-                        crate::scenario::Split::PerThread => f64::from(job.threads),
-                        _ => 1.0,
-                    };
-                    p.instructions * per_job * p.requests_per_instr
-                })
-                .sum::<f64>()
-                * f64::from(job.loops);
             k.jobs.insert(
                 j as JobId,
                 Learned {
@@ -192,7 +201,7 @@ impl Sensor for World<'_> {
                     coverage: 1.0,
                     runs: 1,
                     solo_time_s: self.solo_times_s.get(j).copied().filter(|t| t.is_finite()),
-                    mem_requests: Some(requests),
+                    mem_requests: Some(self.oracle_requests[j]),
                 },
             );
         }

@@ -177,6 +177,8 @@ pub struct World<'a> {
     solo_times_s: Vec<f64>,
     /// The last oracle answer, kept so the view can borrow it.
     oracle: herd_policy::Knowledge,
+    /// Each job's memory requests per run, for the oracle (filled on first use).
+    oracle_requests: Vec<f64>,
     jobs: &'a [Job],
     kernel: Kernel,
     threads: Vec<Thread>,
@@ -335,6 +337,7 @@ impl<'a> World<'a> {
             mem: scenario.model.mem_system(machine),
             solo_times_s: Vec::new(),
             oracle: herd_policy::Knowledge::default(),
+            oracle_requests: Vec::new(),
             jobs,
             kernel,
             threads,
