@@ -45,6 +45,9 @@ pub struct BatchArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// The profile database runs learn from and into (default: $XDG_DATA_HOME/herd/herd.db, else ~/.local/share/herd/herd.db).
+    #[arg(long, value_name = "PATH")]
+    db: Option<PathBuf>,
     #[command(flatten)]
     mechanism: crate::mechanism::MechanismArgs,
 }
@@ -188,7 +191,8 @@ fn spawn_all(entries: &[Entry]) -> Result<Vec<Program>, Failure> {
                 e.argv[0]
             ))
         })?;
-        let mut program = Program::new(e.name.clone(), e.argv.join(" "), child.id() as i32, Some(child));
+        let key = crate::units::program_key_in(&e.argv, e.opts.cwd.as_deref());
+        let mut program = Program::new(e.name.clone(), key, child.id() as i32, Some(child));
         program.memory_hint = e.memory;
         program.held = true;
         programs.push(program);
@@ -253,13 +257,13 @@ fn run_once(
     cfg: &Config,
     sig: &Signals,
     trace: &mut Option<std::fs::File>,
-    mechanism: &crate::mechanism::MechanismArgs,
+    args: &BatchArgs,
 ) -> Result<RunResult, Failure> {
     let cpu_before = crate::meter::cpu_seconds(libc::RUSAGE_SELF);
     let children_before = crate::meter::cpu_seconds(libc::RUSAGE_CHILDREN);
     // Set up before anything starts, so a refusal leaves nothing behind.
     let mechanism = match policy {
-        Some(_) => Some(mechanism.setup()?),
+        Some(_) => Some(args.mechanism.setup()?),
         None => None,
     };
     let programs = spawn_all(entries)?;
@@ -280,17 +284,16 @@ fn run_once(
         Some(spec) => {
             let mut p = herd_policy::build(spec).map_err(|e| Failure::Input(e.into()))?;
             let names: Vec<String> = entries.iter().map(|e| e.name.clone()).collect();
-            // Learning from this run alone: the peak bandwidth is not known
-            // here, so no sample counts as solo; what the sensor counts (and
-            // whether it counts anything) reaches the policy.
-            let mut learning = p
-                .wants_learning()
-                .then(|| herd_engine::Learning::new(Default::default(), None));
+            // Every run under herd learns (S1: the database is updated
+            // after every run), starting from what earlier runs stored.
+            let keys: Vec<String> = world.programs().iter().map(|p| p.program.clone()).collect();
+            let (mut learning, stored, note) = crate::learned::load(args.db.as_deref(), &keys);
+            notes.extend(note);
             let overhead = herd_engine::run(
                 p.as_mut(),
                 machine,
                 &Estimates::new(),
-                learning.as_mut(),
+                Some(&mut learning),
                 &mut world,
                 &mut WallMeter::default(),
                 cfg,
@@ -319,6 +322,7 @@ fn run_once(
                     }
                 },
             );
+            crate::learned::save(stored, learning);
             (p.name(), overhead.decisions)
         }
     };
@@ -389,15 +393,7 @@ pub fn run(args: &BatchArgs) -> Result<u8, Failure> {
                 args.repeat,
                 v.unwrap_or("linux (no herd)")
             );
-            runs.push(run_once(
-                &machine,
-                &entries,
-                v,
-                &cfg,
-                &sig,
-                &mut trace,
-                &args.mechanism,
-            )?);
+            runs.push(run_once(&machine, &entries, v, &cfg, &sig, &mut trace, args)?);
         }
     }
     let failed = runs
@@ -463,10 +459,11 @@ fn table(name: &str, runs: &[RunResult], entries: &[Entry], wall_s: f64) -> Stri
         if let Some(r) = runs.iter().find(|r| r.variant == *v && r.mechanism != "none") {
             let _ = writeln!(s, "{v} used: {}", r.mechanism);
         }
-        // The first run's notes: what the policy decided from.
+        // The first run's notes: what herd learned from and what the
+        // policy decided from.
         if let Some(r) = runs.iter().find(|r| r.variant == *v && !r.notes.is_empty()) {
             for n in &r.notes {
-                let _ = writeln!(s, "{v} said: {n}");
+                let _ = writeln!(s, "{v}: {n}");
             }
         }
     }

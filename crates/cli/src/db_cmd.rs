@@ -1,12 +1,15 @@
 //! `herd db`: what the profile database knows. `list` names every program
-//! with runs; `show PROGRAM` gives its runs by unit count, the Amdahl fit
-//! (S0 §2.3), the predicted time, power, energy and SPN at every unit count
-//! on this machine, and what `--threads auto` would choose.
+//! with runs or a learned profile; `show PROGRAM` gives its runs by unit
+//! count, the Amdahl fit (S0 §2.3), the predicted time, power, energy and
+//! SPN at every unit count on this machine, what `--threads auto` would
+//! choose, and its learned profile (S1); `forget PROGRAM` removes it all;
+//! `export` writes everything as JSON.
 
 use std::fmt::Write;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
+use herd_profile::ProgramProfile;
 use herd_store::{ProfileStore, SqliteStore};
 
 use crate::{Failure, output};
@@ -28,8 +31,27 @@ pub struct DbArgs {
 enum DbCommand {
     /// Every program with recorded runs.
     List,
-    /// A program's runs by unit count, its Amdahl fit and the unit counts it suggests.
+    /// A program's runs by unit count, its Amdahl fit, the unit counts it
+    /// suggests, and its learned profile.
     Show(ShowArgs),
+    /// Forget a program: its runs and its learned profile.
+    Forget(ForgetArgs),
+    /// Everything the database holds, as JSON: calibrations, and each
+    /// program's runs and profile.
+    Export(ExportArgs),
+}
+
+#[derive(Args, Debug)]
+struct ForgetArgs {
+    /// The program, as for `show`.
+    program: String,
+}
+
+#[derive(Args, Debug)]
+struct ExportArgs {
+    /// Write here instead of standard output.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -57,7 +79,7 @@ pub fn run(args: &DbArgs) -> Result<(), Failure> {
             path.display()
         )));
     }
-    let store = SqliteStore::open(&path).map_err(|e| Failure::Input(e.into()))?;
+    let mut store = SqliteStore::open(&path).map_err(|e| Failure::Input(e.into()))?;
     let programs = store.programs().map_err(|e| Failure::Input(e.into()))?;
     match &args.command {
         DbCommand::List => {
@@ -74,6 +96,24 @@ pub fn run(args: &DbArgs) -> Result<(), Failure> {
             }
             Ok(output::print(&s)?)
         }
+        DbCommand::Forget(f) => {
+            let key = pick(&programs, &f.program)?;
+            let (runs, profiles) = store.forget(&key).map_err(|e| Failure::Internal(e.into()))?;
+            if args.json {
+                return Ok(output::print_json(&serde_json::json!({
+                    "program": key, "runs": runs, "profile": profiles > 0,
+                }))?);
+            }
+            Ok(output::print(&format!(
+                "forgot {key}: {runs} runs{}\n",
+                if profiles > 0 {
+                    " and its learned profile"
+                } else {
+                    ""
+                }
+            ))?)
+        }
+        DbCommand::Export(e) => export(&store, &path, &programs, e),
         DbCommand::Show(show) => {
             let key = pick(&programs, &show.program)?;
             let runs = store.runs(&key).map_err(|e| Failure::Input(e.into()))?;
@@ -81,6 +121,10 @@ pub fn run(args: &DbArgs) -> Result<(), Failure> {
             let (power, label, tolerance) = show.choice.checked()?;
             let machine = crate::this_machine()?;
             let curve = crate::units::curve(&machine, &runs, &show.policy, &power, tolerance);
+            let profile = store
+                .profiles([key.as_str()])
+                .map_err(|e| Failure::Input(e.into()))?
+                .remove(&key);
             if args.json {
                 return Ok(output::print_json(&serde_json::json!({
                     "program": key,
@@ -88,9 +132,12 @@ pub fn run(args: &DbArgs) -> Result<(), Failure> {
                     "policy": show.policy,
                     "power_model": label,
                     "curve": curve,
+                    "profile": profile,
                 }))?);
             }
-            Ok(output::print(&text(&key, runs.len(), show, &label, &curve))?)
+            let mut s = text(&key, runs.len(), show, &label, &curve);
+            profile_text(&mut s, profile.as_ref());
+            Ok(output::print(&s)?)
         }
     }
 }
@@ -179,4 +226,81 @@ fn text(key: &str, runs: usize, show: &ShowArgs, label: &str, c: &crate::units::
         );
     }
     s
+}
+
+/// The learned profile (S1) in a few lines: what a user needs to judge
+/// whether herd knows the program yet.
+fn profile_text(s: &mut String, profile: Option<&ProgramProfile>) {
+    let Some(p) = profile else {
+        let _ = writeln!(s, "\nno learned profile yet (herd run and herd batch learn one)");
+        return;
+    };
+    let _ = writeln!(
+        s,
+        "\nlearned profile: {} runs, {} phases, coverage {:.0}%, solo time {}, memory requests {}",
+        p.runs,
+        p.phases.phases.len(),
+        100.0 * p.coverage,
+        p.solo_time_s.map_or("unknown".into(), |t| format!("{t:.3} s")),
+        p.mem_requests
+            .map_or("not counted".into(), |m| format!("{m:.3e}")),
+    );
+    if p.phases.phases.is_empty() {
+        let _ = writeln!(
+            s,
+            "  no phases: the runs it learned from had no instruction and memory counters"
+        );
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "{:>7}{:>10}{:>14}{:>14}{:>9}",
+        "phase", "slices", "solo_ips/us", "solo_btr/us", "valid"
+    );
+    for (i, ph) in p.phases.phases.iter().enumerate() {
+        let (ips, btr) = ph.estimate.solo().unwrap_or((0.0, 0.0));
+        let _ = writeln!(
+            s,
+            "{i:>7}{:>10}{ips:>14.1}{btr:>14.3}{:>9}",
+            ph.slices,
+            if ph.estimate.is_valid() { "yes" } else { "no" }
+        );
+    }
+}
+
+/// `herd db export`: one JSON document (schema in docs/json.md).
+fn export(
+    store: &SqliteStore,
+    path: &std::path::Path,
+    programs: &[(String, i64)],
+    args: &ExportArgs,
+) -> Result<(), Failure> {
+    let bad = |e: herd_store::StoreError| Failure::Input(e.into());
+    let profiles = store
+        .profiles(programs.iter().map(|(p, _)| p.as_str()))
+        .map_err(bad)?;
+    let mut list = Vec::new();
+    for (program, _) in programs {
+        list.push(serde_json::json!({
+            "program": program,
+            "runs": store.runs(program).map_err(bad)?,
+            "profile": profiles.get(program),
+        }));
+    }
+    let doc = serde_json::json!({
+        "database": path,
+        "schema_version": store.version().map_err(bad)?,
+        "calibrations": store.calibrations().map_err(bad)?,
+        "programs": list,
+    });
+    match &args.out {
+        None => Ok(output::print_json(&doc)?),
+        Some(out) => {
+            let text = serde_json::to_string_pretty(&doc).map_err(|e| Failure::Internal(e.into()))?;
+            std::fs::write(out, text + "\n")
+                .map_err(|e| Failure::Input(anyhow::anyhow!("{}: {e}", out.display())))?;
+            eprintln!("herd: exported {} programs to {}", programs.len(), out.display());
+            Ok(())
+        }
+    }
 }

@@ -8,8 +8,10 @@
 
 mod attach_cmd;
 mod batch_cmd;
+mod calibrate_cmd;
 mod db_cmd;
 mod doctor_cmd;
+mod learned;
 mod mechanism;
 mod meter;
 mod output;
@@ -52,6 +54,8 @@ enum Command {
     Attach(attach_cmd::AttachArgs),
     /// What the profile database knows: programs, runs, fits, unit choices.
     Db(db_cmd::DbArgs),
+    /// Measure this machine's peak memory bandwidth and store it.
+    Calibrate(calibrate_cmd::CalibrateArgs),
 }
 
 /// Where the machine description comes from; this machine by default.
@@ -175,6 +179,7 @@ fn main() -> ExitCode {
         Command::Sim(args) => sim_cmd::run(args),
         Command::Policies(args) => policies_cmd::run(args),
         Command::Db(args) => db_cmd::run(args),
+        Command::Calibrate(args) => calibrate_cmd::run(args),
         Command::Run(_) | Command::Batch(_) | Command::Attach(_) => unreachable!("handled above"),
     };
     match result {

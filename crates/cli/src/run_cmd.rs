@@ -109,20 +109,26 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     let name = std::path::Path::new(&args.cmd[0])
         .file_name()
         .map_or(args.cmd[0].clone(), |n| n.to_string_lossy().into_owned());
-    let program = Program::new(name.clone(), args.cmd.join(" "), child.id() as i32, Some(child));
+    let key = crate::units::program_key(&args.cmd);
+    let program = Program::new(name.clone(), key.clone(), child.id() as i32, Some(child));
     let mut world = LiveWorld::new(vec![program], Arc::clone(&sig.stop));
     let mechanism = mechanism.attach(&mut world);
     let started = std::time::Instant::now();
     let herd_cpu_before = crate::meter::cpu_seconds(libc::RUSAGE_SELF);
     let mut meter = WallMeter::default();
     let explain = args.explain;
+    // Every run learns its program's profile (S1), from what earlier runs stored.
+    let (mut learning, stored, note) = crate::learned::load(args.db.as_deref(), &[key]);
+    if let Some(n) = note.filter(|_| explain) {
+        eprintln!("herd: {n}");
+    }
     // The power model's estimate, period by period, from where the tasks ran.
     let (mut model_energy_j, mut modelled_s, mut last_w) = (0.0, 0.0, power.idle_w);
     let overhead = herd_engine::run(
         policy.as_mut(),
         &machine,
         &Estimates::new(),
-        None,
+        Some(&mut learning),
         &mut world,
         &mut meter,
         &cfg,
@@ -153,6 +159,7 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     world.restore();
     sig.pass_on(&world);
     let status = world.wait_all()[0];
+    crate::learned::save(stored, learning);
     let wall = started.elapsed().as_secs_f64();
     let herd_cpu = crate::meter::cpu_seconds(libc::RUSAGE_SELF) - herd_cpu_before;
     let prog_cpu = crate::meter::cpu_seconds(libc::RUSAGE_CHILDREN);

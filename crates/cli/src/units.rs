@@ -220,7 +220,12 @@ pub fn curve(m: &Machine, runs: &[RunRecord], policy: &str, power: &PowerModel, 
 /// arguments as given (a `{threads}` template stays a template, so runs at
 /// different unit counts share a key).
 pub fn program_key(cmd: &[String]) -> String {
-    let exe = herd_runtime::live::resolve(&cmd[0], None).map_or(cmd[0].clone(), |p| p.display().to_string());
+    program_key_in(cmd, None)
+}
+
+/// [`program_key`] for a program started in `cwd`.
+pub fn program_key_in(cmd: &[String], cwd: Option<&Path>) -> String {
+    let exe = herd_runtime::live::resolve(&cmd[0], cwd).map_or(cmd[0].clone(), |p| p.display().to_string());
     std::iter::once(exe)
         .chain(cmd[1..].iter().cloned())
         .collect::<Vec<_>>()

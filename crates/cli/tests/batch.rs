@@ -9,7 +9,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn herd() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_herd"))
+    let mut c = Command::new(env!("CARGO_BIN_EXE_herd"));
+    // Batches learn into the profile database: keep the tests' out of $HOME.
+    c.env("XDG_DATA_HOME", std::env::temp_dir().join("herd-test-data"));
+    c
 }
 
 /// A batch of `n` single-threaded Python busy loops of `seconds` CPU time each.

@@ -10,6 +10,7 @@ pub mod control;
 pub mod doctor;
 pub mod live;
 pub mod perf;
+pub mod probe;
 pub mod procfs;
 pub mod rapl;
 pub mod resctrl;

@@ -6,8 +6,16 @@
 //! the run it was writing, never one already recorded. The schema is
 //! versioned with SQLite's `user_version`; [`SqliteStore::open`] migrates
 //! older files forward and refuses newer ones.
+//!
+//! Three kinds of record: completed runs (S0's unit-count history), the
+//! learned profile of each program (S1's database: phases, solo estimates,
+//! memory requests, solo time, coverage, run count), and the machine's
+//! calibrations (its peak memory bandwidth, from `herd calibrate`).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+use herd_profile::ProgramProfile;
 
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
@@ -32,6 +40,17 @@ pub enum StoreError {
         found: i64,
         /// The newest version this herd knows.
         known: i64,
+    },
+    /// A stored profile could not be read back (written by another herd
+    /// version, or edited by hand).
+    #[error("{path}: the stored profile of '{program}' is unreadable ({source}); `herd db forget` clears it")]
+    BadProfile {
+        /// The database file.
+        path: PathBuf,
+        /// The program whose profile it is.
+        program: String,
+        /// Why it did not parse.
+        source: serde_json::Error,
     },
     /// The folder for the database could not be made.
     #[error("{path}: {source}")]
@@ -71,12 +90,44 @@ pub struct RunRecord {
     pub model_energy_j: Option<f64>,
 }
 
+/// One measurement of the machine, such as its peak memory bandwidth.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Calibration {
+    /// What was measured (e.g. [`PEAK_BTR`]).
+    pub name: String,
+    /// The value, in `unit`.
+    pub value: f64,
+    /// The value's unit, for people reading the file.
+    pub unit: String,
+    /// When it was measured, seconds since the Unix epoch.
+    pub measured_unix_s: f64,
+    /// How it was measured (free text: probe, CPUs, rounds).
+    pub detail: String,
+}
+
+/// The calibration name of the machine's peak memory bandwidth, in bus
+/// transactions (cache lines) per µs, summed over all CPUs.
+pub const PEAK_BTR: &str = "peak_btr";
+
 /// Where herd keeps what it learns about programs across runs.
 pub trait ProfileStore {
     /// Records a completed run; returns its id.
     fn record_run(&mut self, run: &RunRecord) -> Result<i64, StoreError>;
     /// Every run of `program`, oldest first.
     fn runs(&self, program: &str) -> Result<Vec<RunRecord>, StoreError>;
+    /// The stored profiles of those of `programs` that have one.
+    fn profiles<'a>(
+        &self,
+        programs: impl IntoIterator<Item = &'a str>,
+    ) -> Result<BTreeMap<String, ProgramProfile>, StoreError>;
+    /// Stores `profiles`, replacing what was stored for each, in one
+    /// transaction: after a crash, either all of a run's learning is
+    /// stored or none.
+    fn save_profiles(
+        &mut self,
+        profiles: &BTreeMap<String, ProgramProfile>,
+        now_unix_s: f64,
+    ) -> Result<(), StoreError>;
 }
 
 /// Schema migrations, in order; migration i brings the file to version i + 1.
@@ -97,6 +148,21 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE run ADD COLUMN units INTEGER;
     ALTER TABLE run ADD COLUMN energy_j REAL;
     ALTER TABLE run ADD COLUMN model_energy_j REAL;",
+    // Version 3 (S1): learned program profiles, stored as the profile
+    // crate's JSON (its phase table and Markov counts are nested, and only
+    // herd reads them whole), and the machine's calibrations.
+    "CREATE TABLE profile (
+        program TEXT PRIMARY KEY,
+        body TEXT NOT NULL,
+        updated_unix_s REAL NOT NULL
+    );
+    CREATE TABLE calibration (
+        name TEXT PRIMARY KEY,
+        value REAL NOT NULL,
+        unit TEXT NOT NULL,
+        measured_unix_s REAL NOT NULL,
+        detail TEXT NOT NULL
+    );",
 ];
 
 /// The SQLite profile store.
@@ -173,18 +239,101 @@ impl SqliteStore {
             })
     }
 
-    /// Every program with at least one run, with its run count.
-    pub fn programs(&self) -> Result<Vec<(String, i64)>, StoreError> {
-        let err = |source| StoreError::Sqlite {
+    fn err(&self) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
+        |source| StoreError::Sqlite {
             path: self.path.clone(),
             source,
-        };
+        }
+    }
+
+    /// Every program with a recorded run or a learned profile, with its
+    /// recorded run count (0 for a profile alone: `herd batch` learns
+    /// without recording runs).
+    pub fn programs(&self) -> Result<Vec<(String, i64)>, StoreError> {
+        let err = self.err();
         let mut stmt = self
             .conn
-            .prepare("SELECT program, COUNT(*) FROM run GROUP BY program ORDER BY program")
-            .map_err(err)?;
-        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).map_err(err)?;
-        rows.collect::<Result<_, _>>().map_err(err)
+            .prepare(
+                "SELECT program, SUM(n) FROM (
+                    SELECT program, COUNT(*) AS n FROM run GROUP BY program
+                    UNION ALL SELECT program, 0 FROM profile)
+                 GROUP BY program ORDER BY program",
+            )
+            .map_err(&err)?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).map_err(&err)?;
+        rows.collect::<Result<_, _>>().map_err(&err)
+    }
+
+    /// Forgets `program`: its runs and its profile. Returns how many runs
+    /// and profiles (0 or 1) went.
+    pub fn forget(&mut self, program: &str) -> Result<(usize, usize), StoreError> {
+        let path = self.path.clone();
+        let err = |source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let tx = self.conn.transaction().map_err(&err)?;
+        let runs = tx
+            .execute("DELETE FROM run WHERE program = ?1", [program])
+            .map_err(&err)?;
+        let profiles = tx
+            .execute("DELETE FROM profile WHERE program = ?1", [program])
+            .map_err(&err)?;
+        tx.commit().map_err(&err)?;
+        Ok((runs, profiles))
+    }
+
+    /// The calibration called `name`, if measured.
+    pub fn calibration(&self, name: &str) -> Result<Option<Calibration>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT name, value, unit, measured_unix_s, detail FROM calibration WHERE name = ?1",
+                [name],
+                |r| {
+                    Ok(Calibration {
+                        name: r.get(0)?,
+                        value: r.get(1)?,
+                        unit: r.get(2)?,
+                        measured_unix_s: r.get(3)?,
+                        detail: r.get(4)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(self.err())
+    }
+
+    /// Every calibration, by name.
+    pub fn calibrations(&self) -> Result<Vec<Calibration>, StoreError> {
+        let err = self.err();
+        let mut stmt = self
+            .conn
+            .prepare("SELECT name FROM calibration ORDER BY name")
+            .map_err(&err)?;
+        let names: Vec<String> = stmt
+            .query_map([], |r| r.get(0))
+            .map_err(&err)?
+            .collect::<Result<_, _>>()
+            .map_err(&err)?;
+        Ok(names
+            .iter()
+            .map(|n| self.calibration(n))
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .flatten()
+            .collect())
+    }
+
+    /// Stores `c`, replacing an earlier measurement of the same name.
+    pub fn set_calibration(&mut self, c: &Calibration) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO calibration (name, value, unit, measured_unix_s, detail)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![c.name, c.value, c.unit, c.measured_unix_s, c.detail],
+            )
+            .map(|_| ())
+            .map_err(self.err())
     }
 }
 
@@ -250,6 +399,54 @@ impl ProfileStore for SqliteStore {
             })
             .map_err(err)?;
         rows.collect::<Result<_, _>>().map_err(err)
+    }
+
+    fn profiles<'a>(
+        &self,
+        programs: impl IntoIterator<Item = &'a str>,
+    ) -> Result<BTreeMap<String, ProgramProfile>, StoreError> {
+        let err = self.err();
+        let mut stmt = self
+            .conn
+            .prepare("SELECT body FROM profile WHERE program = ?1")
+            .map_err(&err)?;
+        let mut out = BTreeMap::new();
+        for program in programs {
+            let body: Option<String> = stmt.query_row([program], |r| r.get(0)).optional().map_err(&err)?;
+            if let Some(body) = body {
+                let profile = serde_json::from_str(&body).map_err(|source| StoreError::BadProfile {
+                    path: self.path.clone(),
+                    program: program.to_string(),
+                    source,
+                })?;
+                out.insert(program.to_string(), profile);
+            }
+        }
+        Ok(out)
+    }
+
+    fn save_profiles(
+        &mut self,
+        profiles: &BTreeMap<String, ProgramProfile>,
+        now_unix_s: f64,
+    ) -> Result<(), StoreError> {
+        let err = |source| StoreError::Sqlite {
+            path: self.path.clone(),
+            source,
+        };
+        let tx = self.conn.transaction().map_err(err)?;
+        {
+            let mut stmt = tx
+                .prepare("INSERT OR REPLACE INTO profile (program, body, updated_unix_s) VALUES (?1, ?2, ?3)")
+                .map_err(err)?;
+            for (program, profile) in profiles {
+                // A profile holds only numbers, strings and maps with
+                // string keys, which serde_json always encodes.
+                let body = serde_json::to_string(profile).expect("a profile encodes as JSON");
+                stmt.execute(params![program, body, now_unix_s]).map_err(err)?;
+            }
+        }
+        tx.commit().map_err(err)
     }
 }
 
@@ -322,11 +519,100 @@ mod tests {
             .unwrap();
         }
         let mut s = SqliteStore::open(&path).unwrap();
-        assert_eq!(s.version().unwrap(), 2);
+        assert_eq!(s.version().unwrap(), MIGRATIONS.len() as i64);
         let old = s.runs("old").unwrap();
         assert_eq!((old[0].wall_s, old[0].units, old[0].energy_j), (2.0, None, None));
         s.record_run(&run("old", 1.0)).unwrap();
         assert_eq!(s.runs("old").unwrap()[1].units, Some(4));
+    }
+
+    fn learned(runs: u32) -> ProgramProfile {
+        let mut p = ProgramProfile::default();
+        let mut learner = herd_profile::RunLearner::new();
+        let slice = herd_profile::Slice {
+            instructions: 1_000_000,
+            cpu_ns: 1_000_000,
+            mem_bytes: 64_000,
+            llc_refs: None,
+            llc_misses: None,
+        };
+        for _ in 0..runs {
+            learner.observe(&mut p, &slice, herd_profile::Validity::OwnLow);
+        }
+        learner.finish(&mut p);
+        p
+    }
+
+    #[test]
+    fn profiles_round_trip_and_replace() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("herd.db");
+        let mut s = SqliteStore::open(&path).unwrap();
+        let mut batch = BTreeMap::new();
+        batch.insert("a x".to_string(), learned(3));
+        batch.insert("b".to_string(), learned(1));
+        s.save_profiles(&batch, 10.0).unwrap();
+        batch.insert("a x".to_string(), learned(5));
+        s.save_profiles(&batch, 11.0).unwrap();
+        drop(s);
+        let s = SqliteStore::open(&path).unwrap();
+        let back = s.profiles(["a x", "b", "never"]).unwrap();
+        assert_eq!(back, batch);
+        assert_eq!(back["a x"].phases.phases[0].slices, 5);
+        // A profile alone lists its program, with no recorded runs.
+        assert_eq!(s.programs().unwrap(), vec![("a x".into(), 0), ("b".into(), 0)]);
+    }
+
+    #[test]
+    fn forget_removes_runs_and_profile_of_one_program_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut s = SqliteStore::open(&tmp.path().join("herd.db")).unwrap();
+        s.record_run(&run("a", 1.0)).unwrap();
+        s.record_run(&run("a", 2.0)).unwrap();
+        s.record_run(&run("b", 3.0)).unwrap();
+        let mut batch = BTreeMap::new();
+        batch.insert("a".to_string(), learned(2));
+        batch.insert("b".to_string(), learned(2));
+        s.save_profiles(&batch, 1.0).unwrap();
+        assert_eq!(s.forget("a").unwrap(), (2, 1));
+        assert_eq!(s.forget("a").unwrap(), (0, 0));
+        assert_eq!(s.programs().unwrap(), vec![("b".into(), 1)]);
+        assert_eq!(s.profiles(["a", "b"]).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn an_unreadable_profile_names_its_program() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("herd.db");
+        let s = SqliteStore::open(&path).unwrap();
+        s.conn
+            .execute(
+                "INSERT INTO profile (program, body, updated_unix_s) VALUES ('p q', '{\"phases\": 3}', 0)",
+                [],
+            )
+            .unwrap();
+        let e = s.profiles(["p q"]).unwrap_err();
+        assert!(matches!(&e, StoreError::BadProfile { program, .. } if program == "p q"));
+        assert!(e.to_string().contains("herd db forget"), "{e}");
+    }
+
+    #[test]
+    fn calibrations_are_replaced_not_repeated() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut s = SqliteStore::open(&tmp.path().join("herd.db")).unwrap();
+        assert_eq!(s.calibration(PEAK_BTR).unwrap(), None);
+        let mut c = Calibration {
+            name: PEAK_BTR.into(),
+            value: 120.0,
+            unit: "transactions/us".into(),
+            measured_unix_s: 5.0,
+            detail: "test".into(),
+        };
+        s.set_calibration(&c).unwrap();
+        c.value = 130.0;
+        s.set_calibration(&c).unwrap();
+        assert_eq!(s.calibration(PEAK_BTR).unwrap(), Some(c.clone()));
+        assert_eq!(s.calibrations().unwrap(), vec![c]);
     }
 
     #[test]

@@ -1,0 +1,144 @@
+//! `herd calibrate`: measures this machine's peak memory bandwidth with the
+//! streaming probe (herd_runtime::probe) on every CPU and stores it in the
+//! profile database, where `herd run` and `herd batch` read it: S1's
+//! low-contention states are fractions of this peak.
+
+use std::fmt::Write;
+use std::path::PathBuf;
+
+use clap::Args;
+use herd_runtime::probe::{ProbeOptions, stream_probe};
+use herd_store::{Calibration, PEAK_BTR, SqliteStore};
+
+use crate::{Failure, output};
+
+/// Arguments of `herd calibrate`.
+#[derive(Args, Debug)]
+pub struct CalibrateArgs {
+    /// Seconds each round reads memory.
+    #[arg(long, default_value_t = 1.0)]
+    round_s: f64,
+    /// Rounds; the peak is the best one.
+    #[arg(long, default_value_t = 5)]
+    rounds: u32,
+    /// Each thread's buffer in MiB (default: twice the machine's last-level
+    /// caches shared out over the threads, at least 32).
+    #[arg(long, value_name = "MIB")]
+    buffer_mib: Option<usize>,
+    /// Measure and print, but do not store.
+    #[arg(long)]
+    no_store: bool,
+    /// The profile database (default: $XDG_DATA_HOME/herd/herd.db, else ~/.local/share/herd/herd.db).
+    #[arg(long, value_name = "PATH")]
+    db: Option<PathBuf>,
+    /// Print JSON instead of text (schema: docs/json.md).
+    #[arg(long)]
+    json: bool,
+}
+
+/// `herd calibrate`.
+pub fn run(args: &CalibrateArgs) -> Result<(), Failure> {
+    if !(args.round_s.is_finite() && args.round_s > 0.0 && args.round_s <= 60.0) {
+        return Err(Failure::Input(anyhow::anyhow!(
+            "--round-s must be more than 0 and at most 60, got {}",
+            args.round_s
+        )));
+    }
+    if args.rounds == 0 || args.rounds > 100 {
+        return Err(Failure::Input(anyhow::anyhow!(
+            "--rounds must be 1 to 100, got {}",
+            args.rounds
+        )));
+    }
+    if args.buffer_mib == Some(0) {
+        return Err(Failure::Input(anyhow::anyhow!("--buffer-mib must be at least 1")));
+    }
+    // Open the database first, so a bad path fails before the probe runs.
+    let store = match (args.no_store, crate::units::db_path(args.db.as_deref())) {
+        (true, _) => None,
+        (false, Some(path)) => Some(SqliteStore::open(&path).map_err(|e| Failure::Input(e.into()))?),
+        (false, None) => {
+            return Err(Failure::Input(anyhow::anyhow!(
+                "no HOME or XDG_DATA_HOME: name the database with --db PATH, or pass --no-store"
+            )));
+        }
+    };
+    let machine = crate::this_machine()?;
+    let cpus: Vec<u32> = machine.cpus().iter().map(|c| c.os).collect();
+    let llc_bytes: u64 = machine.llcs().iter().filter_map(|l| l.size_bytes).sum();
+    let bytes_per_thread = match args.buffer_mib {
+        Some(m) => m << 20,
+        None => ((2 * llc_bytes / cpus.len().max(1) as u64) as usize).max(32 << 20),
+    };
+    let opts = ProbeOptions {
+        cpus,
+        bytes_per_thread,
+        round_s: args.round_s,
+        rounds: args.rounds,
+    };
+    eprintln!(
+        "herd: calibrate: reading {} MiB per CPU on {} CPUs, {} rounds of {} s",
+        bytes_per_thread >> 20,
+        opts.cpus.len(),
+        opts.rounds,
+        opts.round_s
+    );
+    let report = stream_probe(&opts, |r| {
+        eprintln!("herd: calibrate: round {r}/{} done", args.rounds)
+    })
+    .map_err(|e| Failure::Internal(e.into()))?;
+    let peak = report.peak_btr();
+    let gbps = |btr: f64| btr * herd_model::params::LINE_BYTES * 1e6 / 1e9;
+    let measured_unix_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    let stored = match store {
+        Some(mut s) => {
+            s.set_calibration(&Calibration {
+                name: PEAK_BTR.into(),
+                value: peak,
+                unit: "transactions/us".into(),
+                measured_unix_s,
+                detail: format!(
+                    "read-only stream, {} CPUs, {} MiB each, best of {} rounds of {} s (median {:.2})",
+                    report.cpus.len(),
+                    bytes_per_thread >> 20,
+                    args.rounds,
+                    args.round_s,
+                    report.median_btr()
+                ),
+            })
+            .map_err(|e| Failure::Internal(e.into()))?;
+            Some(crate::units::db_path(args.db.as_deref()).unwrap_or_default())
+        }
+        None => None,
+    };
+    if args.json {
+        return Ok(output::print_json(&serde_json::json!({
+            "peak_btr": peak,
+            "median_btr": report.median_btr(),
+            "peak_gbps": gbps(peak),
+            "probe": report,
+            "stored_in": stored,
+        }))?);
+    }
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "peak memory bandwidth: {peak:.2} transactions/us ({:.2} GB/s), median of rounds {:.2} ({:.2} GB/s)",
+        gbps(peak),
+        report.median_btr(),
+        gbps(report.median_btr())
+    );
+    let rounds: Vec<String> = report.rounds_btr.iter().map(|b| format!("{b:.2}")).collect();
+    let _ = writeln!(s, "rounds: {}", rounds.join(" "));
+    match stored {
+        Some(p) => {
+            let _ = writeln!(s, "stored in {} (herd run and herd batch read it)", p.display());
+        }
+        None => {
+            let _ = writeln!(s, "not stored (--no-store)");
+        }
+    }
+    Ok(output::print(&s)?)
+}
