@@ -141,9 +141,10 @@ pub fn across_table(groups: &[GroupSummary]) -> String {
         }
     }
     let mut s = String::from("across groups: mean gain over linux of runs 10 to the last, in percent\n");
+    let w = names.iter().map(|n| n.len() + 2).max().unwrap_or(0).max(14);
     let _ = write!(s, "{:<16}", "group");
     for n in &names {
-        let _ = write!(s, "{n:>14}");
+        let _ = write!(s, "{n:>w$}");
     }
     s.push('\n');
     let mut sums = vec![(0.0, 0usize); names.len()];
@@ -154,10 +155,10 @@ pub fn across_table(groups: &[GroupSummary]) -> String {
                 Some((_, v)) => {
                     sums[k].0 += v;
                     sums[k].1 += 1;
-                    let _ = write!(s, "{v:>+14.2}");
+                    let _ = write!(s, "{v:>+w$.2}");
                 }
                 None => {
-                    let _ = write!(s, "{:>14}", "-");
+                    let _ = write!(s, "{:>w$}", "-");
                 }
             }
         }
@@ -166,18 +167,22 @@ pub fn across_table(groups: &[GroupSummary]) -> String {
     let _ = write!(s, "{:<16}", "average");
     let avg: Vec<f64> = sums.iter().map(|(v, n)| v / (*n).max(1) as f64).collect();
     for a in &avg {
-        let _ = write!(s, "{a:>+14.2}");
+        let _ = write!(s, "{a:>+w$.2}");
     }
     s.push('\n');
     let at = |n: &str| names.iter().position(|x| *x == n).map(|k| avg[k]);
-    if let (Some(i), Some(o)) = (at("bw:iabw"), at("bw:oracle"))
-        && o > 0.0
-    {
-        let _ = writeln!(
-            s,
-            "bw:iabw averages {i:+.2}% (S1: +3.73%), {:.0}% of bw:oracle's {o:+.2}% (S1: +7.42%)",
-            100.0 * i / o
-        );
+    // Each bw:iabw variant against bw:oracle with the same parameters.
+    for n in names.iter().filter(|n| n.starts_with("bw:iabw")) {
+        let oracle = n.replacen("bw:iabw", "bw:oracle", 1);
+        if let (Some(i), Some(o)) = (at(n), at(&oracle))
+            && o > 0.0
+        {
+            let _ = writeln!(
+                s,
+                "{n} averages {i:+.2}% (S1: +3.73%), {:.0}% of {oracle}'s {o:+.2}% (S1: +7.42%)",
+                100.0 * i / o
+            );
+        }
     }
     s
 }

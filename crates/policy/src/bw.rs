@@ -42,11 +42,25 @@ pub enum BwSource {
     Greedy,
 }
 
+/// What the co-runners' bandwidth should sum to (`bw:iabw`, `bw:oracle`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BwTarget {
+    /// S1's IABW: requests over the ideal turnaround, which ends with the
+    /// longest program alone.
+    Iabw,
+    /// The fair-share mean: requests over the summed solo times per CPU.
+    /// herd's turns keep every program progressing at the same rate, and
+    /// this target does not rest on the one longest (and, when learned,
+    /// often most overestimated) solo time.
+    Fair,
+}
+
 /// See the module docs.
 #[derive(Debug)]
 pub struct BwCosched {
     source: BwSource,
     window: usize,
+    target_kind: BwTarget,
     turns: Turns,
     /// The target and the job set it was computed for.
     target: Option<(Vec<JobId>, f64)>,
@@ -60,10 +74,16 @@ impl BwCosched {
     /// A co-scheduler using `source`, choosing among the `window` x slots
     /// least-served programs.
     pub fn new(source: BwSource, window: usize) -> Self {
+        Self::with_target(source, window, BwTarget::Iabw)
+    }
+
+    /// [`BwCosched::new`] aiming at `target` instead of S1's IABW.
+    pub fn with_target(source: BwSource, window: usize, target: BwTarget) -> Self {
         assert!(window >= 1, "a window of at least one slot-set");
         BwCosched {
             source,
             window,
+            target_kind: target,
             turns: Turns::default(),
             target: None,
             last_btr: BTreeMap::new(),
@@ -91,10 +111,17 @@ fn hint_btr(h: Option<Level>) -> f64 {
 
 impl Policy for BwCosched {
     fn name(&self) -> String {
-        if self.window == 2 {
+        let mut params = Vec::new();
+        if self.window != 2 {
+            params.push(format!("window={}", self.window));
+        }
+        if self.target_kind == BwTarget::Fair {
+            params.push("target=fair".to_string());
+        }
+        if params.is_empty() {
             self.base_name().into()
         } else {
-            format!("{}:window={}", self.base_name(), self.window)
+            format!("{}:{}", self.base_name(), params.join(","))
         }
     }
 
@@ -197,8 +224,12 @@ impl Policy for BwCosched {
                     .unwrap_or(0.0);
                 demand.insert(j, b);
             }
+            let kind = match self.target_kind {
+                BwTarget::Iabw => "IABW",
+                BwTarget::Fair => "fair-share mean",
+            };
             why.push_str(&format!(
-                "target IABW {target:.1} transactions/µs from the profiles"
+                "target {kind} {target:.1} transactions/µs from the profiles"
             ));
         }
 
@@ -231,8 +262,9 @@ impl Policy for BwCosched {
 }
 
 impl BwCosched {
-    /// S1's IABW over the present jobs, from whole-run solo times and
-    /// memory requests, recomputed only when the job set changes.
+    /// The target over the present jobs (S1's IABW, or the fair-share
+    /// mean), from whole-run solo times and memory requests, recomputed
+    /// only when the job set changes.
     fn iabw_target(&mut self, jobs: &[JobId], know: &Knowledge, capacity: usize) -> f64 {
         if let Some((set, t)) = &self.target
             && set == jobs
@@ -249,7 +281,11 @@ impl BwCosched {
             }
         }
         // Requests per second over the ideal turnaround -> per µs.
-        let t = iabw::iabw(&req, &solo, capacity) * 1e-6;
+        let per_s = match self.target_kind {
+            BwTarget::Iabw => iabw::iabw(&req, &solo, capacity),
+            BwTarget::Fair => iabw::fair_share(&req, &solo, capacity),
+        };
+        let t = per_s * 1e-6;
         self.target = Some((jobs.to_vec(), t));
         t
     }

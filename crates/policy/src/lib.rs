@@ -18,7 +18,7 @@ mod smt;
 mod view;
 
 pub use baseline::{Layout, Linux, Static};
-pub use bw::{BwCosched, BwSource, COVERAGE_GATE};
+pub use bw::{BwCosched, BwSource, BwTarget, COVERAGE_GATE};
 pub use cosched::CoschedFair;
 pub use plan::{JobDirective, Placement, Plan, Reason};
 pub use smt::{SmtGoal, SmtPlace};
@@ -79,6 +79,12 @@ const WINDOW: ParamInfo = ParamInfo {
     about: "co-runners come from the window x slots least-served programs (fairness vs. choice)",
 };
 
+const TARGET: ParamInfo = ParamInfo {
+    key: "target",
+    default: "iabw",
+    about: "iabw: S1's ideal average bandwidth (ends with the longest program alone); fair: requests over summed solo times per CPU",
+};
+
 /// Every policy herd has.
 pub fn catalog() -> &'static [PolicyInfo] {
     &[
@@ -114,12 +120,12 @@ pub fn catalog() -> &'static [PolicyInfo] {
         PolicyInfo {
             name: "bw:iabw",
             about: "S1: co-runners whose predicted bandwidth sums to the group's ideal average (learned profiles; like linux below 80% coverage)",
-            params: &[WINDOW],
+            params: &[WINDOW, TARGET],
         },
         PolicyInfo {
             name: "bw:oracle",
             about: "S1's upper bound: bw:iabw with exact solo profiles (simulator only)",
-            params: &[WINDOW],
+            params: &[WINDOW, TARGET],
         },
         PolicyInfo {
             name: "bw:greedy",
@@ -250,7 +256,15 @@ pub fn build(spec: &str) -> Result<Box<dyn Policy>, PolicyError> {
                     policy: info.name.into(),
                     why: format!("window={v} is not a whole number from 1 to 64"),
                 })?;
-            Box::new(BwCosched::new(source, window))
+            let target = if source == BwSource::Greedy {
+                BwTarget::Iabw
+            } else {
+                match params.one_of("target", "iabw", &["iabw", "fair"])? {
+                    "fair" => BwTarget::Fair,
+                    _ => BwTarget::Iabw,
+                }
+            };
+            Box::new(BwCosched::with_target(source, window, target))
         }
         "cosched:fair" => {
             let slots =
@@ -291,6 +305,15 @@ mod tests {
         let e = build("static:compact:places=sockets").err().unwrap().to_string();
         assert!(e.contains("expected one of threads, cores"), "{e}");
         assert!(build("linux:x=1").is_err());
+        // Parameters that differ from the defaults show in the name, so
+        // results tables tell the variants apart.
+        assert_eq!(build("bw:iabw:target=iabw,window=2").unwrap().name(), "bw:iabw");
+        assert_eq!(
+            build("bw:oracle:window=3,target=fair").unwrap().name(),
+            "bw:oracle:window=3,target=fair"
+        );
+        assert!(build("bw:iabw:target=mean").is_err());
+        assert!(build("bw:greedy:target=fair").is_err());
     }
 
     #[test]

@@ -32,6 +32,21 @@ pub fn iabw(requests: &[f64], solo_s: &[f64], cores: usize) -> f64 {
     }
 }
 
+/// The fair-share average bandwidth in requests per second: `cores` times
+/// the group's requests over its summed solo times, i.e. the requests over
+/// the time the group needs while every program progresses at the same
+/// rate, as under herd's turns. It equals [`iabw`] when the solo times are
+/// equal; unlike it, it does not hang on the single longest solo time, so
+/// one overestimated program moves it by its share, not by the tail.
+pub fn fair_share(requests: &[f64], solo_s: &[f64], cores: usize) -> f64 {
+    let t: f64 = solo_s.iter().sum();
+    if t > 0.0 {
+        cores.max(1) as f64 * requests.iter().sum::<f64>() / t
+    } else {
+        0.0
+    }
+}
+
 /// Chooses up to `slots` of `candidates` (predicted bandwidths) to run
 /// together so their sum comes close to `target`, in O(N * slots).
 ///
@@ -94,6 +109,15 @@ mod tests {
         assert_eq!(ideal_turnaround_s(&[4.0, 1.0], 2), 4.0);
         assert_eq!(ideal_turnaround_s(&[], 2), 0.0);
         assert_eq!(iabw(&[10.0, 20.0, 30.0, 50.0], &[4.0, 1.0, 3.0, 2.0], 2), 20.0);
+        // Fair share: 2 x 110 requests over 10 s of solo time.
+        assert_eq!(
+            fair_share(&[10.0, 20.0, 30.0, 50.0], &[4.0, 1.0, 3.0, 2.0], 2),
+            22.0
+        );
+        // Equal solo times: the two agree (8 programs, 4 cores: 2 x 1 s).
+        let (req, solo) = ([3.0; 8], [1.0; 8]);
+        assert_eq!(fair_share(&req, &solo, 4), iabw(&req, &solo, 4));
+        assert_eq!(fair_share(&[], &[], 4), 0.0);
     }
 
     #[test]
