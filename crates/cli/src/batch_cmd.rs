@@ -463,7 +463,12 @@ fn table(name: &str, runs: &[RunResult], entries: &[Entry], wall_s: f64) -> Stri
         // policy decided from.
         if let Some(r) = runs.iter().find(|r| r.variant == *v && !r.notes.is_empty()) {
             for n in &r.notes {
-                let _ = writeln!(s, "{v}: {n}");
+                // Policies name themselves in their notes already.
+                if n.starts_with(&format!("{v}:")) {
+                    let _ = writeln!(s, "{n}");
+                } else {
+                    let _ = writeln!(s, "{v}: {n}");
+                }
             }
         }
     }

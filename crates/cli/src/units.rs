@@ -225,9 +225,26 @@ pub fn program_key(cmd: &[String]) -> String {
 
 /// [`program_key`] for a program started in `cwd`.
 pub fn program_key_in(cmd: &[String], cwd: Option<&Path>) -> String {
-    let exe = herd_runtime::live::resolve(&cmd[0], cwd).map_or(cmd[0].clone(), |p| p.display().to_string());
+    let exe = herd_runtime::live::resolve(&cmd[0], cwd)
+        .map_or(cmd[0].clone(), |p| absolute(&p).display().to_string());
     std::iter::once(exe)
         .chain(cmd[1..].iter().cloned())
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// `path` with its folder made absolute and free of `.` and `..`, so one
+/// program started from different folders has one key. The file name
+/// itself stays: a multi-call binary's links (busybox) are different
+/// programs.
+fn absolute(path: &Path) -> PathBuf {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return path.to_path_buf();
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    std::fs::canonicalize(dir).map_or_else(|_| path.to_path_buf(), |d| d.join(name))
 }

@@ -252,10 +252,12 @@ impl Policy for BwCosched {
         );
         if self.last_mode != Some(mode) || view.decision == 0 {
             self.last_mode = Some(mode);
-            plan.note = Some(Reason::from(format!(
-                "{}: {why} (this slice: {chosen_btr:.1} of {target:.1})",
-                self.base_name()
-            )));
+            let slice = if mode == "fits" {
+                String::new()
+            } else {
+                format!(" (this slice: {chosen_btr:.1} of {target:.1})")
+            };
+            plan.note = Some(Reason::from(format!("{}: {why}{slice}", self.base_name())));
         }
         plan
     }
