@@ -76,6 +76,7 @@ impl Learning {
                     mem_bytes: m,
                     llc_refs: o.llc_refs,
                     llc_misses: o.llc_misses,
+                    code_samples: o.code_samples,
                 }),
                 _ => None,
             };
@@ -186,5 +187,10 @@ fn add(a: Slice, b: Slice) -> Slice {
         mem_bytes: a.mem_bytes + b.mem_bytes,
         llc_refs: opt(a.llc_refs, b.llc_refs),
         llc_misses: opt(a.llc_misses, b.llc_misses),
+        // A thread without samples adds nothing to where the job's code ran.
+        code_samples: match (a.code_samples, b.code_samples) {
+            (Some(x), Some(y)) => Some(std::array::from_fn(|k| x[k].saturating_add(y[k]))),
+            (x, y) => x.or(y),
+        },
     }
 }

@@ -43,6 +43,10 @@ pub struct Obs {
     pub mem_bytes: Option<u64>,
     /// Moves between CPUs.
     pub migrations: u32,
+    /// Instruction-pointer samples per hashed code region (S1's
+    /// basic-block vector), where the kernel lets herd sample.
+    #[serde(default)]
+    pub code_samples: Option<[u32; herd_profile::CODE_BUCKETS]>,
 }
 
 impl Obs {

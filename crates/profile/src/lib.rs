@@ -19,6 +19,6 @@ pub mod program;
 pub mod valid;
 
 pub use markov::Markov;
-pub use phase::{PhaseEstimate, PhaseId, PhaseTable, Signature};
+pub use phase::{CODE_BUCKETS, CODE_THRESHOLD, PhaseEstimate, PhaseId, PhaseTable, Signature, code_bucket};
 pub use program::{ProgramProfile, RunLearner, Slice};
 pub use valid::{LowContention, Validity};

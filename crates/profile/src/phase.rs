@@ -2,8 +2,12 @@
 //! solo estimates.
 //!
 //! S1 compares basic-block vectors (instruction-pointer samples bucketed by
-//! code region). Where the PMU gives no IP samples (this is the common case
-//! in VMs, and always in simulation), herd's fallback signature is built
+//! code region). herd's code vector is that, hashed into [`CODE_BUCKETS`]
+//! buckets (as SimPoint projects basic-block vectors to 15 dimensions) and
+//! normalised; two slices are the same phase when the Manhattan distance
+//! between their vectors is below [`CODE_THRESHOLD`]. Where no IP samples
+//! exist (sampling refused, and always in simulation), herd's fallback
+//! signature is built
 //! from counter *ratios per instruction* that contention does not move: memory
 //! bytes per instruction, LLC references per instruction and the LLC miss
 //! rate. IPC and bandwidth are deliberately left out: a memory-bound phase
@@ -18,6 +22,20 @@ pub type PhaseId = u16;
 /// Most phases a program may have; beyond this, slices join the nearest.
 pub const MAX_PHASES: usize = 64;
 
+/// Buckets of a code vector: code regions are hashed into this many.
+pub const CODE_BUCKETS: usize = 16;
+
+/// Code vectors closer than this (Manhattan, between normalised vectors,
+/// so 0 to 2) are the same phase: a quarter of the samples moved.
+pub const CODE_THRESHOLD: f64 = 0.5;
+
+/// The code region (4 KiB of code) an instruction pointer falls in,
+/// hashed to a bucket of a code vector.
+pub fn code_bucket(ip: u64) -> usize {
+    // Fibonacci hashing: neighbouring regions land in unrelated buckets.
+    ((ip >> 12).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 60) as usize % CODE_BUCKETS
+}
+
 /// A slice's signature.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Signature {
@@ -27,6 +45,16 @@ pub struct Signature {
     pub refs_per_instr: f64,
     /// LLC misses / references (0 where unknown).
     pub miss_rate: f64,
+    /// Where the slice's instructions were: the share of its IP samples
+    /// per code bucket, where IP sampling works.
+    #[serde(default)]
+    pub code: Option<[f64; CODE_BUCKETS]>,
+}
+
+/// Sample counts per bucket as shares summing to 1; `None` for no samples.
+pub fn code_vector(counts: &[u32; CODE_BUCKETS]) -> Option<[f64; CODE_BUCKETS]> {
+    let total: u64 = counts.iter().map(|&c| u64::from(c)).sum();
+    (total > 0).then(|| counts.map(|c| f64::from(c) / total as f64))
 }
 
 impl Signature {
@@ -34,6 +62,19 @@ impl Signature {
     /// per instruction moves it ~0.14, going from compute-bound to
     /// streaming moves it several units.
     pub fn distance(&self, other: &Signature) -> f64 {
+        self.code_distance(other)
+            .unwrap_or_else(|| self.counter_distance(other))
+    }
+
+    /// Manhattan distance between the code vectors, scaled so that
+    /// [`CODE_THRESHOLD`] maps onto a phase table's counter threshold.
+    fn code_distance(&self, other: &Signature) -> Option<f64> {
+        let (a, b) = (self.code.as_ref()?, other.code.as_ref()?);
+        let d: f64 = a.iter().zip(b).map(|(x, y)| (x - y).abs()).sum();
+        Some(d / CODE_THRESHOLD * PhaseTable::default().threshold)
+    }
+
+    fn counter_distance(&self, other: &Signature) -> f64 {
         let f = |x: f64| (1.0 + 100.0 * x.max(0.0)).log2();
         (f(self.bytes_per_instr) - f(other.bytes_per_instr)).abs()
             + (f(self.refs_per_instr) - f(other.refs_per_instr)).abs()
@@ -154,6 +195,15 @@ impl PhaseTable {
         c.bytes_per_instr += w * (sig.bytes_per_instr - c.bytes_per_instr);
         c.refs_per_instr += w * (sig.refs_per_instr - c.refs_per_instr);
         c.miss_rate += w * (sig.miss_rate - c.miss_rate);
+        c.code = match (c.code, sig.code) {
+            (Some(mut cc), Some(sc)) => {
+                for (x, y) in cc.iter_mut().zip(sc) {
+                    *x += w * (y - *x);
+                }
+                Some(cc)
+            }
+            (cc, sc) => cc.or(sc),
+        };
         id as PhaseId
     }
 
@@ -179,7 +229,42 @@ mod tests {
             bytes_per_instr: bytes,
             refs_per_instr: bytes / 16.0,
             miss_rate: 0.5,
+            code: None,
         }
+    }
+
+    /// A code vector with `share` of the samples in bucket `a`, the rest in `b`.
+    fn code(a: usize, b: usize, share: f64) -> Option<[f64; CODE_BUCKETS]> {
+        let mut v = [0.0; CODE_BUCKETS];
+        v[a] += share;
+        v[b] += 1.0 - share;
+        Some(v)
+    }
+
+    #[test]
+    fn code_vectors_decide_phases_where_they_exist() {
+        let mut t = PhaseTable::default();
+        let with = |bytes: f64, c| Signature {
+            code: c,
+            ..sig(bytes)
+        };
+        let a = t.classify(&with(0.8, code(1, 2, 0.9)));
+        // Same code, traffic halved (say, by a co-runner's contention): same phase.
+        assert_eq!(t.classify(&with(0.4, code(1, 2, 0.85))), a);
+        // Same counters, other code: another phase.
+        let b = t.classify(&with(0.8, code(7, 9, 0.5)));
+        assert_ne!(a, b);
+        // No samples in this slice: the counters decide (b's centroid is
+        // at 0.8 exactly; a's moved towards 0.4), and no phase is made.
+        assert_eq!(t.classify(&sig(0.8)), b);
+        assert_eq!(t.phases.len(), 2);
+        let counts = [3u32; CODE_BUCKETS];
+        let v = code_vector(&counts).unwrap();
+        assert!((v.iter().sum::<f64>() - 1.0).abs() < 1e-12);
+        assert_eq!(code_vector(&[0; CODE_BUCKETS]), None);
+        // Neighbouring code pages spread over buckets.
+        let buckets: std::collections::BTreeSet<usize> = (0..64u64).map(|p| code_bucket(p << 12)).collect();
+        assert!(buckets.len() >= 12, "{buckets:?}");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::phase::{CODE_BUCKETS, code_vector};
 use crate::{Markov, PhaseId, PhaseTable, Signature, Validity};
 
 use herd_model::params::LINE_BYTES;
@@ -38,6 +39,8 @@ pub struct Slice {
     pub llc_refs: Option<u64>,
     /// LLC misses, where counted.
     pub llc_misses: Option<u64>,
+    /// Instruction-pointer samples per code bucket, where sampled.
+    pub code_samples: Option<[u32; CODE_BUCKETS]>,
 }
 
 impl Slice {
@@ -62,6 +65,7 @@ impl Slice {
                 (Some(m), Some(r)) if r > 0 => m as f64 / r as f64,
                 _ => 0.0,
             },
+            code: self.code_samples.as_ref().and_then(code_vector),
         })
     }
 }
@@ -172,6 +176,7 @@ mod tests {
             mem_bytes: (instructions as f64 * bytes_per_instr) as u64,
             llc_refs: Some(instructions / 50),
             llc_misses: Some(instructions / 100),
+            code_samples: None,
         }
     }
 

@@ -8,6 +8,7 @@
 pub mod cgroup;
 pub mod control;
 pub mod doctor;
+pub mod ipsample;
 pub mod live;
 pub mod perf;
 pub mod probe;

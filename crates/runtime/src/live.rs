@@ -67,6 +67,8 @@ struct Track {
     files: procfs::ThreadFiles,
     /// perf_event counters on this thread and their last values.
     counters: Vec<(Event, std::os::fd::OwnedFd, u64)>,
+    /// Where its instructions were (S1's phases), where sampled.
+    sampler: Option<crate::ipsample::IpSampler>,
     last: ThreadSample,
     original: Option<CpuSet>,
     placed: Option<CpuSet>,
@@ -140,8 +142,13 @@ const PERF_FD_BUDGET: usize = 600;
 struct PerfBudget {
     hardware: Option<bool>,
     software: Option<bool>,
+    sampling: Option<bool>,
     open: usize,
 }
+
+/// IP sampling period: one sample per ms of a thread's CPU time, about a
+/// hundred per 100 ms period, enough to tell code regions apart.
+const IP_SAMPLE_PERIOD_NS: u64 = 1_000_000;
 
 impl PerfBudget {
     fn open_for(&mut self, tid: i32) -> Vec<(Event, std::os::fd::OwnedFd, u64)> {
@@ -190,6 +197,27 @@ impl PerfBudget {
             }
         }
         out
+    }
+
+    /// An IP sampler for `tid`, only where hardware counters exist: phases
+    /// are learned only from slices with instructions and memory traffic,
+    /// so elsewhere the samples would cost interrupts and say nothing.
+    fn sampler_for(&mut self, tid: i32) -> Option<crate::ipsample::IpSampler> {
+        if self.hardware != Some(true) || self.sampling == Some(false) || self.open >= PERF_FD_BUDGET {
+            return None;
+        }
+        match crate::ipsample::IpSampler::open(tid, IP_SAMPLE_PERIOD_NS) {
+            Ok(s) => {
+                self.open += 1;
+                self.sampling = Some(true);
+                Some(s)
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => None,
+            Err(_) => {
+                self.sampling = Some(false);
+                None
+            }
+        }
     }
 }
 
@@ -403,11 +431,13 @@ impl Sensor for LiveWorld {
                             .filter(|t| t.job == job)
                             .count() as u32;
                         let counters = self.perf.open_for(tid);
+                        let sampler = self.perf.sampler_for(tid);
                         Track {
                             job,
                             rank,
                             files,
                             counters,
+                            sampler,
                             last: ThreadSample {
                                 tid,
                                 ..ThreadSample::default()
@@ -462,6 +492,7 @@ impl Sensor for LiveWorld {
                         llc_refs: counted.llc_refs,
                         llc_misses: counted.llc_misses,
                         mem_bytes: counted.llc_misses.map(|m| m * LINE_BYTES),
+                        code_samples: track.sampler.as_mut().map(|s| s.drain()),
                     },
                     heartbeats: None,
                 });

@@ -535,6 +535,7 @@ mod tests {
             mem_bytes: 64_000,
             llc_refs: None,
             llc_misses: None,
+            code_samples: None,
         };
         for _ in 0..runs {
             learner.observe(&mut p, &slice, herd_profile::Validity::OwnLow);

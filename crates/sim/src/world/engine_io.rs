@@ -111,6 +111,9 @@ impl Sensor for World<'_> {
                 llc_misses: hw.then(|| whole(mem / herd_model::params::LINE_BYTES)),
                 mem_bytes: bw.then(|| whole(mem)),
                 migrations: d.migrations - s.migrations,
+                // The simulator models rates, not code: phases are found
+                // from the counters, as where IP sampling is refused.
+                code_samples: None,
             };
             // Heartbeats happen at whole multiples of k: floor, not round.
             view.heartbeats = th.heartbeat_every.map(|k| whole((d.instr / k).floor()));
