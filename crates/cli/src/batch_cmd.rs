@@ -428,7 +428,7 @@ fn table(name: &str, runs: &[RunResult], entries: &[Entry], wall_s: f64) -> Stri
     }
     s.push('\n');
     let med = |v: &str, f: &dyn Fn(&RunResult) -> f64| {
-        crate::median(runs.iter().filter(|r| r.variant == v).map(f).collect())
+        herd_model::median(runs.iter().filter(|r| r.variant == v).map(f).collect())
     };
     let base = variants.iter().position(|v| *v == "linux");
     let mut row = |label: &str, f: &dyn Fn(&RunResult) -> f64| {

@@ -56,7 +56,10 @@ pub fn run(args: &CalibrateArgs) -> Result<(), Failure> {
     // Open the database first, so a bad path fails before the probe runs.
     let store = match (args.no_store, crate::units::db_path(args.db.as_deref())) {
         (true, _) => None,
-        (false, Some(path)) => Some(SqliteStore::open(&path).map_err(|e| Failure::Input(e.into()))?),
+        (false, Some(path)) => Some((
+            SqliteStore::open(&path).map_err(|e| Failure::Input(e.into()))?,
+            path,
+        )),
         (false, None) => {
             return Err(Failure::Input(anyhow::anyhow!(
                 "no HOME or XDG_DATA_HOME: name the database with --db PATH, or pass --no-store"
@@ -93,7 +96,7 @@ pub fn run(args: &CalibrateArgs) -> Result<(), Failure> {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
     let stored = match store {
-        Some(mut s) => {
+        Some((mut s, path)) => {
             s.set_calibration(&Calibration {
                 name: PEAK_BTR.into(),
                 value: peak,
@@ -109,7 +112,7 @@ pub fn run(args: &CalibrateArgs) -> Result<(), Failure> {
                 ),
             })
             .map_err(|e| Failure::Internal(e.into()))?;
-            Some(crate::units::db_path(args.db.as_deref()).unwrap_or_default())
+            Some(path)
         }
         None => None,
     };

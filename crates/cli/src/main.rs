@@ -97,20 +97,6 @@ pub fn period_config(period_ms: f64) -> Result<herd_engine::Config, Failure> {
     Ok(herd_engine::Config::with_period((period_ms * 1e6) as u64, 0))
 }
 
-/// The median of `v` (the mean of the middle two for an even count; 0 for
-/// none): how herd summarises repeated runs on a noisy machine.
-pub fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n == 0 {
-        0.0
-    } else if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        0.5 * (v[n / 2 - 1] + v[n / 2])
-    }
-}
-
 /// Why a command failed; decides the exit code.
 #[derive(Debug)]
 pub enum Failure {

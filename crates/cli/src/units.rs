@@ -150,16 +150,16 @@ pub fn curve(m: &Machine, runs: &[RunRecord], policy: &str, power: &PowerModel, 
             let measured: Vec<f64> = rs.iter().filter_map(|r| r.energy_j).collect();
             let modelled: Vec<f64> = rs.iter().filter_map(|r| r.model_energy_j).collect();
             let (energy_j, energy_measured) = if !measured.is_empty() {
-                (Some(crate::median(measured)), true)
+                (Some(herd_model::median(measured)), true)
             } else if !modelled.is_empty() {
-                (Some(crate::median(modelled)), false)
+                (Some(herd_model::median(modelled)), false)
             } else {
                 (None, false)
             };
             UnitRuns {
                 units,
                 runs: rs.len(),
-                median_s: crate::median(rs.iter().map(|r| r.wall_s).collect()),
+                median_s: herd_model::median(rs.iter().map(|r| r.wall_s).collect()),
                 energy_j,
                 energy_measured,
                 capacity: caps

@@ -15,6 +15,20 @@ pub use memory::{Contention, MemSystem, Solution, Stream, Target};
 pub use params::{MigrationCost, ModelParams};
 pub use power::PowerModel;
 
+/// The median of `v` (the mean of the middle two for an even count; 0 for
+/// none): how herd summarises repeated runs on a noisy machine.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        0.0
+    } else if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        0.5 * (v[n / 2 - 1] + v[n / 2])
+    }
+}
+
 /// Throughput of one hardware thread when `busy` siblings of its core are
 /// busy, relative to the thread having the core alone.
 ///

@@ -22,6 +22,9 @@ pub type PhaseId = u16;
 /// Most phases a program may have; beyond this, slices join the nearest.
 pub const MAX_PHASES: usize = 64;
 
+/// A phase table's default counter-signature threshold.
+pub const DEFAULT_THRESHOLD: f64 = 0.5;
+
 /// Buckets of a code vector: code regions are hashed into this many.
 pub const CODE_BUCKETS: usize = 16;
 
@@ -33,7 +36,8 @@ pub const CODE_THRESHOLD: f64 = 0.5;
 /// hashed to a bucket of a code vector.
 pub fn code_bucket(ip: u64) -> usize {
     // Fibonacci hashing: neighbouring regions land in unrelated buckets.
-    ((ip >> 12).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 60) as usize % CODE_BUCKETS
+    // The product's top log2(CODE_BUCKETS) bits (a power of two).
+    ((ip >> 12).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - CODE_BUCKETS.trailing_zeros())) as usize
 }
 
 /// A slice's signature.
@@ -71,7 +75,7 @@ impl Signature {
     fn code_distance(&self, other: &Signature) -> Option<f64> {
         let (a, b) = (self.code.as_ref()?, other.code.as_ref()?);
         let d: f64 = a.iter().zip(b).map(|(x, y)| (x - y).abs()).sum();
-        Some(d / CODE_THRESHOLD * PhaseTable::default().threshold)
+        Some(d / CODE_THRESHOLD * DEFAULT_THRESHOLD)
     }
 
     fn counter_distance(&self, other: &Signature) -> f64 {
@@ -161,7 +165,7 @@ impl Default for PhaseTable {
     fn default() -> Self {
         PhaseTable {
             phases: Vec::new(),
-            threshold: 0.5,
+            threshold: DEFAULT_THRESHOLD,
         }
     }
 }

@@ -26,7 +26,9 @@ const DATA_PAGES: usize = 8;
 /// One thread's IP sampler.
 #[derive(Debug)]
 pub struct IpSampler {
-    fd: OwnedFd,
+    /// Held, never read: closing it ends the sampling. Dropped after the
+    /// mapping is unmapped in `drop`.
+    _fd: OwnedFd,
     /// The mapping: one metadata page, then the data ring.
     base: NonNull<u8>,
     len: usize,
@@ -80,7 +82,7 @@ impl IpSampler {
             return Err(io::Error::last_os_error());
         }
         let base = NonNull::new(ptr.cast()).ok_or_else(|| io::Error::other("mmap returned null"))?;
-        Ok(IpSampler { fd, base, len })
+        Ok(IpSampler { _fd: fd, base, len })
     }
 
     /// The samples since the last drain, per code bucket.
@@ -140,7 +142,6 @@ impl Drop for IpSampler {
     fn drop(&mut self) {
         // SAFETY: base and len are the mapping made in open, unmapped once.
         unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
-        let _ = self.fd.as_raw_fd();
     }
 }
 

@@ -51,13 +51,7 @@ impl ProbeReport {
 
     /// The median round.
     pub fn median_btr(&self) -> f64 {
-        let mut v = self.rounds_btr.clone();
-        v.sort_by(f64::total_cmp);
-        match v.len() {
-            0 => 0.0,
-            n if n % 2 == 1 => v[n / 2],
-            n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-        }
+        herd_model::median(self.rounds_btr.clone())
     }
 }
 
@@ -96,13 +90,13 @@ pub fn stream_probe(opts: &ProbeOptions, mut progress: impl FnMut(u32)) -> Resul
             scope.spawn(move || {
                 // Pin first, so the buffer's pages are touched, and placed,
                 // from the CPU that reads them (first-touch NUMA placement).
-                let pinned = crate::control::set_affinity(0, &CpuSet::single(cpu));
-                if let Err(source) = &pinned {
-                    *pin_failed.lock().unwrap() = Some(ProbeError::Pin {
-                        cpu,
-                        source: std::io::Error::new(source.kind(), source.to_string()),
-                    });
-                }
+                let pinned = match crate::control::set_affinity(0, &CpuSet::single(cpu)) {
+                    Ok(()) => true,
+                    Err(source) => {
+                        *pin_failed.lock().unwrap() = Some(ProbeError::Pin { cpu, source });
+                        false
+                    }
+                };
                 let buffer: Vec<u64> = (0..words as u64).collect();
                 for _ in 0..opts.rounds {
                     start.wait();
@@ -113,7 +107,7 @@ pub fn stream_probe(opts: &ProbeOptions, mut progress: impl FnMut(u32)) -> Resul
                     loop {
                         sum = sum.wrapping_add(sweep(&buffer));
                         bytes += (buffer.len() * 8) as u64;
-                        if pinned.is_err() || t0.elapsed().as_secs_f64() >= opts.round_s {
+                        if !pinned || t0.elapsed().as_secs_f64() >= opts.round_s {
                             break;
                         }
                     }

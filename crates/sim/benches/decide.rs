@@ -48,11 +48,6 @@ impl CostMeter for Wall {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn main() {
     let horizon_s: f64 = std::env::var("HERD_BENCH_HORIZON_S")
         .ok()
@@ -91,8 +86,8 @@ fn main() {
         println!(
             "{p:<12} {decisions} decisions: mean {:.0} µs per decision (median of 3), \
              {:.3}% of the programs' CPU time",
-            median(mean_us),
-            median(pct)
+            herd_model::median(mean_us),
+            herd_model::median(pct)
         );
     }
 }

@@ -165,6 +165,16 @@ const MIGRATIONS: &[&str] = &[
     );",
 ];
 
+/// Wraps SQLite's errors with the file they concern. Takes the path, not
+/// the store, so a method can hold it while it borrows the connection
+/// mutably for a transaction.
+fn sqlite_err(path: &Path) -> impl Fn(rusqlite::Error) -> StoreError + Copy + '_ {
+    move |source| StoreError::Sqlite {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
 /// The SQLite profile store.
 #[derive(Debug)]
 pub struct SqliteStore {
@@ -194,10 +204,7 @@ impl SqliteStore {
                 source,
             })?;
         }
-        let err = |source| StoreError::Sqlite {
-            path: path.to_path_buf(),
-            source,
-        };
+        let err = sqlite_err(path);
         let mut conn = Connection::open(path).map_err(err)?;
         // WAL: readers never block the writer, and a crash mid-write leaves
         // every committed transaction intact. A writer waits for a lock.
@@ -233,24 +240,14 @@ impl SqliteStore {
     pub fn version(&self) -> Result<i64, StoreError> {
         self.conn
             .pragma_query_value(None, "user_version", |r| r.get(0))
-            .map_err(|source| StoreError::Sqlite {
-                path: self.path.clone(),
-                source,
-            })
-    }
-
-    fn err(&self) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
-        |source| StoreError::Sqlite {
-            path: self.path.clone(),
-            source,
-        }
+            .map_err(sqlite_err(&self.path))
     }
 
     /// Every program with a recorded run or a learned profile, with its
     /// recorded run count (0 for a profile alone: `herd batch` learns
     /// without recording runs).
     pub fn programs(&self) -> Result<Vec<(String, i64)>, StoreError> {
-        let err = self.err();
+        let err = sqlite_err(&self.path);
         let mut stmt = self
             .conn
             .prepare(
@@ -259,27 +256,23 @@ impl SqliteStore {
                     UNION ALL SELECT program, 0 FROM profile)
                  GROUP BY program ORDER BY program",
             )
-            .map_err(&err)?;
-        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).map_err(&err)?;
-        rows.collect::<Result<_, _>>().map_err(&err)
+            .map_err(err)?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).map_err(err)?;
+        rows.collect::<Result<_, _>>().map_err(err)
     }
 
     /// Forgets `program`: its runs and its profile. Returns how many runs
     /// and profiles (0 or 1) went.
     pub fn forget(&mut self, program: &str) -> Result<(usize, usize), StoreError> {
-        let path = self.path.clone();
-        let err = |source| StoreError::Sqlite {
-            path: path.clone(),
-            source,
-        };
-        let tx = self.conn.transaction().map_err(&err)?;
+        let err = sqlite_err(&self.path);
+        let tx = self.conn.transaction().map_err(err)?;
         let runs = tx
             .execute("DELETE FROM run WHERE program = ?1", [program])
-            .map_err(&err)?;
+            .map_err(err)?;
         let profiles = tx
             .execute("DELETE FROM profile WHERE program = ?1", [program])
-            .map_err(&err)?;
-        tx.commit().map_err(&err)?;
+            .map_err(err)?;
+        tx.commit().map_err(err)?;
         Ok((runs, profiles))
     }
 
@@ -300,21 +293,21 @@ impl SqliteStore {
                 },
             )
             .optional()
-            .map_err(self.err())
+            .map_err(sqlite_err(&self.path))
     }
 
     /// Every calibration, by name.
     pub fn calibrations(&self) -> Result<Vec<Calibration>, StoreError> {
-        let err = self.err();
+        let err = sqlite_err(&self.path);
         let mut stmt = self
             .conn
             .prepare("SELECT name FROM calibration ORDER BY name")
-            .map_err(&err)?;
+            .map_err(err)?;
         let names: Vec<String> = stmt
             .query_map([], |r| r.get(0))
-            .map_err(&err)?
+            .map_err(err)?
             .collect::<Result<_, _>>()
-            .map_err(&err)?;
+            .map_err(err)?;
         Ok(names
             .iter()
             .map(|n| self.calibration(n))
@@ -333,16 +326,13 @@ impl SqliteStore {
                 params![c.name, c.value, c.unit, c.measured_unix_s, c.detail],
             )
             .map(|_| ())
-            .map_err(self.err())
+            .map_err(sqlite_err(&self.path))
     }
 }
 
 impl ProfileStore for SqliteStore {
     fn record_run(&mut self, run: &RunRecord) -> Result<i64, StoreError> {
-        let err = |source| StoreError::Sqlite {
-            path: self.path.clone(),
-            source,
-        };
+        let err = sqlite_err(&self.path);
         let tx = self.conn.transaction().map_err(err)?;
         tx.execute(
             "INSERT INTO run (program, policy, started_unix_s, wall_s, cpu_s, threads, exit_code, herd_cpu_s,
@@ -369,10 +359,7 @@ impl ProfileStore for SqliteStore {
     }
 
     fn runs(&self, program: &str) -> Result<Vec<RunRecord>, StoreError> {
-        let err = |source| StoreError::Sqlite {
-            path: self.path.clone(),
-            source,
-        };
+        let err = sqlite_err(&self.path);
         let mut stmt = self
             .conn
             .prepare(
@@ -405,14 +392,14 @@ impl ProfileStore for SqliteStore {
         &self,
         programs: impl IntoIterator<Item = &'a str>,
     ) -> Result<BTreeMap<String, ProgramProfile>, StoreError> {
-        let err = self.err();
+        let err = sqlite_err(&self.path);
         let mut stmt = self
             .conn
             .prepare("SELECT body FROM profile WHERE program = ?1")
-            .map_err(&err)?;
+            .map_err(err)?;
         let mut out = BTreeMap::new();
         for program in programs {
-            let body: Option<String> = stmt.query_row([program], |r| r.get(0)).optional().map_err(&err)?;
+            let body: Option<String> = stmt.query_row([program], |r| r.get(0)).optional().map_err(err)?;
             if let Some(body) = body {
                 let profile = serde_json::from_str(&body).map_err(|source| StoreError::BadProfile {
                     path: self.path.clone(),
@@ -430,10 +417,7 @@ impl ProfileStore for SqliteStore {
         profiles: &BTreeMap<String, ProgramProfile>,
         now_unix_s: f64,
     ) -> Result<(), StoreError> {
-        let err = |source| StoreError::Sqlite {
-            path: self.path.clone(),
-            source,
-        };
+        let err = sqlite_err(&self.path);
         let tx = self.conn.transaction().map_err(err)?;
         {
             let mut stmt = tx
@@ -526,7 +510,8 @@ mod tests {
         assert_eq!(s.runs("old").unwrap()[1].units, Some(4));
     }
 
-    fn learned(runs: u32) -> ProgramProfile {
+    /// A profile learned from one run of `slices` identical slices.
+    fn learned(slices: u32) -> ProgramProfile {
         let mut p = ProgramProfile::default();
         let mut learner = herd_profile::RunLearner::new();
         let slice = herd_profile::Slice {
@@ -537,7 +522,7 @@ mod tests {
             llc_misses: None,
             code_samples: None,
         };
-        for _ in 0..runs {
+        for _ in 0..slices {
             learner.observe(&mut p, &slice, herd_profile::Validity::OwnLow);
         }
         learner.finish(&mut p);
