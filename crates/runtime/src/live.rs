@@ -814,12 +814,9 @@ mod tests {
 
     #[test]
     fn the_sensor_sees_cpu_time_and_says_which_counters_exist() {
-        let child = spawn(&[
-            "sh".into(),
-            "-c".into(),
-            "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done".into(),
-        ])
-        .unwrap();
+        // Busy until killed: a loop of fixed length can end before the second
+        // observation on a fast machine, and then there is no thread to see.
+        let child = spawn(&["sh".into(), "-c".into(), "while :; do :; done".into()]).unwrap();
         let pid = child.id() as i32;
         let mut world = LiveWorld::new(
             vec![Program::new("sh".into(), "sh".into(), pid, Some(child))],
@@ -828,6 +825,8 @@ mod tests {
         world.observe();
         std::thread::sleep(Duration::from_millis(200));
         let snap = world.observe().clone();
+        // SAFETY: kill(2) on our own child's pid; no memory is involved.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
         world.wait_all();
         let task = snap
             .tasks
