@@ -7,6 +7,7 @@
 pub mod amdahl;
 pub mod classes;
 pub mod memory;
+pub mod numa;
 pub mod params;
 pub mod power;
 

@@ -118,12 +118,14 @@ impl MemSystem {
         n + lo * n - lo * (lo + 1) / 2 + (hi - lo - 1)
     }
 
-    fn queue_count(&self) -> usize {
+    /// Queues: one controller per node, then one link per node pair.
+    pub fn queue_count(&self) -> usize {
         let n = self.nodes();
         n + n * (n.saturating_sub(1)) / 2
     }
 
-    fn mu(&self, q: usize) -> f64 {
+    /// Service rate of queue `q`, requests per ns.
+    pub fn mu(&self, q: usize) -> f64 {
         if q < self.nodes() {
             self.node_mu[q]
         } else {
@@ -208,13 +210,32 @@ impl MemSystem {
         weight: &[f64],
         warm: Option<&Solution>,
     ) -> Solution {
-        let nq = self.queue_count();
         let base = self.base_ns(streams);
         let routes = self.routes(streams);
+        let rate: Vec<f64> = streams.iter().zip(weight).map(|(s, w)| w * s.cpu_share).collect();
+        self.solve_routes(&base, &rate, &routes, warm)
+    }
+
+    /// The fixed point for explicit routes: user j spends `base_ns[j]` plus,
+    /// for every `(j, q, a)` in `routes`, `a` times queue q's waiting time
+    /// per unit of work, and sends `rate[j] * a / time` requests per ns to
+    /// q (`rate` = how many such users it stands for, times their CPU share).
+    /// [`MemSystem::solve`] builds routes from streams; S2's program model
+    /// (`numa`) builds them from per-node access shares.
+    pub fn solve_routes(
+        &self,
+        base_ns: &[f64],
+        rate: &[f64],
+        routes: &[(usize, usize, f64)],
+        warm: Option<&Solution>,
+    ) -> Solution {
+        debug_assert_eq!(base_ns.len(), rate.len());
+        let nq = self.queue_count();
+        let base = base_ns;
         // users[q] = (stream, weight of q's waiting time in its ns/instr).
         let mut users: Vec<Vec<(usize, f64)>> = vec![Vec::new(); nq];
-        for &(j, q, a) in &routes {
-            if a > 0.0 && streams[j].cpu_share > 0.0 {
+        for &(j, q, a) in routes {
+            if a > 0.0 && rate[j] > 0.0 {
                 users[q].push((j, a));
             }
         }
@@ -238,8 +259,8 @@ impl MemSystem {
         };
         let mut saturated = vec![false; nq];
         // t[j] = base[j] + sum over its route of weight * wait.
-        let mut t = base.clone();
-        for &(j, q, a) in &routes {
+        let mut t = base.to_vec();
+        for &(j, q, a) in routes {
             if a > 0.0 && wait[q].is_finite() {
                 t[j] += a * wait[q];
             }
@@ -260,7 +281,7 @@ impl MemSystem {
                 let old = if wait[q].is_finite() { wait[q] } else { 0.0 };
                 terms.clear();
                 for &(j, a) in &users[q] {
-                    terms.push(weight[j] * streams[j].cpu_share * a, t[j] - a * old, a);
+                    terms.push(rate[j] * a, t[j] - a * old, a);
                 }
                 let (w, l, sat) = self.solve_queue(q, &terms, lambda[q], old);
                 for &(j, a) in &users[q] {
