@@ -18,6 +18,7 @@ mod output;
 mod policies_cmd;
 mod run_cmd;
 mod signals;
+mod sim_cluster;
 mod sim_cmd;
 mod sim_learning;
 mod topo_cmd;

@@ -18,33 +18,33 @@ pub struct SimArgs {
     /// Scenario files (TOML; see docs/scenarios.md). With several, each runs
     /// in turn, and S1 learning scenarios (`runs`) get a summary across them.
     #[arg(required = true, value_name = "SCENARIO")]
-    scenarios: Vec<PathBuf>,
+    pub(crate) scenarios: Vec<PathBuf>,
     /// Runs of a learning scenario; replaces the scenario's `runs`.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    runs: Option<u32>,
+    pub(crate) runs: Option<u32>,
     /// Most training runs before a learning scenario's runs; replaces the
     /// scenario's `train_runs` (0: start from an empty profile store).
     #[arg(long, value_name = "N")]
-    train_runs: Option<u32>,
+    pub(crate) train_runs: Option<u32>,
     /// A policy to compare (repeatable); replaces the scenario's list. `linux` always runs.
     #[arg(long = "policy", value_name = "NAME[:key=value,...]")]
-    policies: Vec<String>,
+    pub(crate) policies: Vec<String>,
     /// A seed (repeatable); replaces the scenario's seeds.
     #[arg(long = "seed", value_name = "N")]
-    seeds: Vec<u64>,
+    pub(crate) seeds: Vec<u64>,
     /// Print JSON instead of a table (schema: docs/json.md).
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
     /// Write an HTML report with SVG plots to this file.
     #[arg(long, value_name = "FILE.html")]
-    report: Option<PathBuf>,
+    pub(crate) report: Option<PathBuf>,
     /// Do not measure herd's own decision time: timing fields become null
     /// and the output is byte-for-byte reproducible.
     #[arg(long)]
-    no_timing: bool,
+    pub(crate) no_timing: bool,
     /// Print why each policy placed tasks where it did (its first plan).
     #[arg(long)]
-    explain: bool,
+    pub(crate) explain: bool,
 }
 
 /// Loads a scenario file; XML machines resolve relative to the file.
@@ -59,21 +59,31 @@ pub fn load_scenario(path: &Path) -> Result<Scenario, Failure> {
 /// `herd sim`.
 pub fn run(args: &SimArgs) -> Result<(), Failure> {
     let mut all = Vec::new();
+    let mut json = Vec::new();
     for path in &args.scenarios {
-        let c = run_one(args, path)?;
-        if args.scenarios.len() == 1 {
-            return if args.json {
-                Ok(output::print_json(&c)?)
-            } else {
-                Ok(())
-            };
-        }
-        all.push(c);
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Failure::Input(anyhow::anyhow!("{}: {e}", path.display())))?;
+        let value = if herd_sim::cluster::ClusterScenario::is_cluster(&text) {
+            serde_json::to_value(crate::sim_cluster::run(args, path, &text)?)
+        } else {
+            let c = run_one(args, path)?;
+            let v = serde_json::to_value(&c);
+            all.push(c);
+            v
+        };
+        json.push(value.map_err(|e| Failure::Input(e.into()))?);
+    }
+    if args.scenarios.len() == 1 {
+        return if args.json {
+            Ok(output::print_json(&json[0])?)
+        } else {
+            Ok(())
+        };
     }
     let summary = learning::across(&all);
     if args.json {
         Ok(output::print_json(
-            &serde_json::json!({ "scenarios": all, "learning_summary": summary }),
+            &serde_json::json!({ "scenarios": json, "learning_summary": summary }),
         )?)
     } else {
         if !summary.is_empty() {

@@ -20,6 +20,28 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
     p.to_str().unwrap().to_string()
 }
 
+/// The JSON a successful run printed.
+fn json_of(out: &Output, path: &Path) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Every `key` of `v` is a finite number.
+fn assert_finite(v: &serde_json::Value, keys: &[&str], path: &Path) {
+    for key in keys {
+        assert!(
+            v[key].as_f64().is_some_and(f64::is_finite),
+            "{}: {key}",
+            path.display()
+        );
+    }
+}
+
 const GOOD: &str = "[machine]\nsynthetic = \"core:2\"\n[[job]]\nname = \"a\"\n[[job.phase]]\ninstructions = 1e8\nipc = 1.0\n";
 
 #[test]
@@ -28,6 +50,32 @@ fn every_shipped_scenario_runs_and_compares_against_linux() {
     for entry in std::fs::read_dir(scenarios()).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_none_or(|e| e != "toml") {
+            continue;
+        }
+        if std::fs::read_to_string(&path).unwrap().contains("\n[cluster]") {
+            // A cluster scenario (S2): Slurm's order only, which is cheap
+            // even in a debug build at 1,000 nodes; crates/sim/tests/s2.rs
+            // checks the model's placement.
+            let out = herd(&["sim", path.to_str().unwrap(), "--json", "--policy", "slurm"]);
+            let doc = json_of(&out, &path);
+            let p = &doc["placements"][0];
+            assert_eq!(p["placement"], "slurm");
+            assert_eq!(
+                p["jobs"].as_array().unwrap().len(),
+                doc["jobs"].as_array().unwrap().len()
+            );
+            assert_eq!(p["unconverged_solves"], 0, "{}", path.display());
+            assert_finite(
+                p,
+                &[
+                    "run_mean_s",
+                    "makespan_s",
+                    "node_bw_mean_gbps",
+                    "node_bw_std_gbps",
+                ],
+                &path,
+            );
+            ran += 1;
             continue;
         }
         // One run each: S1's learning scenarios' 40 runs are for release builds.
@@ -39,29 +87,21 @@ fn every_shipped_scenario_runs_and_compares_against_linux() {
             "--runs",
             "1",
         ]);
-        assert!(
-            out.status.success(),
-            "{}: {}",
-            path.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let doc = json_of(&out, &path);
         let policies = doc["policies"].as_array().unwrap();
         assert_eq!(policies[0]["name"], "linux", "{}", path.display());
         for p in policies {
-            for key in [
-                "makespan_s",
-                "throughput",
-                "energy_j",
-                "avg_power_w",
-                "migrations",
-            ] {
-                assert!(
-                    p[key].as_f64().is_some_and(f64::is_finite),
-                    "{}: {key}",
-                    path.display()
-                );
-            }
+            assert_finite(
+                p,
+                &[
+                    "makespan_s",
+                    "throughput",
+                    "energy_j",
+                    "avg_power_w",
+                    "migrations",
+                ],
+                &path,
+            );
             for j in p["jobs"].as_array().unwrap() {
                 assert!(j["turnaround_s"].as_f64().is_some() && j["slowdown"].as_f64().is_some());
             }
@@ -217,4 +257,59 @@ fn policies_lists_every_policy_with_parameters() {
             .iter()
             .any(|p| p["name"] == "static:scatter")
     );
+}
+
+#[test]
+fn cluster_scenarios_compare_placements_and_name_bad_fields() {
+    let path = scenarios().join("s2-cluster.toml");
+    let out = herd(&["sim", path.to_str().unwrap(), "--explain"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for want in [
+        "one-per-node",
+        "worst",
+        "numa:model",
+        "mean vs worst",
+        "T_cont/T_clean",
+        "std GB/s",
+    ] {
+        assert!(text.contains(want), "{want}: {text}");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let head = "[cluster]\nnodes = 2\nmachine = \"package:2 numa:1 core:4\"\n";
+    let cases = [
+        (
+            format!("{head}[[job]]\nname = \"a\"\nthreads = 4\nsolo_time_s = 10\nbw_gbps = 900\n"),
+            ":8: field 'job 'a'.bw_gbps'",
+            "at most",
+        ),
+        (
+            format!("{head}[[job]]\nname = \"a\"\nthreads = 40\nsolo_time_s = 10\nbw_gbps = 1\n"),
+            "field 'job 'a'.threads'",
+            "8 CPUs",
+        ),
+        (
+            format!(
+                "selectors = [\"fifo\"]\n{head}[[job]]\nname = \"a\"\nthreads = 4\nsolo_time_s = 10\nbw_gbps = 1\n"
+            ),
+            "field 'selectors'",
+            "unknown placement 'fifo'",
+        ),
+        (head.to_string(), "field 'job'", "no [[job]]"),
+    ];
+    for (i, (text, field, why)) in cases.iter().enumerate() {
+        let f = write(tmp.path(), &format!("c{i}.toml"), text);
+        let out = herd(&["sim", &f]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{text}: {err}");
+        assert!(err.contains(field) && err.contains(why), "{text}: {err}");
+    }
+    let f = write(
+        tmp.path(),
+        "ok.toml",
+        &cases[1].0.replace("threads = 40", "threads = 4"),
+    );
+    let out = herd(&["sim", &f, "--runs", "3"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cluster scenario"));
 }

@@ -161,14 +161,26 @@ struct Group {
 /// Predicts every program's time and slowdown when they run together on
 /// the machine `mem` describes.
 pub fn predict(mem: &MemSystem, programs: &[Placed]) -> Result<Prediction, NumaError> {
+    predict_with(mem, programs, true)
+}
+
+/// As [`predict`]; without `clean`, each program's clean time (one more
+/// solve per program) is not computed and `clean_time_s` and
+/// `slowdown_ratio` are NaN. A node selector comparing many nodes needs
+/// only the contended times.
+pub fn predict_with(mem: &MemSystem, programs: &[Placed], clean: bool) -> Result<Prediction, NumaError> {
     let n = mem.nodes();
     check(n, programs)?;
     let (together, groups) = solve(mem, programs);
     let mut out = Vec::with_capacity(programs.len());
     for (i, p) in programs.iter().enumerate() {
-        let (alone, alone_groups) = solve(mem, std::slice::from_ref(p));
         let time_s = program_time_s(p, &groups, &together.ns_per_instr, i);
-        let clean_time_s = program_time_s(p, &alone_groups, &alone.ns_per_instr, 0);
+        let clean_time_s = if clean {
+            let (alone, alone_groups) = solve(mem, std::slice::from_ref(p));
+            program_time_s(p, &alone_groups, &alone.ns_per_instr, 0)
+        } else {
+            f64::NAN
+        };
         let accesses_per_ns: f64 = groups
             .iter()
             .zip(&together.ns_per_instr)

@@ -12,6 +12,7 @@
 mod baseline;
 mod bw;
 mod cosched;
+pub mod node;
 pub mod order;
 mod plan;
 mod smt;

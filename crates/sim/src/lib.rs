@@ -4,6 +4,7 @@
 //! `Scenario::parse` reads a scenario; [`run_policy`] simulates one policy
 //! with one seed; [`compare`] runs several policies and seeds.
 
+pub mod cluster;
 mod kernel;
 pub mod learning;
 pub mod report;

@@ -303,7 +303,7 @@ impl fmt::Display for ScenarioError {
 
 impl std::error::Error for ScenarioError {}
 
-fn line_of(text: &str, offset: usize) -> usize {
+pub(crate) fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())]
         .bytes()
         .filter(|&b| b == b'\n')
@@ -312,7 +312,7 @@ fn line_of(text: &str, offset: usize) -> usize {
 }
 
 /// The key written on the line holding `offset`, if the line is `key = value`.
-fn key_at(text: &str, offset: usize) -> Option<String> {
+pub(crate) fn key_at(text: &str, offset: usize) -> Option<String> {
     let start = text[..offset.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
     let line = text[start..].lines().next()?;
     let (key, _) = line.split_once('=')?;
@@ -323,7 +323,7 @@ fn key_at(text: &str, offset: usize) -> Option<String> {
 /// The offset of the line `leaf = ...` in the table whose header `span`
 /// covers (toml's spans for tables cover only the header): from the header
 /// up to the next header.
-fn field_offset(text: &str, span: std::ops::Range<usize>, leaf: &str) -> Option<usize> {
+pub(crate) fn field_offset(text: &str, span: std::ops::Range<usize>, leaf: &str) -> Option<usize> {
     let mut offset = span.end;
     for line in text.get(span.end..)?.split_inclusive('\n') {
         let trimmed = line.trim_start();

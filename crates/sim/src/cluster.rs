@@ -1,0 +1,734 @@
+//! Cluster-scale simulation (S2): a stream of multithreaded jobs over many
+//! nodes, each node's jobs slowed by S2's NUMA queueing model, and the node
+//! chosen for every job by a node-selection policy.
+//!
+//! A node is a machine from a synthetic spec with the scenario's memory
+//! model. A job has threads, a layout, and two measurable figures: its run
+//! time alone on an empty node and its memory traffic then. From them the
+//! loader derives S2's characteristics (beta and accesses per thread) by
+//! inverting the model, so a job is written in what one would measure.
+//!
+//! Time moves from event to event (an arrival or a completion). Between
+//! events every running job progresses at the rate the model predicts for
+//! its node's current mix, re-solved only for a node whose mix changed.
+//! Jobs wait in one first-in-first-out queue (no backfill) when the head
+//! fits nowhere, as a plain Slurm partition does.
+//!
+//! Compared placements: the selectors of `herd_policy::node` (`slurm`,
+//! `least-loaded`, `numa:model`), and two references from S2's experiment:
+//! `one-per-node` (every job gets an empty node of its own: as many nodes
+//! as jobs) and `worst` (the jobs waiting at once are sorted by memory
+//! traffic, heaviest first, and packed first-fit, so the most
+//! memory-intensive jobs share nodes).
+
+use std::collections::VecDeque;
+
+use herd_model::numa::{self, Character, Placed};
+use herd_model::{MemSystem, ModelParams};
+use herd_policy::Rng;
+use herd_policy::node::{JobRequest, LayoutRequest, NodeState, Selector};
+use herd_topo::Machine;
+use serde::{Deserialize, Serialize};
+
+use crate::scenario::{Count, NonNegative, Positive, ScenarioError, field_offset, key_at, line_of};
+
+/// The file as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClusterFile {
+    name: Option<String>,
+    #[serde(default = "default_selectors")]
+    selectors: Vec<String>,
+    cluster: toml::Spanned<ClusterSpec>,
+    #[serde(default)]
+    model: ModelParams,
+    #[serde(default)]
+    job: Vec<toml::Spanned<JobSpec>>,
+    stream: Option<toml::Spanned<StreamSpec>>,
+}
+
+fn default_selectors() -> Vec<String> {
+    vec!["slurm".into(), "least-loaded".into(), "numa:model".into()]
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClusterSpec {
+    nodes: Count,
+    machine: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JobSpec {
+    name: String,
+    threads: Count,
+    #[serde(default = "scatter")]
+    layout: LayoutRequest,
+    solo_time_s: Positive,
+    bw_gbps: Positive,
+    #[serde(default = "half")]
+    shared_fraction: NonNegative,
+    #[serde(default = "zero")]
+    arrival_s: NonNegative,
+    #[serde(default = "one")]
+    copies: Count,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StreamSpec {
+    jobs: Count,
+    interarrival_s: Positive,
+    #[serde(default = "one_u64")]
+    seed: u64,
+    threads: Vec<Count>,
+    solo_time_s: [Positive; 2],
+    bw_gbps: [Positive; 2],
+    #[serde(default = "half")]
+    shared_fraction: NonNegative,
+    #[serde(default = "scatter")]
+    layout: LayoutRequest,
+}
+
+fn scatter() -> LayoutRequest {
+    LayoutRequest::Scatter
+}
+fn half() -> NonNegative {
+    NonNegative(0.5)
+}
+fn zero() -> NonNegative {
+    NonNegative(0.0)
+}
+fn one() -> Count {
+    Count(1)
+}
+fn one_u64() -> u64 {
+    1
+}
+
+/// One job, with the characteristics derived from its figures.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClusterJob {
+    /// Its name.
+    pub name: String,
+    /// Threads.
+    pub threads: u32,
+    /// Layout request.
+    pub layout: LayoutRequest,
+    /// Arrival time.
+    pub arrival_s: f64,
+    /// Run time alone on an empty node.
+    pub solo_time_s: f64,
+    /// Memory traffic alone.
+    pub bw_gbps: f64,
+    /// S2's characteristics, derived.
+    pub character: Character,
+}
+
+/// A loaded cluster scenario.
+#[derive(Debug, Clone)]
+pub struct ClusterScenario {
+    /// Name for reports.
+    pub name: String,
+    /// Placements to compare.
+    pub selectors: Vec<String>,
+    /// Nodes.
+    pub nodes: usize,
+    /// One node's machine.
+    pub machine: Machine,
+    /// Its synthetic spec, as written.
+    pub machine_spec: String,
+    /// Its memory system.
+    pub mem: MemSystem,
+    /// Jobs in arrival order.
+    pub jobs: Vec<ClusterJob>,
+}
+
+/// The references that are not selectors.
+pub const REFERENCES: [(&str, &str); 2] = [
+    (
+        "one-per-node",
+        "S2's baseline: every job alone on a node of its own (as many nodes as jobs)",
+    ),
+    (
+        "worst",
+        "S2's worst packing: jobs waiting together sorted by memory traffic, heaviest first, packed first-fit",
+    ),
+];
+
+/// Most nodes a scenario may have: the scale, with room.
+pub const MAX_NODES: u32 = 10_000;
+
+impl ClusterScenario {
+    /// Whether `text` is a cluster scenario (it has a `[cluster]` table).
+    pub fn is_cluster(text: &str) -> bool {
+        toml::from_str::<toml::Table>(text).is_ok_and(|t| t.contains_key("cluster"))
+    }
+
+    /// Parses and validates a cluster scenario; errors name file, line and field.
+    pub fn parse(text: &str, file: &str) -> Result<ClusterScenario, ScenarioError> {
+        let err = |offset: Option<usize>, field: Option<String>, why: String| ScenarioError {
+            file: file.to_string(),
+            line: offset.map(|o| line_of(text, o)),
+            field,
+            why,
+        };
+        let spec: ClusterFile = toml::from_str(text).map_err(|e| {
+            let offset = e.span().map(|s| s.start);
+            err(
+                offset,
+                offset.and_then(|o| key_at(text, o)),
+                e.message().to_string(),
+            )
+        })?;
+        let at = |span: std::ops::Range<usize>, field: &str, why: String| {
+            let leaf = field.rsplit('.').next().unwrap_or(field);
+            let offset = field_offset(text, span.clone(), leaf).unwrap_or(span.start);
+            err(Some(offset), Some(field.to_string()), why)
+        };
+        let cspan = spec.cluster.span();
+        let c = spec.cluster.get_ref();
+        if c.nodes.0 > MAX_NODES {
+            return Err(at(cspan, "cluster.nodes", format!("at most {MAX_NODES} nodes")));
+        }
+        let machine = Machine::synthetic(&c.machine)
+            .map_err(|e| at(cspan.clone(), "cluster.machine", e.to_string()))?;
+        spec.model
+            .validate(&machine)
+            .map_err(|(f, why)| err(None, Some(format!("model.{f}")), why))?;
+        let mem = spec.model.mem_system(&machine);
+        for s in &spec.selectors {
+            if Selector::parse(s).is_none() && !REFERENCES.iter().any(|(n, _)| n == s) {
+                let known: Vec<&str> = Selector::ALL
+                    .iter()
+                    .map(|(_, n, _)| *n)
+                    .chain(REFERENCES.iter().map(|(n, _)| *n))
+                    .collect();
+                let why = format!("unknown placement '{s}' (known: {})", known.join(", "));
+                return Err(err(None, Some("selectors".into()), why));
+            }
+        }
+        let cpus = machine.cpus().len() as u32;
+        let mut jobs = Vec::new();
+        for sj in &spec.job {
+            let j = sj.get_ref();
+            let field = |f: &str| format!("job '{}'.{f}", j.name);
+            if j.threads.0 > cpus {
+                let why = format!("{} threads, but a node has {cpus} CPUs", j.threads.0);
+                return Err(at(sj.span(), &field("threads"), why));
+            }
+            if j.shared_fraction.0 > 1.0 {
+                return Err(at(
+                    sj.span(),
+                    &field("shared_fraction"),
+                    "must be in [0, 1]".into(),
+                ));
+            }
+            let character = derive(
+                &mem,
+                &machine,
+                j.threads.0,
+                j.layout,
+                j.solo_time_s.0,
+                j.bw_gbps.0,
+                j.shared_fraction.0,
+            )
+            .map_err(|why| at(sj.span(), &field("bw_gbps"), why))?;
+            for copy in 0..j.copies.0 {
+                jobs.push(ClusterJob {
+                    name: if j.copies.0 > 1 {
+                        format!("{}#{}", j.name, copy + 1)
+                    } else {
+                        j.name.clone()
+                    },
+                    threads: j.threads.0,
+                    layout: j.layout,
+                    arrival_s: j.arrival_s.0,
+                    solo_time_s: j.solo_time_s.0,
+                    bw_gbps: j.bw_gbps.0,
+                    character,
+                });
+            }
+        }
+        if let Some(ss) = &spec.stream {
+            jobs.extend(
+                stream_jobs(ss.get_ref(), &mem, &machine).map_err(|(f, why)| at(ss.span(), &f, why))?,
+            );
+        }
+        if jobs.is_empty() {
+            return Err(err(
+                None,
+                Some("job".into()),
+                "the scenario has no [[job]] and no [stream]".into(),
+            ));
+        }
+        jobs.sort_by(|a, b| a.arrival_s.total_cmp(&b.arrival_s));
+        Ok(ClusterScenario {
+            name: spec.name.unwrap_or_else(|| {
+                std::path::Path::new(file)
+                    .file_stem()
+                    .map_or(file.into(), |s| s.to_string_lossy().into())
+            }),
+            selectors: spec.selectors,
+            nodes: c.nodes.0 as usize,
+            machine,
+            machine_spec: c.machine.clone(),
+            mem,
+            jobs,
+        })
+    }
+}
+
+/// Threads per NUMA node of `layout` on an empty node.
+fn empty_layout(machine: &Machine, threads: u32, layout: LayoutRequest) -> Option<Vec<u32>> {
+    let free: Vec<u32> = machine.numa_nodes().iter().map(|n| n.cpus.len() as u32).collect();
+    match layout {
+        LayoutRequest::Compact => numa::compact(threads, &free, 0, &distances(machine)),
+        LayoutRequest::Scatter | LayoutRequest::Auto => numa::scatter(threads, &free),
+    }
+}
+
+fn distances(machine: &Machine) -> Vec<Vec<f64>> {
+    let n = machine.numa_nodes().len();
+    machine.numa_distances().map(|d| d.to_vec()).unwrap_or_else(|| {
+        (0..n)
+            .map(|i| (0..n).map(|j| if i == j { 10.0 } else { 21.0 }).collect())
+            .collect()
+    })
+}
+
+/// S2's characteristics of a job that runs `solo_time_s` alone drawing
+/// `bw_gbps`: beta by bisection (traffic falls as beta grows), then the
+/// accesses that make the time come out.
+fn derive(
+    mem: &MemSystem,
+    machine: &Machine,
+    threads: u32,
+    layout: LayoutRequest,
+    solo_time_s: f64,
+    bw_gbps: f64,
+    shared_fraction: f64,
+) -> Result<Character, String> {
+    let placement = empty_layout(machine, threads, layout).ok_or("does not fit an empty node")?;
+    let alone = |beta_ns: f64| {
+        let p = Placed {
+            character: Character {
+                beta_ns,
+                accesses_per_thread: 1.0,
+                shared_fraction,
+            },
+            threads_per_node: placement.clone(),
+        };
+        numa::predict_with(mem, &[p], false)
+            .map(|pr| pr.programs[0].clone())
+            .map_err(|e| e.to_string())
+    };
+    let most = alone(0.0)?.bw_gbps;
+    if bw_gbps >= most {
+        return Err(format!(
+            "{bw_gbps} GB/s is more than {threads} threads can draw from this node's memory ({most:.1} GB/s at most)"
+        ));
+    }
+    // Bisection on log(beta): 64 halvings of ln(1e15) = 34.5 leave an
+    // interval of 2e-18, below what f64 can tell apart near the root.
+    let (mut lo, mut hi) = (1e-6f64.ln(), 1e9f64.ln());
+    for _ in 0..64 {
+        let mid = 0.5 * (lo + hi);
+        if alone(mid.exp())?.bw_gbps > bw_gbps {
+            lo = mid
+        } else {
+            hi = mid
+        }
+    }
+    let beta_ns = (0.5 * (lo + hi)).exp();
+    let per_access_s = alone(beta_ns)?.time_s;
+    Ok(Character {
+        beta_ns,
+        accesses_per_thread: solo_time_s / per_access_s,
+        shared_fraction,
+    })
+}
+
+fn stream_jobs(
+    s: &StreamSpec,
+    mem: &MemSystem,
+    machine: &Machine,
+) -> Result<Vec<ClusterJob>, (String, String)> {
+    let cpus = machine.cpus().len() as u32;
+    if s.threads.is_empty() || s.threads.iter().any(|t| t.0 > cpus) {
+        return Err((
+            "stream.threads".into(),
+            format!("give thread counts between 1 and {cpus}"),
+        ));
+    }
+    if s.solo_time_s[0].0 > s.solo_time_s[1].0 || s.bw_gbps[0].0 > s.bw_gbps[1].0 {
+        return Err(("stream.solo_time_s".into(), "ranges are [low, high]".into()));
+    }
+    let mut rng = Rng::new(s.seed);
+    let mut t = 0.0;
+    let mut out = Vec::with_capacity(s.jobs.0 as usize);
+    for i in 0..s.jobs.0 {
+        // Poisson arrivals: exponential gaps with the given mean.
+        t += -s.interarrival_s.0 * (1.0 - rng.next_f64()).ln();
+        let threads = s.threads[rng.below(s.threads.len() as u64) as usize].0;
+        let draw = |rng: &mut Rng, r: &[Positive; 2]| r[0].0 + (r[1].0 - r[0].0) * rng.next_f64();
+        let solo = draw(&mut rng, &s.solo_time_s);
+        // Traffic per thread, so wide jobs draw more.
+        let bw = draw(&mut rng, &s.bw_gbps) * f64::from(threads);
+        let character = derive(mem, machine, threads, s.layout, solo, bw, s.shared_fraction.0)
+            .map_err(|why| ("stream.bw_gbps".to_string(), why))?;
+        out.push(ClusterJob {
+            name: format!("job{}", i + 1),
+            threads,
+            layout: s.layout,
+            arrival_s: t,
+            solo_time_s: solo,
+            bw_gbps: bw,
+            character,
+        });
+    }
+    Ok(out)
+}
+
+/// One job's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JobOutcome {
+    /// The job.
+    pub name: String,
+    /// Its node.
+    pub node: usize,
+    /// Threads per NUMA node there.
+    pub threads_per_numa: Vec<u32>,
+    /// Seconds from arrival to start.
+    pub wait_s: f64,
+    /// Seconds from start to end.
+    pub run_s: f64,
+    /// run_s over its time alone.
+    pub slowdown_ratio: f64,
+    /// Why the placement chose that node.
+    pub reason: String,
+}
+
+/// One placement's results.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlacementResult {
+    /// The selector or reference.
+    pub placement: String,
+    /// Nodes simulated.
+    pub nodes: usize,
+    /// Per job, in arrival order.
+    pub jobs: Vec<JobOutcome>,
+    /// Shortest, mean and longest run time (S2's Table 1).
+    pub run_min_s: f64,
+    /// Mean run time.
+    pub run_mean_s: f64,
+    /// Longest run time.
+    pub run_max_s: f64,
+    /// Mean of arrival-to-end times.
+    pub turnaround_mean_s: f64,
+    /// When the last job ended.
+    pub makespan_s: f64,
+    /// Per node that ran a job: mean memory traffic over the time it ran jobs.
+    pub node_bw_gbps: Vec<f64>,
+    /// Mean of `node_bw_gbps`.
+    pub node_bw_mean_gbps: f64,
+    /// Population standard deviation of `node_bw_gbps` (S2's balance figure).
+    pub node_bw_std_gbps: f64,
+    /// Model solves whose fixed point did not settle (should be 0).
+    pub unconverged_solves: u64,
+}
+
+struct Running {
+    job: usize,
+    placed: Placed,
+    /// Accesses each thread still has to make.
+    left: f64,
+    /// ns per access at the node's current mix.
+    ns_per_access: f64,
+}
+
+struct NodeSim {
+    running: Vec<Running>,
+    free: Vec<u32>,
+    bw_gbps: f64,
+    /// Integral of traffic over busy time (GB) and the busy time (s).
+    bytes_gb: f64,
+    busy_s: f64,
+    used: bool,
+}
+
+/// Runs one placement over the scenario.
+pub fn run(s: &ClusterScenario, placement: &str) -> PlacementResult {
+    let one_per_node = placement == "one-per-node";
+    let worst = placement == "worst";
+    let selector = Selector::parse(placement).unwrap_or(Selector::Slurm);
+    let n_nodes = if one_per_node {
+        s.nodes.max(s.jobs.len())
+    } else {
+        s.nodes
+    };
+    let free0: Vec<u32> = s
+        .machine
+        .numa_nodes()
+        .iter()
+        .map(|n| n.cpus.len() as u32)
+        .collect();
+    let dist = distances(&s.machine);
+    let mut nodes: Vec<NodeSim> = (0..n_nodes)
+        .map(|_| NodeSim {
+            running: Vec::new(),
+            free: free0.clone(),
+            bw_gbps: 0.0,
+            bytes_gb: 0.0,
+            busy_s: 0.0,
+            used: false,
+        })
+        .collect();
+    // What the selectors see, kept in step with `nodes` (rebuilding a
+    // thousand of them for every job costs more than choosing).
+    let mut states: Vec<NodeState> = (0..n_nodes)
+        .map(|i| NodeState {
+            name: format!("n{}", i + 1),
+            mem: s.mem.clone(),
+            free_per_numa: free0.clone(),
+            distances: dist.clone(),
+            running: Vec::new(),
+        })
+        .collect();
+    let mut outcomes: Vec<Option<JobOutcome>> = vec![None; s.jobs.len()];
+    let mut queue: VecDeque<usize> = VecDeque::new();
+    let mut next_arrival = 0;
+    let mut now = 0.0f64;
+    let mut unconverged = 0u64;
+    // Each job arrives once and ends once: about 2 events per job (ends a
+    // rounding error apart can take one more each); the bound keeps a bug
+    // from looping forever.
+    for _ in 0..(4 * s.jobs.len() + 16) {
+        // Next event: an arrival or the earliest completion.
+        let next_end = nodes
+            .iter()
+            .flat_map(|n| n.running.iter().map(|r| r.left * r.ns_per_access * 1e-9))
+            .fold(f64::INFINITY, f64::min);
+        let arrival = s.jobs.get(next_arrival).map_or(f64::INFINITY, |j| j.arrival_s);
+        let dt = next_end.min(arrival - now).max(0.0);
+        if !dt.is_finite() {
+            break;
+        }
+        now += dt;
+        for (i, n) in nodes.iter_mut().enumerate() {
+            if n.running.is_empty() {
+                continue;
+            }
+            n.bytes_gb += n.bw_gbps * dt;
+            n.busy_s += dt;
+            let mut ended = false;
+            for r in &mut n.running {
+                r.left -= dt * 1e9 / r.ns_per_access;
+                // Within a rounding error of done: done.
+                if r.left <= r.placed.character.accesses_per_thread * 1e-12 {
+                    ended = true;
+                    let o = outcomes[r.job].as_mut().expect("a running job has an outcome");
+                    o.run_s = now - s.jobs[r.job].arrival_s - o.wait_s;
+                    o.slowdown_ratio = o.run_s / s.jobs[r.job].solo_time_s;
+                    o.node = i;
+                }
+            }
+            if ended {
+                let (done, keep): (Vec<Running>, Vec<Running>) = n
+                    .running
+                    .drain(..)
+                    .partition(|r| r.left <= r.placed.character.accesses_per_thread * 1e-12);
+                for r in done {
+                    for (f, t) in n.free.iter_mut().zip(&r.placed.threads_per_node) {
+                        *f += t;
+                    }
+                }
+                n.running = keep;
+                unconverged += resolve(&s.mem, n);
+                states[i].free_per_numa.clone_from(&n.free);
+                states[i].running = n.running.iter().map(|r| r.placed.clone()).collect();
+            }
+        }
+        while s.jobs.get(next_arrival).is_some_and(|j| j.arrival_s <= now) {
+            queue.push_back(next_arrival);
+            next_arrival += 1;
+        }
+        let heavier_first =
+            |a: &usize, b: &usize| s.jobs[*b].bw_gbps.total_cmp(&s.jobs[*a].bw_gbps).then(a.cmp(b));
+        if worst {
+            // The heaviest waiting jobs first, packed first-fit, so the
+            // heaviest share nodes.
+            queue.make_contiguous().sort_by(heavier_first);
+        } else if selector == Selector::Model {
+            // Jobs that arrive together are offered heaviest first (first
+            // come, first served across arrival times): each then takes the
+            // node S2's rule finds least contended, so heavy jobs spread
+            // before light ones fill in beside them. In submission order the
+            // rule fills empty nodes with whatever comes first.
+            queue.make_contiguous().sort_by(|a, b| {
+                s.jobs[*a]
+                    .arrival_s
+                    .total_cmp(&s.jobs[*b].arrival_s)
+                    .then(heavier_first(a, b))
+            });
+        }
+        // First in, first out, no backfill: the head waits for room.
+        while let Some(&j) = queue.front() {
+            let job = &s.jobs[j];
+            let req = JobRequest {
+                threads: job.threads,
+                layout: job.layout,
+                character: job.character,
+            };
+            let choice = if one_per_node {
+                let empty = nodes.iter().position(|n| n.running.is_empty());
+                empty.map(|i| {
+                    let layout = empty_layout(&s.machine, job.threads, job.layout).unwrap_or_default();
+                    (i, layout, format!("n{}: an empty node of its own", i + 1))
+                })
+            } else {
+                let c = selector.choose(&states, &req);
+                let reason = if worst {
+                    format!("{} (heaviest waiting job first)", c.reason)
+                } else {
+                    c.reason
+                };
+                c.node.map(|i| (i, c.threads_per_numa, reason))
+            };
+            let Some((i, layout, reason)) = choice else { break };
+            queue.pop_front();
+            let n = &mut nodes[i];
+            for (f, t) in n.free.iter_mut().zip(&layout) {
+                *f -= t;
+            }
+            n.used = true;
+            let placed = Placed {
+                character: job.character,
+                threads_per_node: layout.clone(),
+            };
+            states[i].free_per_numa.clone_from(&n.free);
+            states[i].running.push(placed.clone());
+            n.running.push(Running {
+                job: j,
+                placed,
+                left: job.character.accesses_per_thread,
+                ns_per_access: 1.0,
+            });
+            unconverged += resolve(&s.mem, n);
+            outcomes[j] = Some(JobOutcome {
+                name: job.name.clone(),
+                node: i,
+                threads_per_numa: layout,
+                wait_s: now - job.arrival_s,
+                run_s: f64::NAN,
+                slowdown_ratio: f64::NAN,
+                reason,
+            });
+        }
+    }
+    summarise(s, placement, n_nodes, &nodes, outcomes, unconverged)
+}
+
+/// Re-solves a node's mix; returns 1 when the solve did not settle.
+fn resolve(mem: &MemSystem, n: &mut NodeSim) -> u64 {
+    if n.running.is_empty() {
+        n.bw_gbps = 0.0;
+        return 0;
+    }
+    let placed: Vec<Placed> = n.running.iter().map(|r| r.placed.clone()).collect();
+    let pred = numa::predict(mem, &placed).expect("placements were checked when the jobs were loaded");
+    for (r, p) in n.running.iter_mut().zip(&pred.programs) {
+        r.ns_per_access = p.time_s * 1e9 / r.placed.character.accesses_per_thread;
+    }
+    n.bw_gbps = pred.node_bw_gbps.iter().sum();
+    u64::from(!pred.converged)
+}
+
+fn summarise(
+    s: &ClusterScenario,
+    placement: &str,
+    n_nodes: usize,
+    nodes: &[NodeSim],
+    outcomes: Vec<Option<JobOutcome>>,
+    unconverged: u64,
+) -> PlacementResult {
+    let jobs: Vec<JobOutcome> = outcomes
+        .into_iter()
+        .map(|o| o.expect("every job ran: the loop ends only when nothing is left"))
+        .collect();
+    let runs: Vec<f64> = jobs.iter().map(|j| j.run_s).collect();
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let node_bw: Vec<f64> = nodes
+        .iter()
+        .filter(|n| n.used && n.busy_s > 0.0)
+        .map(|n| n.bytes_gb / n.busy_s)
+        .collect();
+    let bw_mean = mean(&node_bw);
+    let bw_std = (node_bw.iter().map(|b| (b - bw_mean) * (b - bw_mean)).sum::<f64>()
+        / node_bw.len().max(1) as f64)
+        .sqrt();
+    let ends: Vec<f64> = jobs
+        .iter()
+        .zip(&s.jobs)
+        .map(|(o, j)| j.arrival_s + o.wait_s + o.run_s)
+        .collect();
+    PlacementResult {
+        placement: placement.to_string(),
+        nodes: n_nodes,
+        run_min_s: runs.iter().copied().fold(f64::INFINITY, f64::min),
+        run_mean_s: mean(&runs),
+        run_max_s: runs.iter().copied().fold(0.0, f64::max),
+        turnaround_mean_s: mean(&jobs.iter().map(|j| j.wait_s + j.run_s).collect::<Vec<_>>()),
+        makespan_s: ends.iter().copied().fold(0.0, f64::max),
+        node_bw_gbps: node_bw,
+        node_bw_mean_gbps: bw_mean,
+        node_bw_std_gbps: bw_std,
+        unconverged_solves: unconverged,
+        jobs,
+    }
+}
+
+/// Every placement of a scenario, side by side.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClusterComparison {
+    /// The scenario.
+    pub scenario: String,
+    /// Nodes (the placements other than `one-per-node` use this many).
+    pub nodes: usize,
+    /// One node's machine, as a synthetic spec.
+    pub machine: String,
+    /// The jobs with their derived characteristics.
+    pub jobs: Vec<ClusterJob>,
+    /// One result per placement, in the order asked.
+    pub placements: Vec<PlacementResult>,
+}
+
+/// Runs every placement in `names` (the scenario's when empty); `progress`
+/// hears (done, total) before each.
+pub fn compare(
+    s: &ClusterScenario,
+    names: &[String],
+    mut progress: impl FnMut(usize, usize),
+) -> Result<ClusterComparison, String> {
+    let names = if names.is_empty() { &s.selectors } else { names };
+    for n in names {
+        if Selector::parse(n).is_none() && !REFERENCES.iter().any(|(r, _)| r == n) {
+            return Err(format!(
+                "unknown placement '{n}' for a cluster scenario (see herd policies)"
+            ));
+        }
+    }
+    let mut placements = Vec::new();
+    for (i, n) in names.iter().enumerate() {
+        progress(i, names.len());
+        placements.push(run(s, n));
+    }
+    Ok(ClusterComparison {
+        scenario: s.name.clone(),
+        nodes: s.nodes,
+        machine: s.machine_spec.clone(),
+        jobs: s.jobs.clone(),
+        placements,
+    })
+}

@@ -1,0 +1,87 @@
+//! S2's cluster experiment in simulation (`scenarios/s2-cluster.toml`):
+//! the model-based node choice against one job per node and the worst
+//! packing, as in S2's Table 1.
+
+use herd_sim::cluster::{self, ClusterScenario, PlacementResult};
+
+fn load() -> ClusterScenario {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/s2-cluster.toml");
+    let text = std::fs::read_to_string(path).unwrap();
+    ClusterScenario::parse(&text, path).unwrap()
+}
+
+fn place(s: &ClusterScenario, name: &str) -> PlacementResult {
+    let r = cluster::run(s, name);
+    assert_eq!(r.unconverged_solves, 0, "{name}");
+    assert!(
+        r.jobs
+            .iter()
+            .all(|j| j.run_s.is_finite() && j.slowdown_ratio >= 1.0 - 1e-9),
+        "{name}: {r:?}"
+    );
+    r
+}
+
+#[test]
+fn the_model_places_jobs_better_than_the_worst_packing() {
+    let s = load();
+    let alone = place(&s, "one-per-node");
+    let worst = place(&s, "worst");
+    let model = place(&s, "numa:model");
+    // One job per node is each job alone: exactly its solo time.
+    for (o, j) in alone.jobs.iter().zip(&s.jobs) {
+        assert!(
+            (o.run_s - j.solo_time_s).abs() < 1e-6 * j.solo_time_s,
+            "{}",
+            o.name
+        );
+    }
+    assert_eq!(
+        (
+            alone.run_min_s.round(),
+            alone.run_mean_s.round(),
+            alone.run_max_s.round()
+        ),
+        (111.0, 580.0, 891.0)
+    );
+    // The scenario is fitted to S2's worst-packing row (39188 MB/s mean,
+    // 8505 MB/s std): it must stay there.
+    assert!(
+        (worst.node_bw_mean_gbps / 39.188 - 1.0).abs() < 0.05,
+        "{}",
+        worst.node_bw_mean_gbps
+    );
+    assert!(
+        (worst.node_bw_std_gbps / 8.505 - 1.0).abs() < 0.05,
+        "{}",
+        worst.node_bw_std_gbps
+    );
+    // S2's qualitative result: sharing nodes costs time, the model costs
+    // less of it than the worst packing, its longest job gains most, and
+    // the nodes' traffic is more even. (S2: mean 695 -> 677 s, max 1094 ->
+    // 979 s, std 8505 -> 3699 MB/s.)
+    assert!(worst.run_mean_s > alone.run_mean_s * 1.05);
+    assert!(
+        model.run_mean_s < worst.run_mean_s * 0.985,
+        "{} vs {}",
+        model.run_mean_s,
+        worst.run_mean_s
+    );
+    assert!(model.run_max_s < worst.run_max_s * 0.95);
+    assert!(model.node_bw_std_gbps < worst.node_bw_std_gbps * 0.85);
+    // Two 8-thread jobs scattered per 16-CPU node, four nodes.
+    assert!(
+        model
+            .jobs
+            .iter()
+            .all(|j| j.threads_per_numa == vec![4, 4] && j.node < 4)
+    );
+}
+
+#[test]
+fn the_simulation_is_deterministic() {
+    let s = load();
+    for p in ["numa:model", "slurm", "least-loaded", "worst"] {
+        assert_eq!(cluster::run(&s, p), cluster::run(&s, p), "{p}");
+    }
+}
