@@ -15,6 +15,7 @@ mod learned;
 mod mechanism;
 mod meter;
 mod output;
+mod place_cmd;
 mod policies_cmd;
 mod run_cmd;
 mod signals;
@@ -57,6 +58,8 @@ enum Command {
     Db(db_cmd::DbArgs),
     /// Measure this machine's peak memory bandwidth and store it.
     Calibrate(calibrate_cmd::CalibrateArgs),
+    /// Choose a cluster node for a new job by S2's NUMA model (or Slurm's order).
+    Place(place_cmd::PlaceArgs),
 }
 
 /// Where the machine description comes from; this machine by default.
@@ -164,6 +167,7 @@ fn main() -> ExitCode {
         Command::Topo(args) => topo_cmd::run(args),
         Command::Doctor(args) => doctor_cmd::run(args),
         Command::Sim(args) => sim_cmd::run(args),
+        Command::Place(args) => place_cmd::run(args),
         Command::Policies(args) => policies_cmd::run(args),
         Command::Db(args) => db_cmd::run(args),
         Command::Calibrate(args) => calibrate_cmd::run(args),

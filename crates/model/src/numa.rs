@@ -208,6 +208,64 @@ pub fn predict_with(mem: &MemSystem, programs: &[Placed], clean: bool) -> Result
     })
 }
 
+/// S2's characteristics of a program that, placed as `threads_per_node` on
+/// an empty machine, runs `solo_time_s` and draws `bw_gbps`: what one can
+/// measure (time, and traffic from counters or a bandwidth monitor) turned
+/// into what the model needs. beta by bisection (traffic falls as beta
+/// grows), then the accesses that make the time come out. The error says
+/// why the figures cannot be met.
+pub fn from_alone(
+    mem: &MemSystem,
+    threads_per_node: &[u32],
+    solo_time_s: f64,
+    bw_gbps: f64,
+    shared_fraction: f64,
+) -> Result<Character, String> {
+    let threads: u32 = threads_per_node.iter().sum();
+    if !(bw_gbps.is_finite() && bw_gbps > 0.0 && solo_time_s.is_finite() && solo_time_s > 0.0) {
+        return Err(format!(
+            "time alone ({solo_time_s} s) and traffic alone ({bw_gbps} GB/s) must be positive"
+        ));
+    }
+    let alone = |beta_ns: f64| {
+        let p = Placed {
+            character: Character {
+                beta_ns,
+                accesses_per_thread: 1.0,
+                shared_fraction,
+            },
+            threads_per_node: threads_per_node.to_vec(),
+        };
+        predict_with(mem, &[p], false)
+            .map(|pr| pr.programs[0].clone())
+            .map_err(|e| e.to_string())
+    };
+    let most = alone(0.0)?.bw_gbps;
+    if bw_gbps >= most {
+        return Err(format!(
+            "{bw_gbps} GB/s is more than {threads} threads can draw from this node's memory ({most:.1} GB/s at most)"
+        ));
+    }
+    // Bisection on log(beta): 64 halvings of ln(1e15) = 34.5 leave an
+    // interval of 2e-18, below what f64 can tell apart near the root.
+    let (mut lo, mut hi) = (1e-6f64.ln(), 1e9f64.ln());
+    for _ in 0..64 {
+        let mid = 0.5 * (lo + hi);
+        if alone(mid.exp())?.bw_gbps > bw_gbps {
+            lo = mid
+        } else {
+            hi = mid
+        }
+    }
+    let beta_ns = (0.5 * (lo + hi)).exp();
+    let per_access_s = alone(beta_ns)?.time_s;
+    Ok(Character {
+        beta_ns,
+        accesses_per_thread: solo_time_s / per_access_s,
+        shared_fraction,
+    })
+}
+
 /// Time of the slowest of program `i`'s thread groups, in seconds.
 fn program_time_s(p: &Placed, groups: &[Group], ns_per_access: &[f64], i: usize) -> f64 {
     let slowest = groups
@@ -470,6 +528,20 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn characteristics_from_time_and_traffic_alone_give_them_back() {
+        let mem = s2_node(0.6, 0.4);
+        let c = from_alone(&mem, &[4, 4], 300.0, 12.0, 0.5).unwrap();
+        let pred = predict(&mem, &[program(c.beta_ns, 0.5, vec![4, 4])]).unwrap();
+        let p = &pred.programs[0];
+        assert!((p.bw_gbps / 12.0 - 1.0).abs() < 1e-9, "{}", p.bw_gbps);
+        let t = p.time_s / 1e9 * c.accesses_per_thread;
+        assert!((t / 300.0 - 1.0).abs() < 1e-9, "{t}");
+        let too_much = from_alone(&mem, &[1, 0], 300.0, 500.0, 0.5).unwrap_err();
+        assert!(too_much.contains("GB/s at most"), "{too_much}");
+        assert!(from_alone(&mem, &[1, 0], 0.0, 1.0, 0.5).is_err());
     }
 
     #[test]

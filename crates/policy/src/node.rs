@@ -420,11 +420,10 @@ fn choose_by_model(nodes: &[NodeState], job: &JobRequest) -> NodeChoice {
         })
         .expect("the least ratio belongs to some node");
     let reason = format!(
-        "{}: predicted T_cont/T_clean {:.3} ({}, {:.1} s), the least of {} nodes where it fits{}",
+        "{}: predicted T_cont/T_clean {:.3} ({}), the least of {} nodes where it fits{}",
         b.name,
         b.slowdown_ratio.unwrap_or(1.0),
         b.layout,
-        b.time_s.unwrap_or(0.0),
         scores.iter().filter(|s| s.fits).count(),
         match b.harm_ratio {
             Some(h) if h > 1.0 + 1e-9 =>

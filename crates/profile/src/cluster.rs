@@ -185,6 +185,57 @@ pub fn euclidean(a: &[f64], b: &[f64]) -> f64 {
         .sqrt()
 }
 
+/// Distance between two program keys (executable and arguments) as a
+/// new job's descriptor: the Jaccard distance of their tokens (split at
+/// spaces, `/`, `=` and `,`), in [0, 1]. A new program is compared with past
+/// ones by what it is called with, since its behaviour is not known yet.
+pub fn key_distance(a: &str, b: &str) -> f64 {
+    let tokens = |s: &str| -> std::collections::BTreeSet<String> {
+        s.split(|c: char| c.is_whitespace() || "/=,".contains(c))
+            .filter(|t| !t.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    let (ta, tb) = (tokens(a), tokens(b));
+    let union = ta.union(&tb).count();
+    if union == 0 {
+        return 0.0;
+    }
+    1.0 - ta.intersection(&tb).count() as f64 / union as f64
+}
+
+/// S2's a-priori estimate of a value (here: memory traffic) for a program
+/// with no history: past programs with known values are clustered on
+/// log(value) (a factor e apart is distance 1), cut at `cut` (so members of
+/// a cluster are within that of each other, under complete linkage), and
+/// the new key takes the mean value of the cluster nearest it by mean key
+/// distance. Returns (estimate, the cluster's member keys), or `None`
+/// without history.
+pub fn prior_estimate(
+    key: &str,
+    known: &[(String, f64)],
+    linkage: Linkage,
+    cut: f64,
+) -> Option<(f64, Vec<String>)> {
+    let known: Vec<&(String, f64)> = known.iter().filter(|(_, v)| v.is_finite() && *v > 0.0).collect();
+    if known.is_empty() || known.len() > MAX_POINTS {
+        return None;
+    }
+    let logs: Vec<Vec<f64>> = known.iter().map(|(_, v)| vec![v.ln()]).collect();
+    let merges = hierarchical(&euclidean_matrix(&logs), linkage).ok()?;
+    let labels = cut_at(known.len(), &merges, cut);
+    let to: Vec<f64> = known.iter().map(|(k, _)| key_distance(key, k)).collect();
+    let (label, _) = nearest(&labels, &to)?;
+    let members: Vec<&(String, f64)> = known
+        .iter()
+        .zip(&labels)
+        .filter(|(_, l)| **l == label)
+        .map(|(m, _)| *m)
+        .collect();
+    let mean = members.iter().map(|(_, v)| v).sum::<f64>() / members.len() as f64;
+    Some((mean, members.iter().map(|(k, _)| k.clone()).collect()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -245,6 +296,34 @@ mod tests {
         assert_eq!(label, 1);
         assert!(mean < 2.0);
         assert_eq!(nearest(&[], &[]), None);
+    }
+
+    #[test]
+    fn a_new_program_takes_the_traffic_of_the_programs_it_resembles() {
+        let known: Vec<(String, f64)> = [
+            ("/opt/res/sim --grid big --wells 40", 30.0),
+            ("/opt/res/sim --grid big --wells 60", 34.0),
+            ("/opt/res/sim --grid small", 28.0),
+            ("/usr/bin/povray scene.pov", 0.4),
+            ("/usr/bin/povray other.pov", 0.5),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), *v))
+        .collect();
+        let (bw, members) = prior_estimate(
+            "/opt/res/sim --grid big --wells 80",
+            &known,
+            Linkage::Average,
+            1.0,
+        )
+        .unwrap();
+        assert_eq!(members.len(), 3, "{members:?}");
+        assert!((bw - 92.0 / 3.0).abs() < 1e-9, "{bw}");
+        let (bw, _) = prior_estimate("/usr/bin/povray new.pov", &known, Linkage::Complete, 1.0).unwrap();
+        assert!((bw - 0.45).abs() < 1e-9);
+        assert_eq!(prior_estimate("x", &[], Linkage::Average, 1.0), None);
+        assert_eq!(key_distance("a b", "a b"), 0.0);
+        assert_eq!(key_distance("a", "b"), 1.0);
     }
 
     #[test]

@@ -298,9 +298,8 @@ fn distances(machine: &Machine) -> Vec<Vec<f64>> {
     })
 }
 
-/// S2's characteristics of a job that runs `solo_time_s` alone drawing
-/// `bw_gbps`: beta by bisection (traffic falls as beta grows), then the
-/// accesses that make the time come out.
+/// S2's characteristics of a job from its figures alone (see
+/// [`numa::from_alone`]), laid out as the job asks on an empty node.
 fn derive(
     mem: &MemSystem,
     machine: &Machine,
@@ -311,43 +310,7 @@ fn derive(
     shared_fraction: f64,
 ) -> Result<Character, String> {
     let placement = empty_layout(machine, threads, layout).ok_or("does not fit an empty node")?;
-    let alone = |beta_ns: f64| {
-        let p = Placed {
-            character: Character {
-                beta_ns,
-                accesses_per_thread: 1.0,
-                shared_fraction,
-            },
-            threads_per_node: placement.clone(),
-        };
-        numa::predict_with(mem, &[p], false)
-            .map(|pr| pr.programs[0].clone())
-            .map_err(|e| e.to_string())
-    };
-    let most = alone(0.0)?.bw_gbps;
-    if bw_gbps >= most {
-        return Err(format!(
-            "{bw_gbps} GB/s is more than {threads} threads can draw from this node's memory ({most:.1} GB/s at most)"
-        ));
-    }
-    // Bisection on log(beta): 64 halvings of ln(1e15) = 34.5 leave an
-    // interval of 2e-18, below what f64 can tell apart near the root.
-    let (mut lo, mut hi) = (1e-6f64.ln(), 1e9f64.ln());
-    for _ in 0..64 {
-        let mid = 0.5 * (lo + hi);
-        if alone(mid.exp())?.bw_gbps > bw_gbps {
-            lo = mid
-        } else {
-            hi = mid
-        }
-    }
-    let beta_ns = (0.5 * (lo + hi)).exp();
-    let per_access_s = alone(beta_ns)?.time_s;
-    Ok(Character {
-        beta_ns,
-        accesses_per_thread: solo_time_s / per_access_s,
-        shared_fraction,
-    })
+    numa::from_alone(mem, &placement, solo_time_s, bw_gbps, shared_fraction)
 }
 
 fn stream_jobs(
