@@ -5,8 +5,11 @@
 
 # Debian packages herd needs: hwloc's library and headers (topology), libudev
 # (hwloc links it), pkg-config (finds hwloc and SQLite), bzip2 (test fixtures are
-# .tar.bz2), libsqlite3-dev (the profile database).
-APT_PACKAGES := hwloc libhwloc-dev libudev-dev pkg-config bzip2 libsqlite3-dev
+# .tar.bz2), libsqlite3-dev (the profile database), and Slurm with munge for the
+# Slurm integration and its end-to-end test (not the slurm-wlm metapackage,
+# whose emulator build breaks slurmctld).
+APT_PACKAGES := hwloc libhwloc-dev libudev-dev pkg-config bzip2 libsqlite3-dev \
+	slurmctld slurmd slurm-client munge libslurm-dev
 CARGO ?= cargo
 HERD := target/release/herd
 

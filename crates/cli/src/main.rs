@@ -22,6 +22,7 @@ mod signals;
 mod sim_cluster;
 mod sim_cmd;
 mod sim_learning;
+mod slurm_cmd;
 mod topo_cmd;
 mod units;
 
@@ -60,6 +61,8 @@ enum Command {
     Calibrate(calibrate_cmd::CalibrateArgs),
     /// Choose a cluster node for a new job by S2's NUMA model (or Slurm's order).
     Place(place_cmd::PlaceArgs),
+    /// Slurm integration: keep the node-choice table for job_submit.lua fresh.
+    Slurm(slurm_cmd::SlurmArgs),
 }
 
 /// Where the machine description comes from; this machine by default.
@@ -168,6 +171,7 @@ fn main() -> ExitCode {
         Command::Doctor(args) => doctor_cmd::run(args),
         Command::Sim(args) => sim_cmd::run(args),
         Command::Place(args) => place_cmd::run(args),
+        Command::Slurm(args) => slurm_cmd::run(args),
         Command::Policies(args) => policies_cmd::run(args),
         Command::Db(args) => db_cmd::run(args),
         Command::Calibrate(args) => calibrate_cmd::run(args),
