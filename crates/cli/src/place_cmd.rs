@@ -14,7 +14,7 @@ use clap::Args;
 use herd_model::numa::{self, Character};
 use herd_model::{Contention, MemSystem, ModelParams};
 use herd_policy::Level;
-use herd_policy::node::{JobRequest, LayoutRequest, NodeState, Selector};
+use herd_policy::node::{JobRequest, LayoutRequest, NodeState, Selector, hint_share, numa_distances};
 use herd_profile::cluster::{Linkage, prior_estimate};
 use herd_store::ProfileStore;
 use herd_topo::Machine;
@@ -110,17 +110,6 @@ pub enum Traffic {
     Hint(Level),
     /// A program key to look up.
     Program(String),
-}
-
-/// A hint as a share of the most its threads can draw from a node alone:
-/// memory-bound programs reach well over half of it (STREAM-like codes
-/// nearly all), compute-bound ones a few percent.
-pub fn hint_share(l: Level) -> f64 {
-    match l {
-        Level::High => 0.6,
-        Level::Medium => 0.25,
-        Level::Low => 0.03,
-    }
 }
 
 /// Complete linkage and a cut at ln 2: a cluster's programs are within a
@@ -263,16 +252,6 @@ pub fn s2_model() -> ModelParams {
 /// Free CPUs per NUMA node of `machine`, all of them.
 pub fn numa_cpus(machine: &Machine) -> Vec<u32> {
     machine.numa_nodes().iter().map(|n| n.cpus.len() as u32).collect()
-}
-
-/// The machine's NUMA distances (21 between nodes when it has none).
-pub fn numa_distances(machine: &Machine) -> Vec<Vec<f64>> {
-    let n = machine.numa_nodes().len();
-    machine.numa_distances().map(|d| d.to_vec()).unwrap_or_else(|| {
-        (0..n)
-            .map(|i| (0..n).map(|j| if i == j { 10.0 } else { 21.0 }).collect())
-            .collect()
-    })
 }
 
 /// A cluster file loaded: its nodes, the database's traffic figures, and

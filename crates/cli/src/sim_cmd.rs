@@ -138,6 +138,8 @@ fn run_one(args: &SimArgs, path: &Path) -> Result<Comparison, Failure> {
         });
     }
     let mut explained: Vec<(String, Plan)> = Vec::new();
+    // Each policy's later notes (distinct, at most NOTES_SHOWN), with the time.
+    let mut later_notes: Vec<(String, Vec<String>)> = Vec::new();
     let mut last_msg_ns = 0;
     let timing = !args.no_timing;
     let comparison = herd_sim::compare(
@@ -155,6 +157,20 @@ fn run_one(args: &SimArgs, path: &Path) -> Result<Comparison, Failure> {
                         *first = plan.clone()
                     }
                     Some(_) => {}
+                }
+                if let Some(note) = &plan.note {
+                    let i = match later_notes.iter().position(|(n, _)| n == policy) {
+                        Some(i) => i,
+                        None => {
+                            later_notes.push((policy.to_string(), Vec::new()));
+                            later_notes.len() - 1
+                        }
+                    };
+                    let seen = &mut later_notes[i].1;
+                    let line = format!("{:.3} s: {note}", view.now_ns() as f64 * 1e-9);
+                    if seen.len() < NOTES_SHOWN && !seen.iter().any(|l| l.ends_with(note.as_ref())) {
+                        seen.push(line);
+                    }
                 }
             }
             // Redraw at most every simulated second: the hook runs every decision.
@@ -195,10 +211,23 @@ fn run_one(args: &SimArgs, path: &Path) -> Result<Comparison, Failure> {
         }
         if !explained.is_empty() {
             output::print(&explanation(&explained))?;
+            let mut s = String::from("\nNotes over the run (each policy's distinct notes, first seed):\n");
+            for (name, notes) in later_notes.iter().filter(|(_, n)| n.len() > 1) {
+                let _ = writeln!(s, "  {name}:");
+                for n in notes {
+                    let _ = writeln!(s, "    {n}");
+                }
+            }
+            if later_notes.iter().any(|(_, n)| n.len() > 1) {
+                output::print(&s)?;
+            }
         }
     }
     Ok(comparison)
 }
+
+/// Most distinct notes `--explain` shows per policy.
+const NOTES_SHOWN: usize = 12;
 
 fn explanation(runs: &[(String, Plan)]) -> String {
     let mut s = String::from("\nWhy (each policy's first placements):\n");

@@ -32,7 +32,8 @@ use herd_policy::node::{JobRequest, LayoutRequest, NodeState, Selector};
 use herd_topo::Machine;
 
 use crate::Failure;
-use crate::place_cmd::{HintArg, Traffic, character_of, known_traffic, numa_cpus, numa_distances, s2_model};
+use crate::place_cmd::{HintArg, Traffic, character_of, known_traffic, numa_cpus, s2_model};
+use herd_policy::node::numa_distances;
 
 /// Arguments of `herd slurm`.
 #[derive(Args, Debug)]

@@ -13,6 +13,7 @@ mod baseline;
 mod bw;
 mod cosched;
 pub mod node;
+mod numa_model;
 pub mod order;
 mod plan;
 mod smt;
@@ -21,6 +22,7 @@ mod view;
 pub use baseline::{Layout, Linux, Static};
 pub use bw::{BwCosched, BwSource, BwTarget, COVERAGE_GATE};
 pub use cosched::CoschedFair;
+pub use numa_model::NumaModel;
 pub use plan::{JobDirective, Placement, Plan, Reason};
 pub use smt::{SmtGoal, SmtPlace};
 pub use view::{
@@ -132,6 +134,22 @@ pub fn catalog() -> &'static [PolicyInfo] {
             name: "bw:greedy",
             about: "bandwidth balancing with no history: last measured bandwidth, target the mean demand",
             params: &[WINDOW],
+        },
+        PolicyInfo {
+            name: "numa:model",
+            about: "S2: each multithreaded job compact (on which NUMA nodes) or scatter, by the NUMA queueing model's predicted time given what runs",
+            params: &[
+                ParamInfo {
+                    key: "node_bw_gbps",
+                    default: "25.6",
+                    about: "bandwidth per NUMA node when herd calibrate has stored no peak",
+                },
+                ParamInfo {
+                    key: "shared",
+                    default: "0.5",
+                    about: "share of a job's accesses to data all its threads share (the rest is local)",
+                },
+            ],
         },
         PolicyInfo {
             name: "static:scatter",
@@ -266,6 +284,22 @@ pub fn build(spec: &str) -> Result<Box<dyn Policy>, PolicyError> {
                 }
             };
             Box::new(BwCosched::with_target(source, window, target))
+        }
+        "numa:model" => {
+            let number = |key: &str, default: &str, ok: fn(f64) -> bool, must: &str| {
+                let v = params.str_or(key, default);
+                v.parse::<f64>()
+                    .ok()
+                    .filter(|x| x.is_finite() && ok(*x))
+                    .ok_or_else(|| PolicyError::Param {
+                        policy: info.name.into(),
+                        why: format!("{key}={v}: must be {must}"),
+                    })
+            };
+            Box::new(NumaModel::new(
+                number("node_bw_gbps", "25.6", |x| x > 0.0, "a positive number")?,
+                number("shared", "0.5", |x| (0.0..=1.0).contains(&x), "in [0, 1]")?,
+            ))
         }
         "cosched:fair" => {
             let slots =

@@ -26,7 +26,7 @@ use std::collections::VecDeque;
 use herd_model::numa::{self, Character, Placed};
 use herd_model::{MemSystem, ModelParams};
 use herd_policy::Rng;
-use herd_policy::node::{JobRequest, LayoutRequest, NodeState, Selector};
+use herd_policy::node::{JobRequest, LayoutRequest, NodeState, Selector, numa_distances};
 use herd_topo::Machine;
 use serde::{Deserialize, Serialize};
 
@@ -284,18 +284,9 @@ impl ClusterScenario {
 fn empty_layout(machine: &Machine, threads: u32, layout: LayoutRequest) -> Option<Vec<u32>> {
     let free: Vec<u32> = machine.numa_nodes().iter().map(|n| n.cpus.len() as u32).collect();
     match layout {
-        LayoutRequest::Compact => numa::compact(threads, &free, 0, &distances(machine)),
+        LayoutRequest::Compact => numa::compact(threads, &free, 0, &numa_distances(machine)),
         LayoutRequest::Scatter | LayoutRequest::Auto => numa::scatter(threads, &free),
     }
-}
-
-fn distances(machine: &Machine) -> Vec<Vec<f64>> {
-    let n = machine.numa_nodes().len();
-    machine.numa_distances().map(|d| d.to_vec()).unwrap_or_else(|| {
-        (0..n)
-            .map(|i| (0..n).map(|j| if i == j { 10.0 } else { 21.0 }).collect())
-            .collect()
-    })
 }
 
 /// S2's characteristics of a job from its figures alone (see
@@ -437,7 +428,7 @@ pub fn run(s: &ClusterScenario, placement: &str) -> PlacementResult {
         .iter()
         .map(|n| n.cpus.len() as u32)
         .collect();
-    let dist = distances(&s.machine);
+    let dist = numa_distances(&s.machine);
     let mut nodes: Vec<NodeSim> = (0..n_nodes)
         .map(|_| NodeSim {
             running: Vec::new(),

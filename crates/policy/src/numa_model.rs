@@ -1,0 +1,449 @@
+//! `numa:model` (S2): where a multithreaded program's threads go on one
+//! NUMA machine, compact (and on which NUMA nodes) or scatter, chosen by the
+//! predicted time from S2's queueing model given what already runs.
+//!
+//! When a job first appears, every layout that fits the CPUs no other job
+//! holds is predicted with `herd_model::numa` (controllers and links as
+//! M/M/1 queues), together with the jobs already placed; the job takes the
+//! layout with the least predicted time, the lesser harm to the others on a
+//! tie, and keeps it for its life (moving threads costs warm caches, and
+//! S2 places jobs once). Threads go to free CPUs of the chosen NUMA nodes
+//! in the machine's scatter order, one CPU each.
+//!
+//! A job's memory traffic comes from what the loop learned (its predicted
+//! or last bandwidth, per thread) or, without counters, from its memory
+//! hint (60% / 25% / 3% of what its threads can draw alone; no hint counts
+//! as low); the machine's bandwidth from `herd calibrate`'s peak (the
+//! simulator's model in simulation), else `node_bw_gbps`. The note says
+//! which, and every choice is explained.
+
+use std::collections::BTreeMap;
+
+use herd_model::numa::{self, Character, Placed};
+use herd_model::{Contention, MemSystem, ModelParams};
+use herd_topo::{CpuSet, Machine};
+use rustc_hash::FxHashMap;
+
+use crate::node::{hint_share, numa_distances};
+use crate::{JobId, Level, Plan, Policy, TaskId, View};
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct NumaModel {
+    /// Per NUMA node, when no peak bandwidth is known.
+    node_bw_gbps: f64,
+    /// Share of a job's accesses to data all its threads share.
+    shared_fraction: f64,
+    /// Placed jobs: threads per NUMA node and their characteristics.
+    placed: BTreeMap<JobId, Placed>,
+    /// Each placed task's CPU.
+    cpu_of: FxHashMap<TaskId, u32>,
+    /// The machine's scatter order, once.
+    order: Option<Vec<u32>>,
+    noted_single_node: bool,
+}
+
+impl NumaModel {
+    /// The policy with `node_bw_gbps` as the fallback bandwidth and
+    /// `shared_fraction` for every job.
+    pub fn new(node_bw_gbps: f64, shared_fraction: f64) -> Self {
+        NumaModel {
+            node_bw_gbps,
+            shared_fraction,
+            placed: BTreeMap::new(),
+            cpu_of: FxHashMap::default(),
+            order: None,
+            noted_single_node: false,
+        }
+    }
+
+    fn mem(&self, view: &View<'_>) -> (MemSystem, String) {
+        let m = view.machine;
+        let nodes = m.numa_nodes().len().max(1) as f64;
+        let (node_bw, source) = match view.learned.peak_btr {
+            // Transactions per µs x 64 B = bytes per µs; / 1000 = GB/s.
+            Some(p) if p > 0.0 => (
+                p * herd_model::params::LINE_BYTES / 1000.0 / nodes,
+                "the known peak (herd calibrate, or the simulator's model)",
+            ),
+            _ => (self.node_bw_gbps, "node_bw_gbps"),
+        };
+        let params = ModelParams {
+            node_bw_gbps: node_bw,
+            // S2's machine: QPI carries 1/1.6 of a controller each way;
+            // the link queue carries both ways.
+            link_bw_gbps: node_bw * 2.0 / 1.6,
+            contention: Contention::MM1,
+            ..ModelParams::default()
+        };
+        (
+            params.mem_system(m),
+            format!("{node_bw:.1} GB/s per NUMA node from {source}"),
+        )
+    }
+}
+
+/// Per thread GB/s of a job, and where it came from.
+fn traffic(view: &View<'_>, job: JobId) -> Option<(f64, &'static str)> {
+    let l = view.learned.jobs.get(&job)?;
+    let btr = l.predicted_btr.or(l.last_btr)?;
+    // Transactions per µs of CPU time: x 64 B / 1000 = GB/s per busy thread.
+    Some((btr * herd_model::params::LINE_BYTES / 1000.0, "learned"))
+}
+
+impl Policy for NumaModel {
+    fn name(&self) -> String {
+        let mut p = Vec::new();
+        if self.node_bw_gbps != DEFAULT_NODE_BW_GBPS {
+            p.push(format!("node_bw_gbps={}", self.node_bw_gbps));
+        }
+        if self.shared_fraction != DEFAULT_SHARED {
+            p.push(format!("shared={}", self.shared_fraction));
+        }
+        if p.is_empty() {
+            "numa:model".into()
+        } else {
+            format!("numa:model:{}", p.join(","))
+        }
+    }
+
+    fn wants_learning(&self) -> bool {
+        true
+    }
+
+    fn decide(&mut self, view: &View<'_>) -> Plan {
+        let m = view.machine;
+        let mut plan = Plan::default();
+        if m.numa_nodes().len() < 2 {
+            if !self.noted_single_node {
+                self.noted_single_node = true;
+                plan.note = Some(
+                    "numa:model: one NUMA node: compact and scatter use the same memory; the kernel places every task"
+                        .into(),
+                );
+            }
+            return plan;
+        }
+        // Jobs gone: free their CPUs.
+        let mut threads: BTreeMap<JobId, Vec<(u32, TaskId)>> = BTreeMap::new();
+        for t in &view.snapshot.tasks {
+            threads.entry(t.job).or_default().push((t.rank, t.id));
+        }
+        self.placed.retain(|j, _| threads.contains_key(j));
+        let present: std::collections::HashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
+        self.cpu_of.retain(|t, _| present.contains(t));
+        let order = self.order.get_or_insert_with(|| crate::order::scatter(m)).clone();
+        let (mem, bw_source) = self.mem(view);
+        let mut notes = Vec::new();
+        for (job, mut tasks) in threads {
+            tasks.sort_unstable();
+            if !self.placed.contains_key(&job) {
+                let Some((placed, why)) = self.choose(view, &mem, job, tasks.len() as u32) else {
+                    continue;
+                };
+                notes.push(why);
+                self.placed.insert(job, placed);
+            }
+            // Pin the job's unplaced threads to free CPUs of its NUMA nodes.
+            let want = self.placed[&job].threads_per_node.clone();
+            let mut have = vec![0u32; want.len()];
+            for (_, t) in &tasks {
+                if let Some(c) = self.cpu_of.get(t) {
+                    have[m.cpu(*c).map_or(0, |c| c.numa)] += 1;
+                }
+            }
+            for (rank, t) in &tasks {
+                if self.cpu_of.contains_key(t) {
+                    continue;
+                }
+                let used: CpuSet = self.cpu_of.values().copied().collect();
+                // A NUMA node still short of its share, else any of the job's.
+                let k = (0..want.len())
+                    .find(|&k| have[k] < want[k])
+                    .or_else(|| (0..want.len()).find(|&k| want[k] > 0))
+                    .unwrap_or(0);
+                let node_cpus = &m.numa_nodes()[k].cpus;
+                let cpu = order
+                    .iter()
+                    .copied()
+                    .find(|c| node_cpus.contains(*c) && !used.contains(*c))
+                    .or_else(|| node_cpus.iter().nth(*rank as usize % node_cpus.len().max(1)));
+                let Some(cpu) = cpu else { continue };
+                have[k] += 1;
+                self.cpu_of.insert(*t, cpu);
+                plan.run(
+                    *t,
+                    CpuSet::single(cpu),
+                    "numa:model: the layout S2's model predicts fastest",
+                );
+            }
+        }
+        if !notes.is_empty() {
+            plan.note = Some(format!("numa:model ({bw_source}): {}", notes.join("; ")).into());
+        }
+        plan
+    }
+}
+
+/// Default fallback bandwidth: herd's model default (two DDR3-1600 channels).
+pub const DEFAULT_NODE_BW_GBPS: f64 = 25.6;
+/// Default shared fraction.
+pub const DEFAULT_SHARED: f64 = 0.5;
+/// Predicted times closer than this (relative) count as a tie.
+const NEAR_TIE: f64 = 0.01;
+
+impl NumaModel {
+    /// The layout for a new job of `threads` threads, with a sentence.
+    fn choose(&self, view: &View<'_>, mem: &MemSystem, job: JobId, threads: u32) -> Option<(Placed, String)> {
+        let m: &Machine = view.machine;
+        let capacity: Vec<u32> = m.numa_nodes().iter().map(|n| n.cpus.len() as u32).collect();
+        let mut free = capacity.clone();
+        for p in self.placed.values() {
+            for (f, t) in free.iter_mut().zip(&p.threads_per_node) {
+                *f = f.saturating_sub(*t);
+            }
+        }
+        let name = view
+            .snapshot
+            .jobs
+            .iter()
+            .find(|j| j.id == job)
+            .map_or_else(|| format!("job {job}"), |j| j.name.clone());
+        let alone = numa::scatter(threads, &capacity)
+            .or_else(|| numa::scatter(threads, &vec![threads; capacity.len()]))?;
+        let hint = view
+            .snapshot
+            .jobs
+            .iter()
+            .find(|j| j.id == job)
+            .and_then(|j| j.memory_hint);
+        let most = {
+            let p = Placed {
+                character: Character {
+                    beta_ns: 0.0,
+                    accesses_per_thread: 1.0,
+                    shared_fraction: self.shared_fraction,
+                },
+                threads_per_node: alone.clone(),
+            };
+            numa::predict_with(mem, &[p], false).ok()?.programs[0].bw_gbps
+        };
+        let (gbps, source) = match traffic(view, job) {
+            Some((per_thread, src)) => (
+                (per_thread * f64::from(threads)).min(0.95 * most),
+                src.to_string(),
+            ),
+            None => {
+                let level = hint.unwrap_or(Level::Low);
+                (
+                    hint_share(level) * most,
+                    format!("hint {}", format!("{level:?}").to_lowercase()),
+                )
+            }
+        };
+        let character = numa::from_alone(mem, &alone, 1.0, gbps.max(1e-6), self.shared_fraction).ok()?;
+        let others: Vec<Placed> = self.placed.values().cloned().collect();
+        let before = (!others.is_empty())
+            .then(|| numa::predict_with(mem, &others, false).ok())
+            .flatten();
+        let distances = numa_distances(m);
+        let mut layouts: Vec<(String, Vec<u32>)> = Vec::new();
+        if let Some(p) = numa::scatter(threads, &free) {
+            layouts.push(("scatter".into(), p));
+        }
+        for first in 0..free.len() {
+            if let Some(p) = numa::compact(threads, &free, first, &distances)
+                && !layouts.iter().any(|(_, q)| *q == p)
+            {
+                layouts.push((format!("compact on NUMA node {first}"), p));
+            }
+        }
+        if layouts.is_empty() {
+            // More threads than free CPUs: spread them evenly anyway.
+            let p = numa::scatter(threads, &vec![threads; free.len()])?;
+            layouts.push(("scatter (the CPUs are oversubscribed)".into(), p));
+        }
+        let mut scored: Vec<(f64, f64, String, Vec<u32>)> = Vec::new();
+        for (label, p) in layouts {
+            let mut all = others.clone();
+            all.push(Placed {
+                character,
+                threads_per_node: p.clone(),
+            });
+            let Ok(pred) = numa::predict_with(mem, &all, false) else {
+                continue;
+            };
+            let mine = pred.programs.last()?.time_s;
+            let harm = before.as_ref().map_or(1.0, |b| {
+                b.programs
+                    .iter()
+                    .zip(&pred.programs)
+                    .map(|(was, now)| now.time_s / was.time_s)
+                    .fold(1.0, f64::max)
+            });
+            scored.push((mine, harm, label, p));
+        }
+        scored.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+        let fastest = scored.first()?.0;
+        // Layouts within NEAR_TIE of the fastest are as good for this job
+        // (a compute job's layouts differ by a remote access or two): among
+        // them keep the free CPUs most even across NUMA nodes, so a later
+        // memory-bound job can still spread. Taking the marginally fastest
+        // compacted a compute job onto one node in s2-node.toml and left
+        // the next memory-bound job a single controller (8% slower overall).
+        let imbalance = |p: &[u32]| {
+            let after: Vec<u32> = free
+                .iter()
+                .zip(p)
+                .zip(&capacity)
+                .filter(|(_, c)| **c > 0)
+                .map(|((f, t), _)| f.saturating_sub(*t))
+                .collect();
+            after.iter().max().unwrap_or(&0) - after.iter().min().unwrap_or(&0)
+        };
+        let (_, harm, label, p) = scored
+            .iter()
+            .filter(|s| s.0 <= fastest * (1.0 + NEAR_TIE))
+            .min_by(|a, b| {
+                imbalance(&a.3)
+                    .cmp(&imbalance(&b.3))
+                    .then(a.1.total_cmp(&b.1))
+                    .then(a.0.total_cmp(&b.0))
+            })?
+            .clone();
+        let best_t = scored.iter().find(|s| s.2 == label).map_or(fastest, |s| s.0);
+        let others_text: Vec<String> = scored
+            .iter()
+            .filter(|s| s.2 != label)
+            .take(3)
+            .map(|(t, _, l, _)| format!("{l} {:.2}x", t / best_t))
+            .collect();
+        let why = format!(
+            "{name} ({threads} threads, {gbps:.1} GB/s from {source}): {label} {p:?}{}{}",
+            if others_text.is_empty() {
+                ", the only layout that fits".to_string()
+            } else {
+                format!(", predicted time vs the others: {}", others_text.join(", "))
+            },
+            if harm > 1.0 + 1e-9 {
+                format!("; slows the others by up to {:.1}%", (harm - 1.0) * 100.0)
+            } else {
+                String::new()
+            }
+        );
+        Some((
+            Placed {
+                character,
+                threads_per_node: p,
+            },
+            why,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Estimates, JobView, Knowledge, Obs, Snapshot, TaskState, TaskView};
+
+    fn job(id: JobId, hint: Level) -> JobView {
+        JobView {
+            id,
+            name: format!("j{id}"),
+            program: format!("p{id}"),
+            arrival_ns: 0,
+            memory_hint: Some(hint),
+        }
+    }
+
+    fn tasks(job: JobId, first_id: u64, n: u32) -> Vec<TaskView> {
+        (0..n)
+            .map(|rank| TaskView {
+                id: first_id + u64::from(rank),
+                job,
+                rank,
+                state: TaskState::Runnable,
+                cpu: None,
+                obs: Obs::default(),
+                heartbeats: None,
+            })
+            .collect()
+    }
+
+    fn decide(p: &mut NumaModel, m: &Machine, snap: &Snapshot) -> Plan {
+        let (est, know) = (Estimates::default(), Knowledge::default());
+        p.decide(&View {
+            machine: m,
+            snapshot: snap,
+            estimates: &est,
+            learned: &know,
+            oracle: None,
+            seed: 1,
+            decision: 0,
+        })
+    }
+
+    fn nodes_of(m: &Machine, plan: &Plan) -> Vec<u32> {
+        let mut per = vec![0; m.numa_nodes().len()];
+        for (_, pl) in &plan.tasks {
+            if let crate::Placement::Run { cpus, .. } = pl {
+                assert_eq!(cpus.len(), 1, "one CPU a thread");
+                per[m.cpu(cpus.iter().next().unwrap()).unwrap().numa] += 1;
+            }
+        }
+        per
+    }
+
+    #[test]
+    fn a_memory_bound_job_scatters_and_a_compute_job_keeps_room_for_the_next() {
+        let m = Machine::synthetic("package:2 numa:1 core:8").unwrap();
+        let mut p = NumaModel::new(DEFAULT_NODE_BW_GBPS, DEFAULT_SHARED);
+        let mut snap = Snapshot {
+            tasks: tasks(0, 100, 8),
+            jobs: vec![job(0, Level::High)],
+            ..Snapshot::default()
+        };
+        let plan = decide(&mut p, &m, &snap);
+        assert_eq!(nodes_of(&m, &plan), vec![4, 4]);
+        let note = plan.note.as_deref().unwrap();
+        assert!(
+            note.contains("j0 (8 threads") && note.contains("scatter [4, 4]") && note.contains("hint high"),
+            "{note}"
+        );
+        // A compute job: every layout is about as fast; it keeps the free
+        // CPUs even.
+        snap.tasks.extend(tasks(1, 200, 4));
+        snap.jobs.push(job(1, Level::Low));
+        let plan = decide(&mut p, &m, &snap);
+        assert_eq!(nodes_of(&m, &plan), vec![2, 2], "{:?}", plan.note);
+        // Placed threads are not moved again; no CPU is given twice.
+        assert!(decide(&mut p, &m, &snap).tasks.is_empty());
+        let cpus: std::collections::BTreeSet<u32> = p.cpu_of.values().copied().collect();
+        assert_eq!(cpus.len(), 12);
+        // A job that leaves frees its CPUs.
+        snap.tasks.retain(|t| t.job != 0);
+        snap.jobs.retain(|j| j.id != 0);
+        decide(&mut p, &m, &snap);
+        assert_eq!(p.cpu_of.len(), 4);
+    }
+
+    #[test]
+    fn one_numa_node_leaves_the_kernel_alone_and_says_why() {
+        let m = Machine::synthetic("core:4").unwrap();
+        let mut p = NumaModel::new(DEFAULT_NODE_BW_GBPS, DEFAULT_SHARED);
+        let snap = Snapshot {
+            tasks: tasks(0, 1, 4),
+            jobs: vec![job(0, Level::High)],
+            ..Snapshot::default()
+        };
+        let plan = decide(&mut p, &m, &snap);
+        assert!(plan.tasks.is_empty());
+        assert!(plan.note.as_deref().unwrap().contains("one NUMA node"));
+        assert!(decide(&mut p, &m, &snap).note.is_none(), "said once");
+        assert_eq!(
+            crate::build("numa:model:shared=0.2").unwrap().name(),
+            "numa:model:shared=0.2"
+        );
+        assert!(crate::build("numa:model:shared=2").is_err());
+    }
+}
