@@ -9,6 +9,7 @@
 //! Policies are chosen by name with parameters: `NAME[:key=value,...]`, e.g.
 //! `static:compact:places=cores`. [`catalog`] lists them.
 
+mod amp;
 mod baseline;
 mod bw;
 mod cosched;
@@ -19,6 +20,7 @@ mod plan;
 mod smt;
 mod view;
 
+pub use amp::{Comprehensive, FastFirst, PRESETS};
 pub use baseline::{Layout, Linux, Static};
 pub use bw::{BwCosched, BwSource, BwTarget, COVERAGE_GATE};
 pub use cosched::CoschedFair;
@@ -136,6 +138,47 @@ pub fn catalog() -> &'static [PolicyInfo] {
             params: &[WINDOW],
         },
         PolicyInfo {
+            name: "amp:comprehensive",
+            about: "S3: tasks on core kinds by integrated LLC-miss behaviour (IB), moved only on stable phase changes, load within beta",
+            params: &[
+                ParamInfo {
+                    key: "preset",
+                    default: "none",
+                    about: "S3's platforms: uma (alpha 0.3, beta 0), numa1 (0.8, 0.3), numa2 (0.6, 0.3); other keys override it",
+                },
+                ParamInfo {
+                    key: "alpha",
+                    default: "0.3",
+                    about: "weight of the whole-run miss rate GB in IB (1: history only, fewer migrations)",
+                },
+                ParamInfo {
+                    key: "beta",
+                    default: "0",
+                    about: "tolerated load imbalance between adjacent kinds, in [0, 1)",
+                },
+                ParamInfo {
+                    key: "interval_ms",
+                    default: "200",
+                    about: "how often each task's LLC miss rate is sampled",
+                },
+                ParamInfo {
+                    key: "threshold1",
+                    default: "0.12",
+                    about: "relative change of LB that starts a new phase",
+                },
+                ParamInfo {
+                    key: "threshold2",
+                    default: "0.05",
+                    about: "relative change under which a new phase is stable (two intervals)",
+                },
+            ],
+        },
+        PolicyInfo {
+            name: "amp:ff",
+            about: "fast cores first, tasks per kind in proportion to its capacity (S3's FF baseline)",
+            params: &[],
+        },
+        PolicyInfo {
             name: "numa:model",
             about: "S2: each multithreaded job compact (on which NUMA nodes) or scatter, by the NUMA queueing model's predicted time given what runs",
             params: &[
@@ -219,6 +262,19 @@ impl Params {
             .map_or(default, |(_, v)| v.as_str())
     }
 
+    /// The number `key` (or `default`), which must pass `ok`; `must` says
+    /// what it must be.
+    fn number(&self, key: &str, default: &str, ok: fn(f64) -> bool, must: &str) -> Result<f64, PolicyError> {
+        let v = self.str_or(key, default);
+        v.parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite() && ok(*x))
+            .ok_or_else(|| PolicyError::Param {
+                policy: self.policy.into(),
+                why: format!("{key}={v}: must be {must}"),
+            })
+    }
+
     fn one_of<'a>(&self, key: &str, default: &'a str, allowed: &[&'a str]) -> Result<&'a str, PolicyError> {
         let v = self.str_or(key, default);
         allowed
@@ -285,16 +341,41 @@ pub fn build(spec: &str) -> Result<Box<dyn Policy>, PolicyError> {
             };
             Box::new(BwCosched::with_target(source, window, target))
         }
+        "amp:ff" => Box::new(FastFirst::default()),
+        "amp:comprehensive" => {
+            let number = |key: &str, default: &str, ok: fn(f64) -> bool, must: &str| {
+                params.number(key, default, ok, must)
+            };
+            let preset = match params.str_or("preset", "none") {
+                "none" => None,
+                p => Some(
+                    *PRESETS
+                        .iter()
+                        .find(|(n, _, _)| *n == p)
+                        .ok_or_else(|| PolicyError::Param {
+                            policy: info.name.into(),
+                            why: format!("preset={p}: expected one of uma, numa1, numa2"),
+                        })?,
+                ),
+            };
+            let (alpha0, beta0) = preset.map_or((0.3, 0.0), |(_, a, b)| (a, b));
+            let (a0, b0) = (alpha0.to_string(), beta0.to_string());
+            let monitor = herd_profile::behaviour::MonitorParams {
+                alpha: number("alpha", &a0, |x| (0.0..=1.0).contains(&x), "in [0, 1]")?,
+                threshold1: number("threshold1", "0.12", |x| x > 0.0, "a positive number")?,
+                threshold2: number("threshold2", "0.05", |x| x > 0.0, "a positive number")?,
+                ..Default::default()
+            };
+            let beta = number("beta", &b0, |x| (0.0..1.0).contains(&x), "in [0, 1)")?;
+            let interval_ms = number("interval_ms", "200", |x| x > 0.0, "a positive number")?;
+            // A preset names itself only when nothing overrides it.
+            let named =
+                preset.filter(|(_, a, b)| monitor.alpha == *a && beta == *b && params.values.len() == 1);
+            Box::new(Comprehensive::new(monitor, beta, interval_ms, named.map(|p| p.0)))
+        }
         "numa:model" => {
             let number = |key: &str, default: &str, ok: fn(f64) -> bool, must: &str| {
-                let v = params.str_or(key, default);
-                v.parse::<f64>()
-                    .ok()
-                    .filter(|x| x.is_finite() && ok(*x))
-                    .ok_or_else(|| PolicyError::Param {
-                        policy: info.name.into(),
-                        why: format!("{key}={v}: must be {must}"),
-                    })
+                params.number(key, default, ok, must)
             };
             Box::new(NumaModel::new(
                 number("node_bw_gbps", "25.6", |x| x > 0.0, "a positive number")?,
@@ -316,6 +397,26 @@ pub fn build(spec: &str) -> Result<Box<dyn Policy>, PolicyError> {
         }
         other => unreachable!("catalog entry {other} has no constructor"),
     })
+}
+
+/// Helpers for the policies' unit tests.
+#[cfg(test)]
+pub(crate) mod testkit {
+    use super::*;
+
+    /// One decision of `p` on `m` and `snap`, with nothing estimated or learned.
+    pub(crate) fn decide_once(p: &mut dyn Policy, m: &herd_topo::Machine, snap: &Snapshot) -> Plan {
+        let (est, know) = (Estimates::default(), Knowledge::default());
+        p.decide(&View {
+            machine: m,
+            snapshot: snap,
+            estimates: &est,
+            learned: &know,
+            oracle: None,
+            seed: 1,
+            decision: 0,
+        })
+    }
 }
 
 #[cfg(test)]

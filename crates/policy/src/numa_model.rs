@@ -344,7 +344,7 @@ impl NumaModel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Estimates, JobView, Knowledge, Obs, Snapshot, TaskState, TaskView};
+    use crate::{JobView, Obs, Snapshot, TaskState, TaskView};
 
     fn job(id: JobId, hint: Level) -> JobView {
         JobView {
@@ -371,16 +371,7 @@ mod tests {
     }
 
     fn decide(p: &mut NumaModel, m: &Machine, snap: &Snapshot) -> Plan {
-        let (est, know) = (Estimates::default(), Knowledge::default());
-        p.decide(&View {
-            machine: m,
-            snapshot: snap,
-            estimates: &est,
-            learned: &know,
-            oracle: None,
-            seed: 1,
-            decision: 0,
-        })
+        crate::testkit::decide_once(p, m, snap)
     }
 
     fn nodes_of(m: &Machine, plan: &Plan) -> Vec<u32> {

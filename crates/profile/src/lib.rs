@@ -6,6 +6,8 @@
 //!   signature, and per-phase solo estimates of IPC and bandwidth that
 //!   trust only samples taken in low contention ([`valid`]).
 //! - [`markov`]: the next phase predicted from the phases seen so far.
+//! - [`behaviour`]: S3's per-task monitor: LLC miss rate per interval,
+//!   LB, stable phase changes, IB = alpha GB + (1 - alpha) LB.
 //! - [`cluster`]: S2's a-priori estimates: hierarchical clustering of past
 //!   jobs and the nearest cluster of a new one.
 //! - [`iabw`]: S1's ideal average bandwidth of a group and the choice of
@@ -14,6 +16,7 @@
 //! Everything here is a pure function of its inputs: the same observations
 //! give the same profile in simulation and on a real machine.
 
+pub mod behaviour;
 pub mod cluster;
 pub mod iabw;
 pub mod markov;

@@ -225,7 +225,7 @@ pub fn run_learning<M: CostMeter>(
     let end_ns = finish
         .iter()
         .zip(&s.jobs)
-        .filter(|(_, j)| !j.restart)
+        .filter(|(_, j)| !j.restart || s.jobs.iter().all(|j| j.restart))
         .map(|(f, _)| f.unwrap_or(world.now_ns()))
         .max()
         .unwrap_or(world.now_ns());

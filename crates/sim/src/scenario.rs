@@ -534,13 +534,6 @@ impl Scenario {
                 });
             }
         }
-        if jobs.iter().all(|j| j.restart) && spec.horizon_s.is_none() {
-            return Err(err(
-                None,
-                Some("horizon_s".into()),
-                "every job restarts, so the run never ends: set horizon_s".into(),
-            ));
-        }
         let mut sweep_threads = Vec::new();
         if let Some(sw) = &spec.sweep {
             sweep_threads = sw.get_ref().threads.iter().map(|c| c.0).collect();

@@ -195,11 +195,13 @@ pub struct World<'a> {
     /// Jobs by arrival time, and how many of them have arrived.
     arrival_order: Vec<usize>,
     arrived_jobs: usize,
-    /// Jobs that do not restart and have not finished.
+    /// Jobs that do not restart and have not finished (when every job
+    /// restarts: jobs whose first run has not finished).
     unfinished: usize,
     /// Whether the set of present jobs changed since the last observation.
     jobs_changed: bool,
-    /// Whether any job runs once (else only the horizon ends the run).
+    /// Whether any job runs once (else the run ends when every job has
+    /// finished its first run).
     has_fixed_jobs: bool,
     power_w: f64,
     /// CPUs with a non-empty queue, as of the last recompute.
@@ -352,7 +354,11 @@ impl<'a> World<'a> {
             next_turn_ns: u64::MAX,
             arrival_order,
             arrived_jobs: 0,
-            unfinished: jobs.iter().filter(|j| !j.restart).count(),
+            unfinished: if jobs.iter().all(|j| j.restart) {
+                jobs.len()
+            } else {
+                jobs.iter().filter(|j| !j.restart).count()
+            },
             jobs_changed: true,
             has_fixed_jobs: jobs.iter().any(|j| !j.restart),
             power_w: scenario.model.power.idle_w,
@@ -544,8 +550,6 @@ impl<'a> World<'a> {
         self.dirty = true;
     }
 
-    /// Whether every job that does not restart has finished (a workload of
-    /// restarting jobs only ends at the horizon).
     /// Gives the oracle each job's solo time (index = job).
     pub fn set_solo_times(&mut self, solo_s: &[f64]) {
         self.solo_times_s = solo_s.to_vec();
@@ -557,8 +561,11 @@ impl<'a> World<'a> {
         self.mem.node_mu.iter().sum::<f64>() * 1e3
     }
 
+    /// Whether every job that does not restart has finished; when every
+    /// job restarts (S3's method: finished programs run again so the load
+    /// stays), whether every job has finished its first run.
     fn all_done(&self) -> bool {
-        self.unfinished == 0 && self.has_fixed_jobs
+        self.unfinished == 0
     }
 
     fn recompute(&mut self) {
@@ -806,7 +813,7 @@ impl<'a> World<'a> {
         st.runs += 1;
         if st.finished_ns.is_none() {
             st.finished_ns = Some(self.now_ns);
-            if !self.jobs[j].restart {
+            if !self.jobs[j].restart || !self.has_fixed_jobs {
                 self.unfinished -= 1;
             }
         }

@@ -1,0 +1,517 @@
+//! Scheduling on asymmetric cores (S3: Chen, Qi, Lin, Li).
+//!
+//! `amp:comprehensive` keeps one queue per core kind, fastest first. A task's
+//! integrated behaviour IB (S3's monitor, `herd_profile::behaviour`: a
+//! weighted mix of its whole-run and recent LLC miss rates) says how
+//! memory-bound it is: low IB wants a fast core. Two rules hold between
+//! every pair of adjacent kinds k (faster) and k + 1:
+//! 1. every task on k has an IB no higher than any task on k + 1;
+//! 2. tasks per core on k stay within [(1 - beta), 1 / (1 - beta)] times
+//!    those on k + 1 (beta = 0: balanced; larger beta tolerates imbalance).
+//!
+//! A task is rescheduled only when its monitor reports a new stable phase
+//! (or when it starts): it joins the kind whose IB range holds its IB, the
+//! less loaded of two neighbours when it falls between them, and then the
+//! queue heads move across the boundaries until rule 2 holds again. With two
+//! kinds this is S3's procedure exactly; more kinds form a chain of such
+//! pairs, ordered by capacity. Within a kind the kernel balances (S3 leaves
+//! same-kind balancing to the OS): a task is confined to its kind's CPUs.
+//!
+//! `amp:ff` (the FF baseline S3 compares with): fast cores first, load in
+//! proportion to capacity, no behaviour, tasks kept where they are unless
+//! the proportions break.
+//!
+//! Without LLC counters the monitor has nothing to sample: IB stays
+//! alpha x GB with GB from the profile store's whole-run miss rate, else
+//! from the memory hint (high 0.6, medium 0.3, low 0.05, none 0.3), and the
+//! note says so.
+
+use std::collections::BTreeMap;
+
+use herd_profile::behaviour::{Event, Monitor, MonitorParams};
+use herd_topo::CpuSet;
+
+use crate::{Level, Plan, Policy, TaskId, View};
+
+/// S3's presets for its three platforms: (alpha, beta).
+pub const PRESETS: [(&str, f64, f64); 3] = [("uma", 0.3, 0.0), ("numa1", 0.8, 0.3), ("numa2", 0.6, 0.3)];
+
+/// Per-task state.
+#[derive(Debug, Clone)]
+struct TaskState {
+    monitor: Monitor,
+    kind: Option<usize>,
+    /// LLC references and misses since the last interval boundary.
+    refs: u64,
+    misses: u64,
+    interval_start_ns: u64,
+}
+
+/// `amp:comprehensive`.
+#[derive(Debug)]
+pub struct Comprehensive {
+    params: MonitorParams,
+    beta: f64,
+    interval_ns: u64,
+    preset: Option<&'static str>,
+    tasks: BTreeMap<TaskId, TaskState>,
+    /// Cross-kind moves made, for the note.
+    moves: u64,
+    noted_no_counters: bool,
+}
+
+impl Comprehensive {
+    /// S3's algorithm with these parameters; `preset` only names them.
+    pub fn new(params: MonitorParams, beta: f64, interval_ms: f64, preset: Option<&'static str>) -> Self {
+        assert!((0.0..1.0).contains(&beta), "beta in [0, 1)");
+        Comprehensive {
+            params,
+            beta,
+            interval_ns: (interval_ms * 1e6) as u64,
+            preset,
+            tasks: BTreeMap::new(),
+            moves: 0,
+            noted_no_counters: false,
+        }
+    }
+}
+
+/// GB for a task with no history, from its job's memory hint.
+fn hint_gb(h: Option<Level>) -> f64 {
+    match h {
+        Some(Level::High) => 0.6,
+        Some(Level::Medium) | None => 0.3,
+        Some(Level::Low) => 0.05,
+    }
+}
+
+/// Kinds fastest first, as (kind index, CPUs, CPU count).
+fn kinds_fastest_first(view: &View<'_>) -> Vec<(usize, CpuSet, f64)> {
+    let mut k: Vec<(usize, CpuSet, f64)> = view
+        .machine
+        .kinds()
+        .iter()
+        .enumerate()
+        .filter(|(_, k)| !k.cpus.is_empty())
+        .map(|(i, k)| (i, k.cpus.clone(), k.cpus.len() as f64))
+        .collect();
+    // Kinds are stored weakest first (a Machine invariant).
+    k.reverse();
+    k
+}
+
+impl Policy for Comprehensive {
+    fn name(&self) -> String {
+        if let Some(p) = self.preset {
+            return format!("amp:comprehensive:preset={p}");
+        }
+        let d = MonitorParams::default();
+        let mut p = Vec::new();
+        if self.params.alpha != d.alpha {
+            p.push(format!("alpha={}", self.params.alpha));
+        }
+        if self.beta != 0.0 {
+            p.push(format!("beta={}", self.beta));
+        }
+        if self.interval_ns != 200_000_000 {
+            p.push(format!("interval_ms={}", self.interval_ns as f64 / 1e6));
+        }
+        if self.params.threshold1 != d.threshold1 {
+            p.push(format!("threshold1={}", self.params.threshold1));
+        }
+        if self.params.threshold2 != d.threshold2 {
+            p.push(format!("threshold2={}", self.params.threshold2));
+        }
+        if p.is_empty() {
+            "amp:comprehensive".into()
+        } else {
+            format!("amp:comprehensive:{}", p.join(","))
+        }
+    }
+
+    fn decide(&mut self, view: &View<'_>) -> Plan {
+        let mut plan = Plan::default();
+        let kinds = kinds_fastest_first(view);
+        if kinds.len() < 2 {
+            if !self.noted_no_counters {
+                self.noted_no_counters = true;
+                plan.note = Some(
+                    "amp:comprehensive: one core kind: nothing to match; the kernel places every task".into(),
+                );
+            }
+            return plan;
+        }
+        let now = view.now_ns();
+        let present: std::collections::HashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
+        let before = self.tasks.len();
+        self.tasks.retain(|id, _| present.contains(id));
+        // A task that left changes the loads: rule 2 is checked again.
+        let left = self.tasks.len() < before;
+        let mut reschedule: Vec<TaskId> = Vec::new();
+        let mut counters = false;
+        for t in &view.snapshot.tasks {
+            let st = self.tasks.entry(t.id).or_insert_with(|| {
+                let job = view.snapshot.jobs.iter().find(|j| j.id == t.job);
+                let history = job
+                    .and_then(|j| view.estimates.get(&j.program))
+                    .and_then(|e| e.llc_miss_rate);
+                reschedule.push(t.id);
+                TaskState {
+                    monitor: Monitor::new(self.params, history, hint_gb(job.and_then(|j| j.memory_hint))),
+                    kind: None,
+                    refs: 0,
+                    misses: 0,
+                    interval_start_ns: now,
+                }
+            });
+            if t.obs.migrations > 0 {
+                st.monitor.migrated();
+            }
+            if let (Some(r), Some(m)) = (t.obs.llc_refs, t.obs.llc_misses) {
+                counters = true;
+                st.refs += r;
+                st.misses += m;
+            }
+            if now.saturating_sub(st.interval_start_ns) >= self.interval_ns {
+                st.interval_start_ns = now;
+                if st.refs > 0 {
+                    let rate = st.misses as f64 / st.refs as f64;
+                    if st.monitor.sample(rate) == Event::Stable && st.kind.is_some() {
+                        reschedule.push(t.id);
+                    }
+                }
+                st.refs = 0;
+                st.misses = 0;
+            }
+        }
+        if reschedule.is_empty() && !left {
+            return plan;
+        }
+        let old: BTreeMap<TaskId, Option<usize>> = self.tasks.iter().map(|(id, s)| (*id, s.kind)).collect();
+        for id in reschedule {
+            self.insert(id, &kinds);
+        }
+        self.rebalance(&kinds);
+        for (id, st) in &self.tasks {
+            let k = st.kind.expect("every task is in a queue after rebalance");
+            if old.get(id).copied().flatten() != Some(k) {
+                if old.get(id).copied().flatten().is_some() {
+                    self.moves += 1;
+                }
+                plan.run(
+                    *id,
+                    kinds[k].1.clone(),
+                    "amp: integrated behaviour matches this core kind",
+                );
+            }
+        }
+        if !counters && !self.noted_no_counters {
+            self.noted_no_counters = true;
+            plan.note = Some(
+                "amp:comprehensive: no LLC counters: IB = alpha x GB from the profile store or the memory hint \
+                 (high 0.6, medium 0.3, low 0.05, none 0.3); phases are not tracked"
+                    .into(),
+            );
+        }
+        plan
+    }
+}
+
+impl Comprehensive {
+    /// Tasks per kind, with their IB.
+    fn queues(&self, kinds: usize) -> Vec<Vec<(f64, TaskId)>> {
+        let mut q = vec![Vec::new(); kinds];
+        for (id, st) in &self.tasks {
+            if let Some(k) = st.kind {
+                q[k].push((st.monitor.ib(), *id));
+            }
+        }
+        q
+    }
+
+    /// S3's reschedule(t): the kind whose IB range holds t's IB, the less
+    /// loaded neighbour when it falls between two ranges.
+    fn insert(&mut self, id: TaskId, kinds: &[(usize, CpuSet, f64)]) {
+        let Some(ib) = self.tasks.get(&id).map(|s| s.monitor.ib()) else {
+            return;
+        };
+        self.tasks.get_mut(&id).expect("present").kind = None;
+        let q = self.queues(kinds.len());
+        let load = |k: usize| q[k].len() as f64 / kinds[k].2;
+        let max_ib = |k: usize| q[k].iter().map(|x| x.0).fold(f64::NEG_INFINITY, f64::max);
+        let min_ib = |k: usize| q[k].iter().map(|x| x.0).fold(f64::INFINITY, f64::min);
+        let last = kinds.len() - 1;
+        let mut target = last;
+        for k in 0..last {
+            if ib < max_ib(k) {
+                target = k; // region a of the pair (k, k + 1)
+                break;
+            }
+            if ib <= min_ib(k + 1) {
+                // Region b: between the two kinds' ranges (or one is empty).
+                target = if load(k) > load(k + 1) { k + 1 } else { k };
+                break;
+            }
+        }
+        self.tasks.get_mut(&id).expect("present").kind = Some(target);
+    }
+
+    /// Rule 2 between adjacent kinds: move queue heads across until the
+    /// loads per core are within beta. Each move strictly narrows one
+    /// pair's imbalance; the sweep is bounded by tasks x kinds.
+    fn rebalance(&mut self, kinds: &[(usize, CpuSet, f64)]) {
+        let bound = (self.tasks.len() + 1) * kinds.len() * 2;
+        for _ in 0..bound {
+            let q = self.queues(kinds.len());
+            let mut moved = false;
+            for k in 0..kinds.len() - 1 {
+                let (tf, f) = (q[k].len() as f64, kinds[k].2);
+                let (ts, s) = (q[k + 1].len() as f64, kinds[k + 1].2);
+                let head = |v: &[(f64, TaskId)], highest: bool| {
+                    v.iter()
+                        .copied()
+                        .max_by(|a, b| {
+                            if highest {
+                                a.0.total_cmp(&b.0).then(b.1.cmp(&a.1))
+                            } else {
+                                b.0.total_cmp(&a.0).then(b.1.cmp(&a.1))
+                            }
+                        })
+                        .map(|x| x.1)
+                };
+                if tf / f > ts / ((1.0 - self.beta) * s)
+                    && (tf - 1.0) / f >= (ts + 1.0) / s * (1.0 - self.beta)
+                {
+                    // The faster kind is overloaded: its highest-IB task goes down.
+                    if let Some(id) = head(&q[k], true) {
+                        self.tasks.get_mut(&id).expect("queued").kind = Some(k + 1);
+                        moved = true;
+                        break;
+                    }
+                } else if tf / f < (1.0 - self.beta) * ts / s
+                    && (tf + 1.0) / f <= (ts - 1.0) / s / (1.0 - self.beta)
+                {
+                    // The faster kind is underused: the slower kind's lowest IB comes up.
+                    if let Some(id) = head(&q[k + 1], false) {
+                        self.tasks.get_mut(&id).expect("queued").kind = Some(k);
+                        moved = true;
+                        break;
+                    }
+                }
+            }
+            if !moved {
+                return;
+            }
+        }
+    }
+}
+
+/// `amp:ff`: fast cores first, load proportional to capacity.
+#[derive(Debug, Default)]
+pub struct FastFirst {
+    kind_of: BTreeMap<TaskId, usize>,
+}
+
+impl Policy for FastFirst {
+    fn name(&self) -> String {
+        "amp:ff".into()
+    }
+
+    fn decide(&mut self, view: &View<'_>) -> Plan {
+        let mut plan = Plan::default();
+        let kinds = kinds_fastest_first(view);
+        if kinds.len() < 2 {
+            return plan;
+        }
+        let present: std::collections::HashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
+        self.kind_of.retain(|id, _| present.contains(id));
+        // Each kind's share of the tasks: CPUs x capacity.
+        let weight: Vec<f64> = kinds
+            .iter()
+            .map(|(i, _, n)| n * view.machine.kinds()[*i].capacity)
+            .collect();
+        let total_w: f64 = weight.iter().sum();
+        let n = view.snapshot.tasks.len() as f64;
+        let quota: Vec<f64> = weight.iter().map(|w| n * w / total_w).collect();
+        let mut count = vec![0.0; kinds.len()];
+        for k in self.kind_of.values() {
+            count[*k] += 1.0;
+        }
+        for t in &view.snapshot.tasks {
+            if self.kind_of.contains_key(&t.id) {
+                continue;
+            }
+            // The fastest kind still under its share.
+            let k = (0..kinds.len())
+                .find(|&k| count[k] + 1.0 <= quota[k].ceil())
+                .unwrap_or(kinds.len() - 1);
+            count[k] += 1.0;
+            self.kind_of.insert(t.id, k);
+            plan.run(
+                t.id,
+                kinds[k].1.clone(),
+                "amp:ff: fastest kind with room in proportion to its capacity",
+            );
+        }
+        plan
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{JobView, Obs, Snapshot, TaskState as State, TaskView};
+    use herd_topo::Machine;
+
+    fn snapshot(hints: &[Level], now_ns: u64) -> Snapshot {
+        Snapshot {
+            now_ns,
+            period_ns: 50_000_000,
+            tasks: (0..hints.len())
+                .map(|i| TaskView {
+                    id: i as u64 + 1,
+                    job: i as u32,
+                    rank: 0,
+                    state: State::Runnable,
+                    cpu: None,
+                    obs: Obs::default(),
+                    heartbeats: None,
+                })
+                .collect(),
+            jobs: hints
+                .iter()
+                .enumerate()
+                .map(|(i, h)| JobView {
+                    id: i as u32,
+                    name: format!("j{i}"),
+                    program: format!("p{i}"),
+                    arrival_ns: 0,
+                    memory_hint: Some(*h),
+                })
+                .collect(),
+            ..Snapshot::default()
+        }
+    }
+
+    fn decide(p: &mut dyn Policy, m: &Machine, snap: &Snapshot) -> Plan {
+        crate::testkit::decide_once(p, m, snap)
+    }
+
+    fn kind_of(m: &Machine, plan: &Plan, task: TaskId) -> Option<usize> {
+        plan.tasks
+            .iter()
+            .find(|(t, _)| *t == task)
+            .and_then(|(_, p)| match p {
+                crate::Placement::Run { cpus, .. } => m.cpu(cpus.iter().next()?).map(|c| c.kind),
+                crate::Placement::Pause { .. } => None,
+            })
+    }
+
+    #[test]
+    fn compute_bound_tasks_get_the_fast_cores_and_loads_stay_balanced() {
+        let m = Machine::synthetic("package:1 core:2 capacity:0.5 kind:slow + core:2 capacity:1.0 kind:fast")
+            .unwrap();
+        let fast = m.kinds().len() - 1;
+        let mut p = Comprehensive::new(MonitorParams::default(), 0.0, 200.0, None);
+        let hints = [Level::High, Level::Low, Level::High, Level::Low];
+        let plan = decide(&mut p, &m, &snapshot(&hints, 0));
+        for (i, h) in hints.iter().enumerate() {
+            let k = kind_of(&m, &plan, i as u64 + 1).expect("every task placed");
+            assert_eq!(k == fast, *h == Level::Low, "task {i} ({h:?}) on kind {k}");
+        }
+        assert!(plan.note.as_deref().unwrap().contains("no LLC counters"));
+        // Nothing changes: nothing moves.
+        assert!(decide(&mut p, &m, &snapshot(&hints, 10_000_000)).tasks.is_empty());
+        // Eight tasks, six memory-bound: beta = 0 keeps 4 and 4, so two
+        // memory-bound tasks take fast cores, the least memory-bound first.
+        let mut p = Comprehensive::new(MonitorParams::default(), 0.0, 200.0, None);
+        let eight = [
+            Level::High,
+            Level::High,
+            Level::High,
+            Level::Medium,
+            Level::High,
+            Level::Low,
+            Level::High,
+            Level::Low,
+        ];
+        let plan = decide(&mut p, &m, &snapshot(&eight, 0));
+        let on_fast: Vec<u64> = (1..=8).filter(|&t| kind_of(&m, &plan, t) == Some(fast)).collect();
+        assert_eq!(on_fast.len(), 4, "{on_fast:?}");
+        assert!(
+            on_fast.contains(&4) && on_fast.contains(&6) && on_fast.contains(&8),
+            "{on_fast:?}"
+        );
+    }
+
+    #[test]
+    fn beta_tolerates_imbalance_and_three_kinds_form_a_chain() {
+        let m = Machine::synthetic(
+            "package:1 core:2 capacity:0.4 kind:little + core:2 capacity:0.7 kind:mid + core:2 capacity:1.0 kind:big",
+        )
+        .unwrap();
+        let mut p = Comprehensive::new(MonitorParams::default(), 0.0, 200.0, None);
+        let hints = [
+            Level::Low,
+            Level::Medium,
+            Level::High,
+            Level::Low,
+            Level::Medium,
+            Level::High,
+        ];
+        let plan = decide(&mut p, &m, &snapshot(&hints, 0));
+        let kinds: Vec<usize> = (1..=6).map(|t| kind_of(&m, &plan, t).unwrap()).collect();
+        // Kinds are weakest first: low IB on the biggest, high on the littlest.
+        assert_eq!(kinds, vec![2, 1, 0, 2, 1, 0]);
+        // Two kinds; four compute-bound tasks, one medium, one memory-bound.
+        // Equal IBs fall between the kinds' ranges and go to the less loaded
+        // kind (S3's region b), so insertion leaves 2 fast and 4 slow, IBs in
+        // order. beta = 0 then brings the lowest slow IB up (3 and 3); with
+        // beta = 0.5, 1 task per fast core against 2 per slow core is within
+        // bounds and nothing moves.
+        let two =
+            Machine::synthetic("package:1 core:2 capacity:0.5 kind:slow + core:2 capacity:1.0 kind:fast")
+                .unwrap();
+        let mix = [
+            Level::Low,
+            Level::Low,
+            Level::Low,
+            Level::Low,
+            Level::Medium,
+            Level::High,
+        ];
+        for (beta, want) in [(0.0, 3), (0.5, 2)] {
+            let mut p = Comprehensive::new(MonitorParams::default(), beta, 200.0, None);
+            let plan = decide(&mut p, &two, &snapshot(&mix, 0));
+            let on_fast: Vec<u64> = (1..=6).filter(|&t| kind_of(&two, &plan, t) == Some(1)).collect();
+            assert_eq!(on_fast.len(), want, "beta {beta}: {on_fast:?}");
+            assert!(
+                on_fast.iter().all(|&t| t <= 4),
+                "only compute-bound tasks on fast cores"
+            );
+        }
+        let name = |spec: &str| crate::build(spec).unwrap().name();
+        assert_eq!(
+            name("amp:comprehensive:preset=numa1"),
+            "amp:comprehensive:preset=numa1"
+        );
+        assert_eq!(
+            name("amp:comprehensive:preset=numa1,beta=0.1"),
+            "amp:comprehensive:alpha=0.8,beta=0.1"
+        );
+        assert!(crate::build("amp:comprehensive:beta=1").is_err());
+        assert!(crate::build("amp:comprehensive:preset=smp").is_err());
+    }
+
+    #[test]
+    fn fast_first_fills_kinds_in_proportion_to_capacity() {
+        let m = Machine::synthetic("package:1 core:2 capacity:0.5 kind:slow + core:2 capacity:1.0 kind:fast")
+            .unwrap();
+        let fast = m.kinds().len() - 1;
+        let mut p = FastFirst::default();
+        let plan = decide(&mut p, &m, &snapshot(&[Level::High; 6], 0));
+        let on_fast = (1..=6).filter(|&t| kind_of(&m, &plan, t) == Some(fast)).count();
+        // Weights 2 x 1.0 and 2 x 0.5: 4 of 6 on the fast kind.
+        assert_eq!(on_fast, 4);
+    }
+}
