@@ -22,7 +22,9 @@ memory-bound SPEC code would spend ~10% of its time in memory and gain
 almost fully from a fast core, against S3's premise and the codes' pointer
 chasing; these scenarios set request_ns = 30 (an unloaded miss with little
 memory-level parallelism) and derive each phase's traffic from its stall
-share. Each program alternates a main phase with a shorter, different one
+share. The programs have history (`history = true`): the profile store knows
+each one's whole-run LLC miss rate, as S3's GB and HASS-S's offline
+signature assume. Each program alternates a main phase with a shorter, different one
 (miss rate and stall share moved by +-35%), so phase changes are there to
 detect. Solo run about 6 s per program.
 
@@ -62,7 +64,7 @@ PLATFORMS = {
     "numa2": ("package:2 numa:1 core:1 capacity:0.556 kind:slow + core:1 capacity:1.0 kind:fast", "numa2", 400),
 }
 
-POLICIES = ["amp:ff", "amp:comprehensive:preset={preset}"]
+POLICIES = ["amp:ff", "amp:hass-s", "amp:hass-d", "amp:sample-run", "amp:comprehensive:preset={preset}"]
 
 
 def phases(name):
@@ -89,6 +91,7 @@ def write(platform, set_name):
         "# restarted when done early. Written by scripts/gen-s3-scenarios.py; edit that.",
         f'policies = [{", ".join(chr(34) + p.format(preset=preset) + chr(34) for p in POLICIES)}]',
         "period_ms = 50",
+        "history = true   # S3's GB and HASS-S's signature come from earlier runs",
         "",
         "[machine]",
         f'synthetic = "{machine}"',

@@ -6,6 +6,8 @@ run's turnaround) relative to the same task under `linux`, as S3's Figures
 
 Usage (after `cargo build --release`):
   scripts/s3-summary.py [--policy P ...] [--json]
+  scripts/s3-summary.py --sweep     # S3 3.2.3: amp:comprehensive over an (alpha, beta) grid,
+                                    # the best pair per platform by mean completion on HD and LD
 """
 import argparse
 import glob
@@ -22,7 +24,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--policy", action="append", default=[])
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--sweep", action="store_true")
     args = ap.parse_args()
+    if args.sweep:
+        return sweep()
     rows = []
     files = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "scenarios", "s3-*.toml")))
     if not files:
@@ -54,6 +59,36 @@ def main():
         print(f"{r['platform']:<8} {r['set']:<5} {r['policy']:<36} {r['completion_vs_linux']:>11.3f} "
               f"{r['makespan_vs_linux']:>9.3f} {r['migrations_per_min']:>9.1f} {r['decision_overhead_pct'] or 0:>11.4f}")
     print("completion: geometric mean over tasks of turnaround / turnaround under linux (S3's measure)")
+
+
+def sweep():
+    alphas = [0.0, 0.2, 0.3, 0.4, 0.6, 0.8, 1.0]
+    betas = [0.0, 0.1, 0.2, 0.3, 0.5]
+    files = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "scenarios", "s3-*.toml")))
+    by_platform = {}
+    for f in files:
+        name = os.path.basename(f)[3:-5]
+        platform, set_name = name.split("-", 1)
+        if set_name == "nd":
+            continue
+        pols = [f"amp:comprehensive:alpha={a},beta={b}" for a in alphas for b in betas]
+        cmd = [HERD, "sim", f, "--json", "--no-timing"] + sum((["--policy", p] for p in pols), [])
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode:
+            sys.exit(f"{f}: {r.stderr.strip()}")
+        d = json.loads(r.stdout)
+        base = {j["name"]: j["turnaround_s"] for j in d["policies"][0]["jobs"]}
+        for (a, b), p in zip([(a, b) for a in alphas for b in betas], d["policies"][1:]):
+            ratios = [j["turnaround_s"] / base[j["name"]] for j in p["jobs"]]
+            geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+            by_platform.setdefault(platform, {}).setdefault((a, b), []).append(geo)
+    for platform, grid in sorted(by_platform.items()):
+        print(f"{platform}: mean completion vs linux over HD and LD sets (rows alpha, columns beta)")
+        print("alpha\\beta " + " ".join(f"{b:>6}" for b in betas))
+        for a in alphas:
+            print(f"{a:>10} " + " ".join(f"{sum(grid[(a, b)]) / len(grid[(a, b)]):>6.3f}" for b in betas))
+        best = min(grid, key=lambda k: sum(grid[k]) / len(grid[k]))
+        print(f"best (alpha, beta) = {best}: {sum(grid[best]) / len(grid[best]):.3f}\n")
 
 
 if __name__ == "__main__":

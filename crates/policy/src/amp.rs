@@ -86,7 +86,7 @@ fn hint_gb(h: Option<Level>) -> f64 {
 }
 
 /// Kinds fastest first, as (kind index, CPUs, CPU count).
-fn kinds_fastest_first(view: &View<'_>) -> Vec<(usize, CpuSet, f64)> {
+pub(crate) fn kinds_fastest_first(view: &View<'_>) -> Vec<(usize, CpuSet, f64)> {
     let mut k: Vec<(usize, CpuSet, f64)> = view
         .machine
         .kinds()

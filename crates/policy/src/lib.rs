@@ -10,6 +10,7 @@
 //! `static:compact:places=cores`. [`catalog`] lists them.
 
 mod amp;
+mod amp_baselines;
 mod baseline;
 mod bw;
 mod cosched;
@@ -21,6 +22,7 @@ mod smt;
 mod view;
 
 pub use amp::{Comprehensive, FastFirst, PRESETS};
+pub use amp_baselines::{HassDynamic, HassStatic, SampleRun};
 pub use baseline::{Layout, Linux, Static};
 pub use bw::{BwCosched, BwSource, BwTarget, COVERAGE_GATE};
 pub use cosched::CoschedFair;
@@ -170,6 +172,36 @@ pub fn catalog() -> &'static [PolicyInfo] {
                     key: "threshold2",
                     default: "0.05",
                     about: "relative change under which a new phase is stable (two intervals)",
+                },
+            ],
+        },
+        PolicyInfo {
+            name: "amp:hass-s",
+            about: "HASS static (S3's baseline): offline signature (whole-run LLC miss rate, else hint) fixes each task's core kind",
+            params: &[],
+        },
+        PolicyInfo {
+            name: "amp:hass-d",
+            about: "HASS dynamic (S3's baseline): the same ranking from the online miss rate, every interval, no stability filter",
+            params: &[ParamInfo {
+                key: "interval_ms",
+                default: "200",
+                about: "how often the ranking is recomputed",
+            }],
+        },
+        PolicyInfo {
+            name: "amp:sample-run",
+            about: "Sample-Run (S3's baseline): every task sampled on each kind, then the best fast/slow ratios run on fast cores",
+            params: &[
+                ParamInfo {
+                    key: "interval_ms",
+                    default: "200",
+                    about: "length of one sampling or run interval",
+                },
+                ParamInfo {
+                    key: "period",
+                    default: "10",
+                    about: "run intervals between samplings",
                 },
             ],
         },
@@ -342,6 +374,22 @@ pub fn build(spec: &str) -> Result<Box<dyn Policy>, PolicyError> {
             Box::new(BwCosched::with_target(source, window, target))
         }
         "amp:ff" => Box::new(FastFirst::default()),
+        "amp:hass-s" => Box::new(HassStatic::default()),
+        "amp:hass-d" => Box::new(HassDynamic::new(params.number(
+            "interval_ms",
+            "200",
+            |x| x > 0.0,
+            "a positive number",
+        )?)),
+        "amp:sample-run" => Box::new(SampleRun::new(
+            params.number("interval_ms", "200", |x| x > 0.0, "a positive number")?,
+            params.number(
+                "period",
+                "10",
+                |x| x >= 1.0 && x.fract() == 0.0,
+                "a whole number >= 1",
+            )? as u32,
+        )),
         "amp:comprehensive" => {
             let number = |key: &str, default: &str, ok: fn(f64) -> bool, must: &str| {
                 params.number(key, default, ok, must)

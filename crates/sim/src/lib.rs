@@ -151,6 +151,25 @@ pub fn solo_times(s: &Scenario) -> Vec<f64> {
         .collect()
 }
 
+/// What the profile store knows before the run: with `history`, each
+/// program's whole-run LLC miss rate and solo time, as earlier runs would
+/// have recorded them; else nothing.
+fn history(s: &Scenario, solo: &[f64]) -> Estimates {
+    let mut e = Estimates::new();
+    if !s.history {
+        return e;
+    }
+    for (j, job) in s.jobs.iter().enumerate() {
+        e.entry(job.program.clone())
+            .or_insert_with(|| herd_policy::Estimate {
+                solo_time_s: solo.get(j).copied().filter(|t| t.is_finite()),
+                llc_miss_rate: job.whole_run_llc_miss_rate(),
+                ..Default::default()
+            });
+    }
+    e
+}
+
 /// Simulates `policy` on `s` with `seed`. `on_decision` sees every view and
 /// plan (progress bars, traces, `--explain`).
 pub fn run_policy<M: CostMeter>(
@@ -184,7 +203,7 @@ pub fn run_learning<M: CostMeter>(
     world.set_solo_times(solo);
     let mut cfg = Config::with_period(s.period_ns, seed);
     cfg.horizon_ns = s.horizon_ns;
-    let estimates = Estimates::new();
+    let estimates = history(s, solo);
     let timed = meter.is_some();
     // A policy that decides from learning learns even without a store,
     // from nothing, as on a machine's first run.

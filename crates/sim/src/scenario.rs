@@ -261,6 +261,11 @@ pub struct ScenarioSpec {
     /// Before those runs, at most this many training runs fill the stores
     /// (S1's database initialisation; see `herd_sim::learning`). Default 0.
     pub train_runs: Option<u32>,
+    /// The programs ran before: the profile store knows each one's
+    /// whole-run LLC miss rate and solo time (S3's GB, HASS's offline
+    /// signature). Default false: nothing is known before a run.
+    #[serde(default)]
+    pub history: bool,
 }
 
 /// S0's experiment: every job given each thread count in turn.
@@ -367,6 +372,8 @@ pub struct Scenario {
     pub runs: u32,
     /// Most training runs before them (`train_runs`).
     pub train_runs: u32,
+    /// Whether the profile store knows the programs (`history`).
+    pub history: bool,
 }
 
 /// A job, ready to simulate.
@@ -579,7 +586,25 @@ impl Scenario {
             sweep_threads,
             runs: spec.runs.map_or(1, |r| r.0),
             train_runs: spec.train_runs.unwrap_or(0),
+            history: spec.history,
         })
+    }
+}
+
+impl Job {
+    /// LLC misses over references across one pass of its phases, weighted
+    /// by instructions, as a whole run would count them; `None` when no
+    /// phase references the LLC.
+    pub fn whole_run_llc_miss_rate(&self) -> Option<f64> {
+        let (mut misses, mut refs) = (0.0, 0.0);
+        for p in &self.phases {
+            let m = p.instructions * p.requests_per_instr;
+            if p.llc_miss_rate > 0.0 {
+                misses += m;
+                refs += m / p.llc_miss_rate;
+            }
+        }
+        (refs > 0.0).then(|| misses / refs)
     }
 }
 

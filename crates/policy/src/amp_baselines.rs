@@ -1,0 +1,350 @@
+//! The asymmetric-core baselines S3 compares `amp:comprehensive` with, each
+//! as herd can build it from the signals it has.
+//!
+//! - `amp:hass-s` (Shelepov et al., HASS, 2009, static): an offline
+//!   signature predicts each program's speedup on a fast core, and the
+//!   assignment is fixed when the task starts. herd's signature is the
+//!   program's whole-run LLC miss rate from the profile store (else its
+//!   memory hint); fewer misses predict more speedup. Fast kinds take the
+//!   tasks with the most predicted speedup, as many per core as the slower
+//!   kinds hold.
+//! - `amp:hass-d` (the same paper's dynamic variant, after Koufaty et al.):
+//!   the same ranking from the miss rate measured online, recomputed every
+//!   interval, with no filter: a task moves whenever its rank crosses a kind
+//!   boundary.
+//! - `amp:sample-run` (Becchi and Crowley, 2006): every `period` intervals,
+//!   each task runs one interval on each kind (sampling), its instruction
+//!   rate there is measured, and until the next sampling the tasks with the
+//!   highest fast/slow rate ratio run on fast cores.
+//!
+//! All three confine a task to its kind's CPUs and leave placement within
+//! a kind to the kernel, like `amp:comprehensive`.
+
+use std::collections::BTreeMap;
+
+use crate::amp::kinds_fastest_first;
+use crate::{Level, Plan, Policy, TaskId, View};
+
+/// Miss rate standing in for a program without history, by memory hint.
+fn hint_miss_rate(h: Option<Level>) -> f64 {
+    match h {
+        Some(Level::High) => 0.6,
+        Some(Level::Medium) | None => 0.3,
+        Some(Level::Low) => 0.05,
+    }
+}
+
+/// Kind (index into fastest-first kinds) for each task ranked by `key`
+/// ascending (lowest key to the fastest kind), tasks per CPU equal across
+/// kinds as far as whole tasks allow.
+fn assign_by_rank(ranked: &[(f64, TaskId)], cpus_per_kind: &[f64]) -> BTreeMap<TaskId, usize> {
+    let total: f64 = cpus_per_kind.iter().sum();
+    let n = ranked.len() as f64;
+    let mut order: Vec<(f64, TaskId)> = ranked.to_vec();
+    order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let mut out = BTreeMap::new();
+    let mut i = 0;
+    let mut taken = 0.0;
+    for (k, cpus) in cpus_per_kind.iter().enumerate() {
+        // Round the cumulative share, so the counts sum to n exactly.
+        taken += n * cpus / total;
+        let upto = if k + 1 == cpus_per_kind.len() {
+            order.len()
+        } else {
+            taken.round() as usize
+        };
+        while i < upto.min(order.len()) {
+            out.insert(order[i].1, k);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Emits run placements for tasks whose kind changed.
+fn apply(
+    view: &View<'_>,
+    now: &BTreeMap<TaskId, usize>,
+    before: &mut BTreeMap<TaskId, usize>,
+    why: &'static str,
+) -> Plan {
+    let kinds = kinds_fastest_first(view);
+    let mut plan = Plan::default();
+    for (id, k) in now {
+        if before.get(id) != Some(k) {
+            plan.run(*id, kinds[*k].1.clone(), why);
+        }
+    }
+    *before = now.clone();
+    plan
+}
+
+/// `amp:hass-s`.
+#[derive(Debug, Default)]
+pub struct HassStatic {
+    /// Each task's signature, fixed at its start.
+    signature: BTreeMap<TaskId, f64>,
+    kind: BTreeMap<TaskId, usize>,
+}
+
+impl Policy for HassStatic {
+    fn name(&self) -> String {
+        "amp:hass-s".into()
+    }
+
+    fn decide(&mut self, view: &View<'_>) -> Plan {
+        let kinds = kinds_fastest_first(view);
+        if kinds.len() < 2 {
+            return Plan::default();
+        }
+        let present: std::collections::HashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
+        self.signature.retain(|id, _| present.contains(id));
+        self.kind.retain(|id, _| present.contains(id));
+        let mut new = false;
+        for t in &view.snapshot.tasks {
+            self.signature.entry(t.id).or_insert_with(|| {
+                new = true;
+                let job = view.snapshot.jobs.iter().find(|j| j.id == t.job);
+                job.and_then(|j| view.estimates.get(&j.program))
+                    .and_then(|e| e.llc_miss_rate)
+                    .unwrap_or_else(|| hint_miss_rate(job.and_then(|j| j.memory_hint)))
+            });
+        }
+        if !new {
+            return Plan::default();
+        }
+        // Placed tasks keep their kind (static); new ones fill what is left
+        // in rank order.
+        let ranked: Vec<(f64, TaskId)> = self.signature.iter().map(|(id, s)| (*s, *id)).collect();
+        let ideal = assign_by_rank(&ranked, &kinds.iter().map(|k| k.2).collect::<Vec<_>>());
+        let mut now = self.kind.clone();
+        for (id, k) in ideal {
+            now.entry(id).or_insert(k);
+        }
+        apply(
+            view,
+            &now,
+            &mut self.kind,
+            "amp:hass-s: offline signature ranks this task here",
+        )
+    }
+}
+
+/// `amp:hass-d`.
+#[derive(Debug)]
+pub struct HassDynamic {
+    interval_ns: u64,
+    last_ns: Option<u64>,
+    /// Each task's miss rate: measured over the last interval, else its
+    /// signature.
+    rate: BTreeMap<TaskId, f64>,
+    counts: BTreeMap<TaskId, (u64, u64)>,
+    kind: BTreeMap<TaskId, usize>,
+}
+
+impl HassDynamic {
+    /// Recomputed every `interval_ms`.
+    pub fn new(interval_ms: f64) -> Self {
+        HassDynamic {
+            interval_ns: (interval_ms * 1e6) as u64,
+            last_ns: None,
+            rate: BTreeMap::new(),
+            counts: BTreeMap::new(),
+            kind: BTreeMap::new(),
+        }
+    }
+}
+
+impl Policy for HassDynamic {
+    fn name(&self) -> String {
+        if self.interval_ns == 200_000_000 {
+            "amp:hass-d".into()
+        } else {
+            format!("amp:hass-d:interval_ms={}", self.interval_ns as f64 / 1e6)
+        }
+    }
+
+    fn decide(&mut self, view: &View<'_>) -> Plan {
+        let kinds = kinds_fastest_first(view);
+        if kinds.len() < 2 {
+            return Plan::default();
+        }
+        let present: std::collections::HashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
+        self.rate.retain(|id, _| present.contains(id));
+        self.counts.retain(|id, _| present.contains(id));
+        self.kind.retain(|id, _| present.contains(id));
+        let mut new = false;
+        for t in &view.snapshot.tasks {
+            self.rate.entry(t.id).or_insert_with(|| {
+                new = true;
+                let job = view.snapshot.jobs.iter().find(|j| j.id == t.job);
+                hint_miss_rate(job.and_then(|j| j.memory_hint))
+            });
+            if let (Some(r), Some(m)) = (t.obs.llc_refs, t.obs.llc_misses) {
+                let c = self.counts.entry(t.id).or_default();
+                c.0 += r;
+                c.1 += m;
+            }
+        }
+        let now_ns = view.now_ns();
+        let due = self
+            .last_ns
+            .is_none_or(|l| now_ns.saturating_sub(l) >= self.interval_ns);
+        if due {
+            self.last_ns = Some(now_ns);
+            for (id, (r, m)) in std::mem::take(&mut self.counts) {
+                if r > 0 {
+                    self.rate.insert(id, m as f64 / r as f64);
+                }
+            }
+        }
+        if !(due || new) {
+            return Plan::default();
+        }
+        let ranked: Vec<(f64, TaskId)> = self.rate.iter().map(|(id, s)| (*s, *id)).collect();
+        let now = assign_by_rank(&ranked, &kinds.iter().map(|k| k.2).collect::<Vec<_>>());
+        apply(
+            view,
+            &now,
+            &mut self.kind,
+            "amp:hass-d: online miss rate ranks this task here",
+        )
+    }
+}
+
+/// `amp:sample-run`.
+#[derive(Debug)]
+pub struct SampleRun {
+    interval_ns: u64,
+    /// Run intervals between samplings.
+    period: u32,
+    /// Where each interval of the cycle stands: 0..kinds = sampling kind k,
+    /// then `period` run intervals.
+    step: u32,
+    last_ns: Option<u64>,
+    /// Instructions per ns of CPU time on each kind, from the last sampling.
+    rate: BTreeMap<TaskId, Vec<Option<f64>>>,
+    /// Counts over the current interval.
+    counts: BTreeMap<TaskId, (u64, u64)>,
+    kind: BTreeMap<TaskId, usize>,
+}
+
+impl SampleRun {
+    /// Sampling every `period` run intervals of `interval_ms`.
+    pub fn new(interval_ms: f64, period: u32) -> Self {
+        SampleRun {
+            interval_ns: (interval_ms * 1e6) as u64,
+            period: period.max(1),
+            step: 0,
+            last_ns: None,
+            rate: BTreeMap::new(),
+            counts: BTreeMap::new(),
+            kind: BTreeMap::new(),
+        }
+    }
+}
+
+impl Policy for SampleRun {
+    fn name(&self) -> String {
+        let mut p = Vec::new();
+        if self.interval_ns != 200_000_000 {
+            p.push(format!("interval_ms={}", self.interval_ns as f64 / 1e6));
+        }
+        if self.period != 10 {
+            p.push(format!("period={}", self.period));
+        }
+        if p.is_empty() {
+            "amp:sample-run".into()
+        } else {
+            format!("amp:sample-run:{}", p.join(","))
+        }
+    }
+
+    fn decide(&mut self, view: &View<'_>) -> Plan {
+        let kinds = kinds_fastest_first(view);
+        if kinds.len() < 2 {
+            return Plan::default();
+        }
+        let nk = kinds.len() as u32;
+        let present: std::collections::HashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
+        self.rate.retain(|id, _| present.contains(id));
+        self.counts.retain(|id, _| present.contains(id));
+        self.kind.retain(|id, _| present.contains(id));
+        for t in &view.snapshot.tasks {
+            if let Some(i) = t.obs.instructions {
+                let c = self.counts.entry(t.id).or_default();
+                c.0 += i;
+                c.1 += t.obs.cpu_time_ns;
+            }
+        }
+        let now_ns = view.now_ns();
+        if self
+            .last_ns
+            .is_some_and(|l| now_ns.saturating_sub(l) < self.interval_ns)
+        {
+            return Plan::default();
+        }
+        // An interval ended: a sampling interval's rates are recorded for
+        // the kind each task ran on.
+        if self.last_ns.is_some() && self.step < nk {
+            for (id, (i, ns)) in &self.counts {
+                if let (Some(k), true) = (self.kind.get(id), *ns > 0) {
+                    let r = self.rate.entry(*id).or_insert_with(|| vec![None; nk as usize]);
+                    r[*k] = Some(*i as f64 / *ns as f64);
+                }
+            }
+        }
+        self.counts.clear();
+        if self.last_ns.is_some() {
+            self.step = (self.step + 1) % (nk + self.period);
+        }
+        self.last_ns = Some(now_ns);
+        let ids: Vec<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
+        let now: BTreeMap<TaskId, usize> = if self.step < nk {
+            // Sampling: task i on kind (i + step) mod kinds, so over the
+            // sampling intervals every task visits every kind and each kind
+            // keeps its share of tasks.
+            ids.iter()
+                .enumerate()
+                .map(|(i, id)| (*id, (i + self.step as usize) % nk as usize))
+                .collect()
+        } else {
+            // Run: the highest fast/slowest rate ratio on the fastest kinds;
+            // tasks not sampled yet count as average.
+            let ratio = |id: &TaskId| {
+                self.rate
+                    .get(id)
+                    .and_then(|r| Some(r.first().copied()?? / r.last().copied()??))
+                    .filter(|x| x.is_finite())
+            };
+            let known: Vec<f64> = ids.iter().filter_map(ratio).collect();
+            let mean = known.iter().sum::<f64>() / known.len().max(1) as f64;
+            // Highest ratio first: rank by its negative.
+            let ranked: Vec<(f64, TaskId)> = ids.iter().map(|id| (-ratio(id).unwrap_or(mean), *id)).collect();
+            assign_by_rank(&ranked, &kinds.iter().map(|k| k.2).collect::<Vec<_>>())
+        };
+        let why = if self.step < nk {
+            "amp:sample-run: sampling this core kind"
+        } else {
+            "amp:sample-run: fast/slow instruction-rate ratio ranks this task here"
+        };
+        apply(view, &now, &mut self.kind, why)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_fill_kinds_in_proportion_to_their_cpus() {
+        let ranked: Vec<(f64, TaskId)> =
+            [(0.9, 1), (0.1, 2), (0.5, 3), (0.2, 4), (0.7, 5), (0.3, 6)].to_vec();
+        let a = assign_by_rank(&ranked, &[2.0, 2.0]);
+        let fast: Vec<TaskId> = a.iter().filter(|(_, k)| **k == 0).map(|(id, _)| *id).collect();
+        assert_eq!(fast, vec![2, 4, 6], "the three lowest miss rates");
+        let a = assign_by_rank(&ranked, &[1.0, 2.0, 3.0]);
+        let counts: Vec<usize> = (0..3).map(|k| a.values().filter(|v| **v == k).count()).collect();
+        assert_eq!(counts, vec![1, 2, 3]);
+    }
+}
