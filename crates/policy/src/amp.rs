@@ -142,7 +142,7 @@ impl Policy for Comprehensive {
             return plan;
         }
         let now = view.now_ns();
-        let present: std::collections::HashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
+        let present: rustc_hash::FxHashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
         let before = self.tasks.len();
         self.tasks.retain(|id, _| present.contains(id));
         // A task that left changes the loads: rule 2 is checked again.
@@ -323,7 +323,7 @@ impl Policy for FastFirst {
         if kinds.len() < 2 {
             return plan;
         }
-        let present: std::collections::HashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
+        let present: rustc_hash::FxHashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
         self.kind_of.retain(|id, _| present.contains(id));
         // Each kind's share of the tasks: CPUs x capacity.
         let weight: Vec<f64> = kinds

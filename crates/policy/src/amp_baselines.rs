@@ -97,7 +97,7 @@ impl Policy for HassStatic {
         if kinds.len() < 2 {
             return Plan::default();
         }
-        let present: std::collections::HashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
+        let present: rustc_hash::FxHashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
         self.signature.retain(|id, _| present.contains(id));
         self.kind.retain(|id, _| present.contains(id));
         let mut new = false;
@@ -169,7 +169,7 @@ impl Policy for HassDynamic {
         if kinds.len() < 2 {
             return Plan::default();
         }
-        let present: std::collections::HashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
+        let present: rustc_hash::FxHashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
         self.rate.retain(|id, _| present.contains(id));
         self.counts.retain(|id, _| present.contains(id));
         self.kind.retain(|id, _| present.contains(id));
@@ -266,7 +266,7 @@ impl Policy for SampleRun {
             return Plan::default();
         }
         let nk = kinds.len() as u32;
-        let present: std::collections::HashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
+        let present: rustc_hash::FxHashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
         self.rate.retain(|id, _| present.contains(id));
         self.counts.retain(|id, _| present.contains(id));
         self.kind.retain(|id, _| present.contains(id));

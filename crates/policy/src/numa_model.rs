@@ -130,7 +130,7 @@ impl Policy for NumaModel {
             threads.entry(t.job).or_default().push((t.rank, t.id));
         }
         self.placed.retain(|j, _| threads.contains_key(j));
-        let present: std::collections::HashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
+        let present: rustc_hash::FxHashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
         self.cpu_of.retain(|t, _| present.contains(t));
         let order = self.order.get_or_insert_with(|| crate::order::scatter(m)).clone();
         let (mem, bw_source) = self.mem(view);
