@@ -159,6 +159,7 @@ pub fn character_of(
                 shared_fraction,
             },
             threads_per_node: placement.to_vec(),
+            memory: Vec::new(),
         }],
         false,
     )
@@ -309,6 +310,7 @@ fn load_cluster(path: &Path, db: Option<&Path>) -> Result<Loaded, Failure> {
             running.push(numa::Placed {
                 character,
                 threads_per_node: j.threads_per_numa.clone(),
+                memory: Vec::new(),
             });
         }
         nodes.push(NodeState {

@@ -249,6 +249,7 @@ fn refresh(args: &WatchArgs, machine: &Machine, mem: &MemSystem) -> Result<Strin
             running.push(Placed {
                 character,
                 threads_per_node: placement,
+                memory: Vec::new(),
             });
         }
         nodes.push(NodeState {

@@ -58,6 +58,13 @@ pub struct Placed {
     pub character: Character,
     /// Threads on each NUMA node (index = node).
     pub threads_per_node: Vec<u32>,
+    /// Where its memory is, as a share per NUMA node (measured: pages per
+    /// node from `/proc/PID/numa_maps`, or known in simulation). Empty: the
+    /// first-touch rule of `Character::shared_fraction`. Every thread then
+    /// sends its accesses to node k with this share, wherever it runs:
+    /// moving threads does not move pages.
+    #[serde(default)]
+    pub memory: Vec<f64>,
 }
 
 /// Why a prediction cannot be made.
@@ -76,6 +83,10 @@ pub enum NumaError {
     /// A program has no threads.
     #[error("program {0}: no threads placed")]
     NoThreads(usize),
+    /// A memory distribution is not one non-negative share per node with a
+    /// positive sum.
+    #[error("program {0}: memory shares must be one number >= 0 per NUMA node, not all 0")]
+    Memory(usize),
     /// A characteristic is out of range.
     #[error("program {program}: {field} {value} is out of range ({range})")]
     Character {
@@ -147,6 +158,13 @@ fn check(nodes: usize, programs: &[Placed]) -> Result<(), NumaError> {
         }
         if !(0.0..=1.0).contains(&c.shared_fraction) {
             return Err(bad("shared_fraction", c.shared_fraction, "0..=1"));
+        }
+        if !p.memory.is_empty() {
+            let sum: f64 = p.memory.iter().sum();
+            if p.memory.len() != nodes || p.memory.iter().any(|m| !(m.is_finite() && *m >= 0.0)) || sum <= 0.0
+            {
+                return Err(NumaError::Memory(i));
+            }
         }
     }
     Ok(())
@@ -221,6 +239,19 @@ pub fn from_alone(
     bw_gbps: f64,
     shared_fraction: f64,
 ) -> Result<Character, String> {
+    from_alone_in(mem, threads_per_node, &[], solo_time_s, bw_gbps, shared_fraction)
+}
+
+/// [`from_alone`] for a program whose memory is distributed as `memory`
+/// (see [`Placed::memory`]; empty: first touch).
+pub fn from_alone_in(
+    mem: &MemSystem,
+    threads_per_node: &[u32],
+    memory: &[f64],
+    solo_time_s: f64,
+    bw_gbps: f64,
+    shared_fraction: f64,
+) -> Result<Character, String> {
     let threads: u32 = threads_per_node.iter().sum();
     if !(bw_gbps.is_finite() && bw_gbps > 0.0 && solo_time_s.is_finite() && solo_time_s > 0.0) {
         return Err(format!(
@@ -235,6 +266,7 @@ pub fn from_alone(
                 shared_fraction,
             },
             threads_per_node: threads_per_node.to_vec(),
+            memory: memory.to_vec(),
         };
         predict_with(mem, &[p], false)
             .map(|pr| pr.programs[0].clone())
@@ -290,9 +322,15 @@ fn solve(mem: &MemSystem, programs: &[Placed]) -> (crate::memory::Solution, Vec<
             }
             let j = groups.len();
             let mut b = p.character.beta_ns;
+            let measured: f64 = p.memory.iter().sum();
             for (k, &tk) in p.threads_per_node.iter().enumerate() {
-                // Share of this thread's accesses that go to node k.
-                let d = s * f64::from(tk) / total + if k == h { 1.0 - s } else { 0.0 };
+                // Share of this thread's accesses that go to node k: where
+                // the memory is when known, else first touch.
+                let d = if measured > 0.0 {
+                    p.memory[k] / measured
+                } else {
+                    s * f64::from(tk) / total + if k == h { 1.0 - s } else { 0.0 }
+                };
                 if d <= 0.0 {
                     continue;
                 }
@@ -390,6 +428,7 @@ mod tests {
                 shared_fraction: shared,
             },
             threads_per_node: placement,
+            memory: Vec::new(),
         }
     }
 
@@ -542,6 +581,26 @@ mod tests {
         let too_much = from_alone(&mem, &[1, 0], 300.0, 500.0, 0.5).unwrap_err();
         assert!(too_much.contains("GB/s at most"), "{too_much}");
         assert!(from_alone(&mem, &[1, 0], 0.0, 1.0, 0.5).is_err());
+    }
+
+    #[test]
+    fn measured_memory_routes_accesses_wherever_the_threads_run() {
+        let mem = s2_node(0.4, 0.25);
+        let on_node0 = |placement: Vec<u32>| {
+            let mut p = program(5.0, 0.5, placement);
+            p.memory = vec![1.0, 0.0];
+            predict(&mem, &[p]).unwrap()
+        };
+        // All memory on node 0: compact there is local, scatter sends half
+        // the threads across the link; node 1's controller stays idle.
+        let (compact, scatter) = (on_node0(vec![8, 0]), on_node0(vec![4, 4]));
+        assert_eq!(compact.utilisation[1], 0.0);
+        assert_eq!(scatter.utilisation[1], 0.0);
+        assert!(scatter.utilisation[2] > 0.0 && compact.utilisation[2] == 0.0);
+        assert!(compact.programs[0].time_s < scatter.programs[0].time_s);
+        let mut bad = program(5.0, 0.5, vec![4, 4]);
+        bad.memory = vec![0.0, 0.0];
+        assert_eq!(predict(&mem, &[bad]), Err(NumaError::Memory(0)));
     }
 
     #[test]

@@ -73,6 +73,7 @@ fn snapshot(m: &Machine, now_ns: u64) -> Snapshot {
                 program: format!("p{}", i % 21),
                 arrival_ns: 0,
                 memory_hint: None,
+                memory_kb: None,
             })
             .collect(),
         ..Snapshot::default()

@@ -387,6 +387,7 @@ mod tests {
                     program: format!("p{i}"),
                     arrival_ns: 0,
                     memory_hint: Some(*h),
+                    memory_kb: None,
                 })
                 .collect(),
             ..Snapshot::default()

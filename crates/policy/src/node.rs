@@ -339,6 +339,7 @@ fn best_layout(node: &NodeState, job: &JobRequest) -> Option<Fit> {
         all.push(Placed {
             character: job.character,
             threads_per_node: p.clone(),
+            memory: Vec::new(),
         });
         let pred = numa::predict_with(&node.mem, &all, false);
         all.pop();
@@ -369,6 +370,7 @@ fn harm(node: &NodeState, job: &JobRequest, placement: &[u32]) -> f64 {
     all.push(Placed {
         character: job.character,
         threads_per_node: placement.to_vec(),
+        memory: Vec::new(),
     });
     let Ok(after) = numa::predict_with(&node.mem, &all, false) else {
         return 1.0;
@@ -497,6 +499,7 @@ mod tests {
         Placed {
             character: character(beta_ns),
             threads_per_node: vec![4, 4],
+            memory: Vec::new(),
         }
     }
 

@@ -211,12 +211,25 @@ impl NumaModel {
             .map_or_else(|| format!("job {job}"), |j| j.name.clone());
         let alone = numa::scatter(threads, &capacity)
             .or_else(|| numa::scatter(threads, &vec![threads; capacity.len()]))?;
-        let hint = view
-            .snapshot
-            .jobs
-            .iter()
-            .find(|j| j.id == job)
-            .and_then(|j| j.memory_hint);
+        let view_of = view.snapshot.jobs.iter().find(|j| j.id == job);
+        let hint = view_of.and_then(|j| j.memory_hint);
+        // Where its memory is, when the sensor can tell (numa_maps): a share
+        // per NUMA node, in the machine's node order.
+        let memory: Vec<f64> = view_of
+            .and_then(|j| j.memory_kb.as_ref())
+            .map(|kb| {
+                m.numa_nodes()
+                    .iter()
+                    .map(|n| {
+                        // A fold from +0.0: an empty f64 sum is -0.0.
+                        kb.iter()
+                            .filter(|(os, _)| *os == n.os)
+                            .fold(0.0, |a, (_, k)| a + *k as f64)
+                    })
+                    .collect()
+            })
+            .filter(|v: &Vec<f64>| v.iter().sum::<f64>() > 0.0)
+            .unwrap_or_default();
         let most = {
             let p = Placed {
                 character: Character {
@@ -225,6 +238,7 @@ impl NumaModel {
                     shared_fraction: self.shared_fraction,
                 },
                 threads_per_node: alone.clone(),
+                memory: memory.clone(),
             };
             numa::predict_with(mem, &[p], false).ok()?.programs[0].bw_gbps
         };
@@ -241,7 +255,8 @@ impl NumaModel {
                 )
             }
         };
-        let character = numa::from_alone(mem, &alone, 1.0, gbps.max(1e-6), self.shared_fraction).ok()?;
+        let character =
+            numa::from_alone_in(mem, &alone, &memory, 1.0, gbps.max(1e-6), self.shared_fraction).ok()?;
         let others: Vec<Placed> = self.placed.values().cloned().collect();
         let before = (!others.is_empty())
             .then(|| numa::predict_with(mem, &others, false).ok())
@@ -269,6 +284,7 @@ impl NumaModel {
             all.push(Placed {
                 character,
                 threads_per_node: p.clone(),
+                memory: memory.clone(),
             });
             let Ok(pred) = numa::predict_with(mem, &all, false) else {
                 continue;
@@ -318,8 +334,17 @@ impl NumaModel {
             .take(3)
             .map(|(t, _, l, _)| format!("{l} {:.2}x", t / best_t))
             .collect();
+        let where_ = if memory.is_empty() {
+            String::new()
+        } else {
+            let shares: Vec<String> = memory
+                .iter()
+                .map(|x| format!("{:.0}%", x / memory.iter().sum::<f64>() * 100.0))
+                .collect();
+            format!(", memory {} by NUMA node", shares.join("/"))
+        };
         let why = format!(
-            "{name} ({threads} threads, {gbps:.1} GB/s from {source}): {label} {p:?}{}{}",
+            "{name} ({threads} threads, {gbps:.1} GB/s from {source}{where_}): {label} {p:?}{}{}",
             if others_text.is_empty() {
                 ", the only layout that fits".to_string()
             } else {
@@ -335,6 +360,7 @@ impl NumaModel {
             Placed {
                 character,
                 threads_per_node: p,
+                memory,
             },
             why,
         ))
@@ -353,6 +379,7 @@ mod tests {
             program: format!("p{id}"),
             arrival_ns: 0,
             memory_hint: Some(hint),
+            memory_kb: None,
         }
     }
 

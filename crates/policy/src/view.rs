@@ -110,6 +110,11 @@ pub struct JobView {
     pub arrival_ns: u64,
     /// The user's memory-intensity hint, if any.
     pub memory_hint: Option<Level>,
+    /// Where its memory is: kB per NUMA node by OS node number, as
+    /// `/proc/PID/numa_maps` counts it (refreshed about once a second on
+    /// machines with several nodes), or as the simulator places it.
+    #[serde(default)]
+    pub memory_kb: Option<Vec<(u32, u64)>>,
 }
 
 /// System-wide observations over the last period.

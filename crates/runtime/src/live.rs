@@ -268,8 +268,17 @@ pub struct LiveWorld {
     /// program j was offered to it.
     mbm: Option<Mbm>,
     mbm_tried: Vec<bool>,
+    /// Each program's memory per NUMA node and when it was read; `None`
+    /// on a machine with one node, where it says nothing.
+    numa_memory: Option<NumaMemory>,
     /// What herd did.
     pub stats: LiveStats,
+}
+
+/// Programs' memory per NUMA node (kB by OS node), as last read.
+struct NumaMemory {
+    read_ns: Option<u64>,
+    kb: Vec<Option<Vec<(u32, u64)>>>,
 }
 
 /// How long `advance_to` sleeps at most between checks when it has no
@@ -295,6 +304,24 @@ fn pidfd(pid: i32) -> Option<std::os::fd::OwnedFd> {
 }
 
 impl LiveWorld {
+    /// Reads where each program's memory is, at most once a second (numa_maps
+    /// walks every mapping: milliseconds for a large process), and puts the
+    /// latest reading in its job view.
+    fn refresh_numa_memory(&mut self, now_ns: u64, jobs: &mut [JobView]) {
+        let Some(NumaMemory { read_ns: last, kb }) = &mut self.numa_memory else {
+            return;
+        };
+        if last.is_none_or(|l| now_ns.saturating_sub(l) >= 1_000_000_000) {
+            *last = Some(now_ns);
+            for (j, p) in self.programs.iter().enumerate().filter(|(_, p)| p.alive()) {
+                kb[j] = procfs::numa_memory_kb(&self.proc_root, p.pid);
+            }
+        }
+        for v in jobs.iter_mut() {
+            v.memory_kb = kb.get(v.id as usize).cloned().flatten();
+        }
+    }
+
     /// A world managing `programs`; `stop` ends the loop when set (signal handlers set it).
     pub fn new(programs: Vec<Program>, stop: Arc<AtomicBool>) -> Self {
         let pidfds = programs.iter().map(|p| pidfd(p.pid)).collect();
@@ -302,6 +329,12 @@ impl LiveWorld {
             pidfds,
             perf: PerfBudget::default(),
             jobs_alive: Vec::new(),
+            numa_memory: std::path::Path::new("/sys/devices/system/node/node1")
+                .exists()
+                .then(|| NumaMemory {
+                    read_ns: None,
+                    kb: vec![None; programs.len()],
+                }),
             proc_root: PathBuf::from("/proc"),
             programs,
             tasks: BTreeMap::new(),
@@ -519,9 +552,12 @@ impl Sensor for LiveWorld {
                     program: p.program.clone(),
                     arrival_ns: p.arrival_ns,
                     memory_hint: p.memory_hint,
+                    memory_kb: None,
                 })
                 .collect()
         };
+        let mut jobs = jobs;
+        self.refresh_numa_memory(now_ns, &mut jobs);
         let system = self.measure_memory_and_energy(&mut tasks);
         let period_ns = now_ns.saturating_sub(self.snapshot.now_ns);
         self.snapshot = Snapshot {

@@ -24,6 +24,37 @@ pub struct ThreadSample {
     pub migrations: Option<u64>,
 }
 
+/// Parses `/proc/<pid>/numa_maps`: the process's memory per NUMA node (OS
+/// node number, kB), summed over its mappings. Each line counts pages per
+/// node (`N1=512`) of the mapping's page size (`kernelpagesize_kB=2048` for
+/// huge pages; 4 kB when not said).
+pub fn parse_numa_maps(text: &str) -> Vec<(u32, u64)> {
+    let mut kb: std::collections::BTreeMap<u32, u64> = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        let page_kb = line
+            .split_whitespace()
+            .find_map(|f| f.strip_prefix("kernelpagesize_kB="))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(4);
+        for field in line.split_whitespace() {
+            let Some((node, pages)) = field.strip_prefix('N').and_then(|f| f.split_once('=')) else {
+                continue;
+            };
+            if let (Ok(node), Ok(pages)) = (node.parse::<u32>(), pages.parse::<u64>()) {
+                *kb.entry(node).or_default() += pages.saturating_mul(page_kb);
+            }
+        }
+    }
+    kb.into_iter().collect()
+}
+
+/// Where a process's memory is: [`parse_numa_maps`] of its file; `None`
+/// when it cannot be read (gone, no permission, no NUMA support).
+pub fn numa_memory_kb(proc_root: &Path, pid: i32) -> Option<Vec<(u32, u64)>> {
+    let text = fs::read_to_string(proc_root.join(pid.to_string()).join("numa_maps")).ok()?;
+    Some(parse_numa_maps(&text))
+}
+
 /// Parses `/proc/.../stat`: (state, last CPU). The command name may hold
 /// spaces and parentheses, so fields are counted after the last ')'.
 pub fn parse_stat(text: &str) -> Option<(char, u32)> {
@@ -151,6 +182,21 @@ pub fn allowed(proc_root: &Path, pid: i32, tid: i32) -> Option<CpuSet> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn numa_maps_count_memory_per_node_with_page_sizes() {
+        let text = "7f00 default anon=3 dirty=3 N0=2 N1=1 kernelpagesize_kB=4\n\
+                    7f80 bind:1 huge anon=2 N1=2 kernelpagesize_kB=2048\n\
+                    7fa0 default file=/lib/x.so mapped=5 N0=5\n";
+        assert_eq!(parse_numa_maps(text), vec![(0, 28), (1, 4100)]);
+        assert!(parse_numa_maps("garbage N=x Nq=1\n").is_empty());
+        let me = numa_memory_kb(Path::new("/proc"), std::process::id() as i32);
+        // Where the kernel has NUMA support, this process has memory somewhere.
+        if let Some(nodes) = me {
+            assert!(nodes.iter().map(|(_, kb)| kb).sum::<u64>() > 0, "{nodes:?}");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -560,6 +560,7 @@ pub fn run(s: &ClusterScenario, placement: &str) -> PlacementResult {
             let placed = Placed {
                 character: job.character,
                 threads_per_node: layout.clone(),
+                memory: Vec::new(),
             };
             states[i].free_per_numa.clone_from(&n.free);
             states[i].running.push(placed.clone());

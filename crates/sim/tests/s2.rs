@@ -85,3 +85,47 @@ fn the_simulation_is_deterministic() {
         assert_eq!(cluster::run(&s, p), cluster::run(&s, p), "{p}");
     }
 }
+
+/// Inside one node: where the memory is decides the layout. In
+/// `numa-two-socket.toml` the memory-bound job's memory is bound to node 0;
+/// numa:model reads that (numa_maps on a real machine) and compacts there,
+/// while in `s2-node.toml` (first-touch memory) it spreads memory-bound jobs.
+#[test]
+fn numa_model_follows_the_memory_inside_a_node() {
+    let load = |name: &str| {
+        let path = format!("{}/../../scenarios/{name}.toml", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        herd_sim::Scenario::parse(&text, &path, &|_| Err("no XML".into())).unwrap()
+    };
+    let makespan = |s: &herd_sim::Scenario, p: &str| {
+        let solo = herd_sim::solo_times(s);
+        herd_sim::run_policy::<herd_engine::NoMeter>(s, p, 1, &solo, None, false, |_, _| {})
+            .unwrap()
+            .makespan_s
+    };
+    let bound = load("numa-two-socket");
+    let (compact, scatter, model) = (
+        makespan(&bound, "static:compact"),
+        makespan(&bound, "static:scatter"),
+        makespan(&bound, "numa:model"),
+    );
+    assert!(compact < scatter * 0.8, "compact {compact} vs scatter {scatter}");
+    assert!(
+        (model - compact).abs() < compact * 0.01,
+        "numa:model {model} vs compact {compact}"
+    );
+    let local = load("s2-node");
+    let (compact, scatter, model) = (
+        makespan(&local, "static:compact"),
+        makespan(&local, "static:scatter"),
+        makespan(&local, "numa:model"),
+    );
+    assert!(
+        scatter < compact,
+        "first touch: scatter {scatter} beats compact {compact}"
+    );
+    assert!(
+        model <= scatter * 1.005,
+        "numa:model {model} vs scatter {scatter}"
+    );
+}

@@ -132,6 +132,7 @@ impl Sensor for World<'_> {
                     program: self.jobs[j].program.clone(),
                     arrival_ns: self.jobs[j].arrival_ns,
                     memory_hint: self.jobs[j].memory_hint,
+                    memory_kb: self.memory_kb(j),
                 })
                 .collect();
         }
@@ -246,6 +247,22 @@ impl Actuator for World<'_> {
                 }
             }
             self.dirty = true;
+        }
+    }
+}
+
+impl World<'_> {
+    /// Where job `j`'s memory is, as `/proc/PID/numa_maps` would show it:
+    /// a phase bound to a node or interleaved says so (in relative units);
+    /// first-touch memory is where the threads will run, which a policy
+    /// placing them decides, so like a fresh process it shows nothing yet.
+    fn memory_kb(&self, j: usize) -> Option<Vec<(u32, u64)>> {
+        let nodes = self.machine.numa_nodes();
+        let phase = self.jobs[j].phases.first()?;
+        match phase.memory {
+            crate::scenario::Memory::Node(k) => Some(vec![(nodes.get(k)?.os, 1)]),
+            crate::scenario::Memory::Interleaved => Some(nodes.iter().map(|n| (n.os, 1)).collect()),
+            crate::scenario::Memory::Local => None,
         }
     }
 }
