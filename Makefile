@@ -18,12 +18,22 @@ HERD := target/release/herd
 # Small real programs for tests and demos (see workloads/).
 WORKLOADS := stream compute phases barrier amdahl
 WORKLOAD_BINS := $(addprefix target/workloads/,$(WORKLOADS))
+# Workloads that report progress through herd's heartbeat library (S4).
+HB_LIB := target/release/libherd_heartbeat.a
+HB_WORKLOADS := target/workloads/beats
 
 target/workloads/%: workloads/%.c workloads/common.h
 	@mkdir -p target/workloads
 	$(CC) -O2 -Wall -Wextra -pthread -o $@ $<
 
-workloads: $(WORKLOAD_BINS)
+$(HB_LIB): crates/heartbeat/src/lib.rs crates/heartbeat/Cargo.toml
+	$(CARGO) build --release -p herd-heartbeat
+
+target/workloads/beats: workloads/beats.c workloads/common.h crates/heartbeat/include/herd_heartbeat.h $(HB_LIB)
+	@mkdir -p target/workloads
+	$(CC) -O2 -Wall -Wextra -pthread -Icrates/heartbeat/include -o $@ $< $(HB_LIB) -ldl -lm
+
+workloads: $(WORKLOAD_BINS) $(HB_WORKLOADS)
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do \

@@ -271,6 +271,8 @@ pub struct LiveWorld {
     /// Each program's memory per NUMA node and when it was read; `None`
     /// on a machine with one node, where it says nothing.
     numa_memory: Option<NumaMemory>,
+    /// Progress from programs that report heartbeats (S4).
+    heartbeats: crate::heartbeats::Heartbeats,
     /// What herd did.
     pub stats: LiveStats,
 }
@@ -329,6 +331,7 @@ impl LiveWorld {
             pidfds,
             perf: PerfBudget::default(),
             jobs_alive: Vec::new(),
+            heartbeats: crate::heartbeats::Heartbeats::new(programs.len()),
             numa_memory: std::path::Path::new("/sys/devices/system/node/node1")
                 .exists()
                 .then(|| NumaMemory {
@@ -450,6 +453,7 @@ impl Sensor for LiveWorld {
             if !p.alive() {
                 continue;
             }
+            let beats = self.heartbeats.read(job, p.pid, now_ns);
             for tid in procfs::threads(&self.proc_root, p.pid) {
                 let mut track = match self.tasks.remove(&tid) {
                     Some(track) => track,
@@ -527,7 +531,10 @@ impl Sensor for LiveWorld {
                         mem_bytes: counted.llc_misses.map(|m| m * LINE_BYTES),
                         code_samples: track.sampler.as_mut().map(|s| s.drain()),
                     },
-                    heartbeats: None,
+                    heartbeats: beats
+                        .as_ref()
+                        .and_then(|b| b.iter().find(|(t, _)| *t == tid))
+                        .map(|b| b.1),
                 });
                 seen.insert(tid, track);
             }

@@ -1,0 +1,387 @@
+//! Progress heartbeats (S4, after Hoffmann et al.'s Application Heartbeats):
+//! an application says "one more unit of work done" per thread, and herd
+//! reads how far each thread got, without a system call per beat.
+//!
+//! The file format is the contract between the two sides. A file
+//! `herd-hb.<pid>` in `$HERD_HEARTBEAT_DIR` (default `/dev/shm`, memory
+//! backed) holds, in native byte order:
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 8 | magic `HERDHB\0\x01` |
+//! | 8 | 4 | version (1) |
+//! | 12 | 4 | capacity: slots in the file |
+//! | 16 | 4 | slots handed out so far (atomic) |
+//! | 64 + 64 i | 64 | slot i: thread id (i32, atomic; 0 until set), 4 bytes padding, beats (u64, atomic) |
+//!
+//! A thread claims a slot on its first beat (one atomic add on the header)
+//! and keeps it in a thread-local; every later beat is one relaxed atomic
+//! add on its own 64-byte line, so threads never share a cache line. Slots
+//! are never reused: a program that starts more than `CAPACITY` threads
+//! loses the later ones' beats, which is reported by [`beat_n`] returning
+//! false, never by stopping the program.
+//!
+//! herd's side is [`Reader`]: it maps the file read-only and copies the
+//! counters. Written here because no crate offers this format (the original
+//! heartbeats library logs to files, one syscall per record).
+
+use std::ffi::CString;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
+
+/// The file's first 8 bytes.
+pub const MAGIC: [u8; 8] = *b"HERDHB\0\x01";
+/// The format version.
+pub const VERSION: u32 = 1;
+/// Slots per file: threads that can beat.
+pub const CAPACITY: u32 = 1024;
+/// Header and slot size: one cache line each.
+pub const LINE: usize = 64;
+
+/// The file size for `capacity` slots.
+pub const fn file_len(capacity: u32) -> usize {
+    LINE * (1 + capacity as usize)
+}
+
+/// Where heartbeat files live: `$HERD_HEARTBEAT_DIR`, else `/dev/shm`.
+pub fn dir() -> PathBuf {
+    std::env::var_os("HERD_HEARTBEAT_DIR").map_or_else(|| PathBuf::from("/dev/shm"), PathBuf::from)
+}
+
+/// The file of process `pid` in `dir`.
+pub fn path_of(dir: &Path, pid: i32) -> PathBuf {
+    dir.join(format!("herd-hb.{pid}"))
+}
+
+#[repr(C)]
+struct Header {
+    magic: [u8; 8],
+    version: u32,
+    capacity: u32,
+    next: AtomicU32,
+}
+
+#[repr(C, align(64))]
+struct Slot {
+    tid: AtomicI32,
+    _pad: u32,
+    beats: AtomicU64,
+}
+
+/// The mapped file of this process.
+struct Mapped {
+    base: *mut u8,
+    capacity: u32,
+    path: PathBuf,
+}
+
+// SAFETY: the mapping lives for the process (never unmapped) and every
+// access to shared fields goes through atomics.
+unsafe impl Send for Mapped {}
+// SAFETY: as above.
+unsafe impl Sync for Mapped {}
+
+impl Mapped {
+    fn header(&self) -> &Header {
+        // SAFETY: base points at a mapping of file_len(capacity) bytes whose
+        // first line is the header, aligned to the page.
+        unsafe { &*(self.base as *const Header) }
+    }
+
+    fn slot(&self, i: u32) -> &Slot {
+        debug_assert!(i < self.capacity);
+        // SAFETY: i < capacity, so the slot lies inside the mapping; slots
+        // are 64-byte aligned since the mapping is page aligned.
+        unsafe { &*(self.base.add(LINE * (1 + i as usize)) as *const Slot) }
+    }
+}
+
+/// Maps a fresh file for this process: create, size, map, write the header.
+fn create(path: &Path, capacity: u32) -> std::io::Result<Mapped> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| std::io::ErrorKind::InvalidInput)?;
+    let len = file_len(capacity);
+    // SAFETY: a valid NUL-terminated path; the flags create or truncate a
+    // file only this process writes.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+            0o644,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd is open; ftruncate sizes it, mmap maps it shared, and the
+    // descriptor can be closed once mapped.
+    let base = unsafe {
+        let ok = libc::ftruncate(fd, len as libc::off_t) == 0;
+        let p = if ok {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        } else {
+            libc::MAP_FAILED
+        };
+        let err = std::io::Error::last_os_error();
+        libc::close(fd);
+        if p == libc::MAP_FAILED {
+            return Err(err);
+        }
+        p as *mut u8
+    };
+    // SAFETY: the mapping is len bytes, zero-filled by ftruncate; the header
+    // is written before any slot is handed out (the OnceLock orders it).
+    unsafe {
+        let h = base as *mut Header;
+        (*h).version = VERSION;
+        (*h).capacity = capacity;
+        (*h).magic = MAGIC;
+    }
+    Ok(Mapped {
+        base,
+        capacity,
+        path: path.to_path_buf(),
+    })
+}
+
+static FILE: OnceLock<Result<Mapped, i32>> = OnceLock::new();
+
+thread_local! {
+    /// This thread's slot, once claimed; `u32::MAX`: none available.
+    static SLOT: std::cell::Cell<Option<u32>> = const { std::cell::Cell::new(None) };
+}
+
+fn file() -> Result<&'static Mapped, i32> {
+    FILE.get_or_init(|| {
+        let pid = std::process::id() as i32;
+        create(&path_of(&dir(), pid), CAPACITY).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
+    })
+    .as_ref()
+    .map_err(|e| *e)
+}
+
+/// Creates the file now rather than at the first beat; an errno on failure.
+pub fn init() -> Result<(), i32> {
+    file().map(|_| ())
+}
+
+/// One unit of progress for the calling thread.
+pub fn beat() -> bool {
+    beat_n(1)
+}
+
+/// `n` units of progress for the calling thread. False when the beat could
+/// not be recorded (no file, or every slot taken).
+pub fn beat_n(n: u64) -> bool {
+    let Ok(f) = file() else { return false };
+    let slot = SLOT.with(|s| {
+        if let Some(i) = s.get() {
+            return i;
+        }
+        let i = f.header().next.fetch_add(1, Ordering::Relaxed);
+        let i = if i < f.capacity {
+            // SAFETY: gettid has no preconditions.
+            let tid = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+            f.slot(i).tid.store(tid, Ordering::Release);
+            i
+        } else {
+            u32::MAX
+        };
+        s.set(Some(i));
+        i
+    });
+    if slot == u32::MAX {
+        return false;
+    }
+    f.slot(slot).beats.fetch_add(n, Ordering::Relaxed);
+    true
+}
+
+/// Removes the file; the mapping (and the counters) stay until exit.
+pub fn close() -> Result<(), i32> {
+    let f = file()?;
+    std::fs::remove_file(&f.path).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
+}
+
+/// C ABI: see include/herd_heartbeat.h.
+#[unsafe(no_mangle)]
+pub extern "C" fn herd_hb_init() -> i32 {
+    init().err().unwrap_or(0)
+}
+
+/// C ABI: one beat.
+#[unsafe(no_mangle)]
+pub extern "C" fn herd_hb_beat() {
+    beat();
+}
+
+/// C ABI: n beats.
+#[unsafe(no_mangle)]
+pub extern "C" fn herd_hb_beat_n(n: u64) {
+    beat_n(n);
+}
+
+/// C ABI: removes the file.
+#[unsafe(no_mangle)]
+pub extern "C" fn herd_hb_close() -> i32 {
+    close().err().unwrap_or(0)
+}
+
+/// Why a heartbeat file cannot be read.
+#[derive(Debug)]
+pub enum ReadError {
+    /// Opening or mapping it failed.
+    Io(std::io::Error),
+    /// It is not a heartbeat file of a version herd reads.
+    Format(&'static str),
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::Io(e) => write!(f, "{e}"),
+            ReadError::Format(w) => write!(f, "not a herd heartbeat file: {w}"),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+/// herd's side: a read-only mapping of one process's file.
+pub struct Reader {
+    base: *const u8,
+    len: usize,
+    capacity: u32,
+}
+
+// SAFETY: the mapping is read-only and only read through atomics.
+unsafe impl Send for Reader {}
+
+impl Reader {
+    /// Maps `path` read-only and checks its header.
+    pub fn open(path: &Path) -> Result<Reader, ReadError> {
+        let file = std::fs::File::open(path).map_err(ReadError::Io)?;
+        let len = file.metadata().map_err(ReadError::Io)?.len() as usize;
+        if len < LINE {
+            return Err(ReadError::Format("shorter than its header"));
+        }
+        use std::os::fd::AsRawFd;
+        // SAFETY: mapping an open file read-only and shared; the file
+        // descriptor may close after mmap.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(ReadError::Io(std::io::Error::last_os_error()));
+        }
+        // Owned from here: every early return unmaps it.
+        let mut r = Reader {
+            base: p as *const u8,
+            len,
+            capacity: 0,
+        };
+        // SAFETY: the mapping holds at least the header.
+        let h = unsafe { &*(r.base as *const Header) };
+        if h.magic != MAGIC {
+            return Err(ReadError::Format("bad magic"));
+        }
+        if h.version != VERSION {
+            return Err(ReadError::Format("unknown version"));
+        }
+        if file_len(h.capacity) > len {
+            return Err(ReadError::Format("capacity beyond the file"));
+        }
+        // Not `Reader { capacity, ..r }`: that copies the pointer out and
+        // drops r, unmapping the file under the copy.
+        r.capacity = h.capacity;
+        Ok(r)
+    }
+
+    /// Every thread that has beaten: (thread id, beats so far).
+    pub fn beats(&self) -> Vec<(i32, u64)> {
+        // SAFETY: the header lies in the mapping.
+        let h = unsafe { &*(self.base as *const Header) };
+        let used = h.next.load(Ordering::Acquire).min(self.capacity);
+        (0..used)
+            .filter_map(|i| {
+                // SAFETY: i < capacity, checked against the file length at open.
+                let s = unsafe { &*(self.base.add(LINE * (1 + i as usize)) as *const Slot) };
+                let tid = s.tid.load(Ordering::Acquire);
+                (tid != 0).then(|| (tid, s.beats.load(Ordering::Relaxed)))
+            })
+            .collect()
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what open mapped.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threads_beat_into_their_own_slots_and_a_reader_sees_them() {
+        let tmp = tempfile::tempdir().unwrap();
+        // The process-wide file lives in the test's own directory.
+        // SAFETY: set before any thread of this test binary reads it; the
+        // other test only opens files by explicit path.
+        unsafe { std::env::set_var("HERD_HEARTBEAT_DIR", tmp.path()) };
+        init().unwrap();
+        let handles: Vec<_> = (0..4u64)
+            .map(|k| {
+                std::thread::spawn(move || {
+                    for _ in 0..1000 * (k + 1) {
+                        assert!(beat());
+                    }
+                    // SAFETY: gettid has no preconditions.
+                    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+                })
+            })
+            .collect();
+        let tids: Vec<i32> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let path = path_of(tmp.path(), std::process::id() as i32);
+        let r = Reader::open(&path).unwrap();
+        let mut seen = r.beats();
+        seen.sort();
+        let mut want: Vec<(i32, u64)> = tids.iter().zip(1..).map(|(t, k)| (*t, 1000 * k)).collect();
+        want.sort();
+        assert_eq!(seen, want);
+        assert!(beat_n(5));
+        close().unwrap();
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn the_reader_refuses_what_is_not_a_heartbeat_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("x");
+        std::fs::write(&p, vec![0u8; 4096]).unwrap();
+        assert!(matches!(Reader::open(&p), Err(ReadError::Format("bad magic"))));
+        std::fs::write(&p, b"short").unwrap();
+        assert!(matches!(Reader::open(&p), Err(ReadError::Format(_))));
+        assert!(matches!(
+            Reader::open(&tmp.path().join("none")),
+            Err(ReadError::Io(_))
+        ));
+    }
+}

@@ -1,0 +1,41 @@
+//! Progress from managed programs that link herd's heartbeat library (S4):
+//! each program's shared-memory file (`herd_heartbeat`'s format), mapped
+//! read-only once and read by copying its counters: no system call per
+//! thread or per beat.
+
+use std::path::PathBuf;
+
+use herd_heartbeat::Reader;
+
+/// How often a program without a file is looked at again: it may create
+/// one late (at its first beat).
+const RETRY_NS: u64 = 200_000_000;
+
+/// The readers of the programs a world manages.
+pub struct Heartbeats {
+    dir: PathBuf,
+    readers: Vec<Option<Reader>>,
+    next_try_ns: Vec<u64>,
+}
+
+impl Heartbeats {
+    /// For `programs` programs, with files in `herd_heartbeat::dir()`.
+    pub fn new(programs: usize) -> Self {
+        Heartbeats {
+            dir: herd_heartbeat::dir(),
+            readers: (0..programs).map(|_| None).collect(),
+            next_try_ns: vec![0; programs],
+        }
+    }
+
+    /// Program `j`'s beats per thread id, opening its file when it appears;
+    /// `None` for a program that reports none.
+    pub fn read(&mut self, j: usize, pid: i32, now_ns: u64) -> Option<Vec<(i32, u64)>> {
+        if self.readers.get(j)?.is_none() && now_ns >= self.next_try_ns[j] {
+            self.next_try_ns[j] = now_ns + RETRY_NS;
+            // A file that is not ours (bad magic) counts as none.
+            self.readers[j] = Reader::open(&herd_heartbeat::path_of(&self.dir, pid)).ok();
+        }
+        self.readers[j].as_ref().map(Reader::beats)
+    }
+}
