@@ -20,7 +20,7 @@ WORKLOADS := stream compute phases barrier amdahl
 WORKLOAD_BINS := $(addprefix target/workloads/,$(WORKLOADS))
 # Workloads that report progress through herd's heartbeat library (S4).
 HB_LIB := target/release/libherd_heartbeat.a
-HB_WORKLOADS := target/workloads/beats
+HB_WORKLOADS := target/workloads/beats target/workloads/barrier-hb
 
 target/workloads/%: workloads/%.c workloads/common.h
 	@mkdir -p target/workloads
@@ -32,6 +32,10 @@ $(HB_LIB): crates/heartbeat/src/lib.rs crates/heartbeat/Cargo.toml
 target/workloads/beats: workloads/beats.c workloads/common.h crates/heartbeat/include/herd_heartbeat.h $(HB_LIB)
 	@mkdir -p target/workloads
 	$(CC) -O2 -Wall -Wextra -pthread -Icrates/heartbeat/include -o $@ $< $(HB_LIB) -ldl -lm
+
+target/workloads/barrier-hb: workloads/barrier.c workloads/common.h crates/heartbeat/include/herd_heartbeat.h $(HB_LIB)
+	@mkdir -p target/workloads
+	$(CC) -O2 -Wall -Wextra -pthread -DHERD_HEARTBEAT -Icrates/heartbeat/include -o $@ $< $(HB_LIB) -ldl -lm
 
 workloads: $(WORKLOAD_BINS) $(HB_WORKLOADS)
 

@@ -17,6 +17,7 @@ mod cosched;
 pub mod node;
 mod numa_model;
 pub mod order;
+mod pack;
 mod plan;
 mod smt;
 mod view;
@@ -27,6 +28,7 @@ pub use baseline::{Layout, Linux, Static};
 pub use bw::{BwCosched, BwSource, BwTarget, COVERAGE_GATE};
 pub use cosched::CoschedFair;
 pub use numa_model::NumaModel;
+pub use pack::{Pack, Packing, group_sizes};
 pub use plan::{JobDirective, Placement, Plan, Reason};
 pub use smt::{SmtGoal, SmtPlace};
 pub use view::{
@@ -174,6 +176,45 @@ pub fn catalog() -> &'static [PolicyInfo] {
                     about: "relative change under which a new phase is stable (two intervals)",
                 },
             ],
+        },
+        PolicyInfo {
+            name: "pack:palm",
+            about: "S4 PALM: threads packed on K cores, least progress to most capacity per thread, adaptive period",
+            params: &[
+                ParamInfo {
+                    key: "cores",
+                    default: "all",
+                    about: "K: how many cores the job gets (the first K in compact order)",
+                },
+                ParamInfo {
+                    key: "min_period_us",
+                    default: "125",
+                    about: "the period the controller starts at and never goes below",
+                },
+                ParamInfo {
+                    key: "max_period_ms",
+                    default: "64",
+                    about: "the longest period the controller doubles to",
+                },
+            ],
+        },
+        PolicyInfo {
+            name: "pack:tp",
+            about: "thread packing (S4's TP): every thread may run on the K cores, Linux balances",
+            params: &[ParamInfo {
+                key: "cores",
+                default: "all",
+                about: "K: how many cores the job gets",
+            }],
+        },
+        PolicyInfo {
+            name: "pack:tr",
+            about: "thread reduction (S4's TR): K threads on K cores (run with herd run --threads K)",
+            params: &[ParamInfo {
+                key: "cores",
+                default: "all",
+                about: "K: how many cores and threads",
+            }],
         },
         PolicyInfo {
             name: "amp:hass-s",
@@ -372,6 +413,31 @@ pub fn build(spec: &str) -> Result<Box<dyn Policy>, PolicyError> {
                 }
             };
             Box::new(BwCosched::with_target(source, window, target))
+        }
+        "pack:palm" | "pack:tp" | "pack:tr" => {
+            let kind = match info.name {
+                "pack:palm" => Packing::Palm,
+                "pack:tp" => Packing::Tp,
+                _ => Packing::Tr,
+            };
+            let cores = match params.str_or("cores", "all") {
+                "all" => None,
+                _ => Some(params.number(
+                    "cores",
+                    "all",
+                    |x| x >= 1.0 && x.fract() == 0.0,
+                    "a whole number >= 1",
+                )? as usize),
+            };
+            let (min_us, max_ms) = if kind == Packing::Palm {
+                (
+                    params.number("min_period_us", "125", |x| x > 0.0, "a positive number")?,
+                    params.number("max_period_ms", "64", |x| x > 0.0, "a positive number")?,
+                )
+            } else {
+                (125.0, 64.0)
+            };
+            Box::new(Pack::new(kind, cores, min_us, max_ms))
         }
         "amp:ff" => Box::new(FastFirst::default()),
         "amp:hass-s" => Box::new(HassStatic::default()),

@@ -843,10 +843,15 @@ impl Clock for LiveWorld {
             } else {
                 left.min(POLL)
             };
-            // Round up so a sub-ms remainder does not busy-loop at timeout 0.
-            let timeout_ms = wait.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
-            // SAFETY: fds is a valid array of pollfd of the given length.
-            unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+            // ppoll takes nanoseconds: periods below a millisecond (S4's
+            // PALM starts at 0.125 ms) sleep as long as they ask.
+            let ts = libc::timespec {
+                tv_sec: wait.as_secs().min(i64::MAX as u64) as libc::time_t,
+                tv_nsec: wait.subsec_nanos() as libc::c_long,
+            };
+            // SAFETY: fds is a valid array of pollfd of the given length and
+            // ts a valid timespec; a null mask leaves signals as they are.
+            unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
         }
     }
 }

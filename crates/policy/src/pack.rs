@@ -1,0 +1,348 @@
+//! Thread packing for a job given fewer cores than threads (S4: PALM, Park
+//! et al., IPDPS'21), and its baselines.
+//!
+//! - `pack:palm`: every period, one thread group per allowed core, with the
+//!   core's capacity (its kind's); each group gets one thread, then each
+//!   remaining thread joins the group with the largest capacity per thread.
+//!   Threads with the least progress go to the groups with the most
+//!   capacity per thread, so laggards catch up; threads of like progress
+//!   share a group (with spinning barriers, the threads already waiting
+//!   share one core and burn only it). Progress is heartbeats where the
+//!   program reports them, else CPU time (weaker: a thread spinning at a
+//!   barrier gains CPU time without progress). The period starts at
+//!   `min_period_us` (0.125 ms) and doubles after an epoch with more total
+//!   progress per second than the one before, halves after one with less,
+//!   within [min_period_us, max_period_ms].
+//! - `pack:tp`: thread packing as the OS would do it: every thread may run
+//!   on the K cores, and Linux balances.
+//! - `pack:tr`: thread reduction: the job should run K threads. A program's
+//!   thread count is set when it starts (`herd run --threads K` sets
+//!   OMP_NUM_THREADS and `{threads}`); the policy pins like `pack:tp` and
+//!   states the directive.
+//!
+//! The K cores are the first K of the machine's compact order (`cores=K`,
+//! default every core).
+
+use std::collections::BTreeMap;
+
+use herd_topo::CpuSet;
+
+use crate::{JobDirective, JobId, Plan, Policy, TaskId, View};
+
+/// Which packing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Packing {
+    /// PALM.
+    Palm,
+    /// Thread packing: all threads on the K cores, Linux balances.
+    Tp,
+    /// Thread reduction: K threads.
+    Tr,
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct Pack {
+    kind: Packing,
+    cores: Option<usize>,
+    min_period_ns: u64,
+    max_period_ns: u64,
+    period_ns: u64,
+    /// Each task's progress so far (heartbeats, or CPU time summed).
+    progress: BTreeMap<TaskId, u64>,
+    /// When the epoch started and the summed progress then.
+    epoch: Option<(u64, u64)>,
+    last_rate: Option<f64>,
+    /// Each task's group (core index) as last placed.
+    group_of: BTreeMap<TaskId, usize>,
+    pinned: BTreeMap<TaskId, ()>,
+    noted: bool,
+}
+
+impl Pack {
+    /// A packing on `cores` cores (all when `None`).
+    pub fn new(kind: Packing, cores: Option<usize>, min_period_us: f64, max_period_ms: f64) -> Self {
+        let min_period_ns = (min_period_us * 1e3) as u64;
+        Pack {
+            kind,
+            cores,
+            min_period_ns,
+            max_period_ns: ((max_period_ms * 1e6) as u64).max(min_period_ns),
+            period_ns: min_period_ns,
+            progress: BTreeMap::new(),
+            epoch: None,
+            last_rate: None,
+            group_of: BTreeMap::new(),
+            pinned: BTreeMap::new(),
+            noted: false,
+        }
+    }
+}
+
+/// The K cores: (CPUs, capacity) in the machine's compact order.
+fn allowed_cores(view: &View<'_>, k: Option<usize>) -> Vec<(CpuSet, f64)> {
+    let m = view.machine;
+    let mut seen = Vec::new();
+    for cpu in crate::order::compact(m) {
+        let Some(c) = m.cpu(cpu) else { continue };
+        if !seen.iter().any(|(core, _, _)| *core == c.core) {
+            let cpus: CpuSet = m
+                .cpus()
+                .iter()
+                .filter(|x| x.core == c.core)
+                .map(|x| x.os)
+                .collect();
+            seen.push((c.core, cpus, m.kinds()[c.kind].capacity));
+        }
+    }
+    let k = k.unwrap_or(seen.len()).clamp(1, seen.len().max(1));
+    seen.into_iter()
+        .take(k)
+        .map(|(_, cpus, cap)| (cpus, cap))
+        .collect()
+}
+
+/// Thread counts per group: one each, then each remaining thread to the
+/// group with the largest capacity per thread (S4: capacities 360, 220,
+/// 100 and 6 threads give 3, 2, 1).
+pub fn group_sizes(capacities: &[f64], threads: usize) -> Vec<usize> {
+    let mut n = vec![0usize; capacities.len()];
+    for t in 0..threads {
+        let g = if t < capacities.len() {
+            t
+        } else {
+            (0..capacities.len())
+                .max_by(|&a, &b| {
+                    (capacities[a] / (n[a] + 1) as f64)
+                        .total_cmp(&(capacities[b] / (n[b] + 1) as f64))
+                        .then(b.cmp(&a))
+                })
+                .expect("at least one group")
+        };
+        n[g] += 1;
+    }
+    n
+}
+
+impl Policy for Pack {
+    fn name(&self) -> String {
+        let base = match self.kind {
+            Packing::Palm => "pack:palm",
+            Packing::Tp => "pack:tp",
+            Packing::Tr => "pack:tr",
+        };
+        let mut p = Vec::new();
+        if let Some(k) = self.cores {
+            p.push(format!("cores={k}"));
+        }
+        if self.kind == Packing::Palm {
+            if self.min_period_ns != 125_000 {
+                p.push(format!("min_period_us={}", self.min_period_ns as f64 / 1e3));
+            }
+            if self.max_period_ns != 64_000_000 {
+                p.push(format!("max_period_ms={}", self.max_period_ns as f64 / 1e6));
+            }
+        }
+        if p.is_empty() {
+            base.into()
+        } else {
+            format!("{base}:{}", p.join(","))
+        }
+    }
+
+    fn decide(&mut self, view: &View<'_>) -> Plan {
+        let mut plan = Plan::default();
+        let cores = allowed_cores(view, self.cores);
+        let all: CpuSet = cores.iter().flat_map(|(c, _)| c.iter()).collect();
+        let present: rustc_hash::FxHashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
+        self.group_of.retain(|t, _| present.contains(t));
+        self.pinned.retain(|t, _| present.contains(t));
+        self.progress.retain(|t, _| present.contains(t));
+        if self.kind != Packing::Palm {
+            for t in &view.snapshot.tasks {
+                if self.pinned.insert(t.id, ()).is_none() {
+                    plan.run(
+                        t.id,
+                        all.clone(),
+                        "pack: every thread on the K cores; Linux balances",
+                    );
+                }
+            }
+            if self.kind == Packing::Tr && !self.noted {
+                self.noted = true;
+                let jobs: Vec<JobId> = view.snapshot.jobs.iter().map(|j| j.id).collect();
+                for job in jobs {
+                    plan.jobs.push(JobDirective {
+                        job,
+                        cores: Some(cores.len() as u32),
+                        threads: Some(cores.len() as u32),
+                        why: "pack:tr: one thread per core (set at start: herd run --threads K)".into(),
+                    });
+                }
+            }
+            return plan;
+        }
+        // Progress: heartbeats where any task reports them (tasks that do
+        // not are left out of the groups), else CPU time, summed over periods.
+        let beats = view.snapshot.tasks.iter().any(|t| t.heartbeats.is_some());
+        let mut totals: Vec<(u64, u32, TaskId)> = Vec::new();
+        for t in &view.snapshot.tasks {
+            let p = self.progress.entry(t.id).or_insert(0);
+            match (beats, t.heartbeats) {
+                (true, Some(b)) => *p = b,
+                (true, None) => {}
+                (false, _) => *p = p.saturating_add(t.obs.cpu_time_ns),
+            }
+            if beats && t.heartbeats.is_none() {
+                // Not a worker (a main thread waiting in join): it may run
+                // on any of the K cores and takes no group's place, or it
+                // would pair the laggards and leave the leader alone.
+                if self.group_of.insert(t.id, usize::MAX) != Some(usize::MAX) {
+                    plan.run(
+                        t.id,
+                        all.clone(),
+                        "pack:palm: reports no progress; any of the K cores",
+                    );
+                }
+                continue;
+            }
+            totals.push((*p, t.rank, t.id));
+        }
+        // The period controller: once per epoch (one current period),
+        // compare total progress per second with the epoch before.
+        let now = view.now_ns();
+        let sum: u64 = self.progress.values().fold(0u64, |a, p| a.saturating_add(*p));
+        let (start_ns, start_sum) = *self.epoch.get_or_insert((now, sum));
+        if now.saturating_sub(start_ns) >= self.period_ns {
+            let rate = sum.saturating_sub(start_sum) as f64 / (now - start_ns) as f64;
+            if let Some(prev) = self.last_rate {
+                self.period_ns = if rate >= prev {
+                    (self.period_ns * 2).min(self.max_period_ns)
+                } else {
+                    (self.period_ns / 2).max(self.min_period_ns)
+                };
+            }
+            self.last_rate = Some(rate);
+            self.epoch = Some((now, sum));
+        }
+        // Least progress first; ties by rank (locality: neighbours stay together).
+        totals.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+        let caps: Vec<f64> = cores.iter().map(|(_, c)| *c).collect();
+        let sizes = group_sizes(&caps, totals.len());
+        let mut order: Vec<usize> = (0..cores.len()).collect();
+        order.sort_by(|&a, &b| {
+            (caps[b] / sizes[b].max(1) as f64)
+                .total_cmp(&(caps[a] / sizes[a].max(1) as f64))
+                .then(a.cmp(&b))
+        });
+        let mut next = totals.iter();
+        for g in order {
+            for _ in 0..sizes[g] {
+                let Some((_, _, id)) = next.next() else { break };
+                if self.group_of.insert(*id, g) != Some(g) {
+                    plan.run(
+                        *id,
+                        cores[g].0.clone(),
+                        "pack:palm: least progress to the most capacity per thread",
+                    );
+                }
+            }
+        }
+        plan.next_period_ns = Some(self.period_ns);
+        if !self.noted {
+            self.noted = true;
+            plan.note = Some(
+                format!(
+                    "pack:palm: {} threads in {} groups; progress from {}; period from {:.3} ms",
+                    totals.len(),
+                    cores.len(),
+                    if beats {
+                        "heartbeats"
+                    } else {
+                        "CPU time (no heartbeats: spinning counts as progress)"
+                    },
+                    self.min_period_ns as f64 / 1e6
+                )
+                .into(),
+            );
+        }
+        plan
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::{JobView, Obs, Snapshot, TaskState, TaskView};
+    use herd_topo::Machine;
+
+    fn snap(now_ns: u64, beats: &[Option<u64>]) -> Snapshot {
+        Snapshot {
+            now_ns,
+            tasks: beats
+                .iter()
+                .enumerate()
+                .map(|(i, b)| TaskView {
+                    id: i as u64 + 1,
+                    job: 0,
+                    rank: i as u32,
+                    state: TaskState::Runnable,
+                    cpu: None,
+                    obs: Obs::default(),
+                    heartbeats: *b,
+                })
+                .collect(),
+            jobs: vec![JobView {
+                id: 0,
+                name: "b".into(),
+                program: "b".into(),
+                arrival_ns: 0,
+                memory_hint: None,
+                memory_kb: None,
+            }],
+            ..Snapshot::default()
+        }
+    }
+
+    fn cpu_of(plan: &Plan, task: TaskId) -> Option<u32> {
+        plan.tasks
+            .iter()
+            .find(|(t, _)| *t == task)
+            .and_then(|(_, p)| match p {
+                crate::Placement::Run { cpus, .. } => cpus.iter().next(),
+                crate::Placement::Pause { .. } => None,
+            })
+    }
+
+    #[test]
+    fn the_least_progressed_thread_gets_a_core_alone_and_the_period_adapts() {
+        let m = Machine::synthetic("core:2").unwrap();
+        let mut p = Pack::new(Packing::Palm, Some(2), 125.0, 64.0);
+        // Three workers and a main thread that beats nothing (waiting in join).
+        let plan = crate::testkit::decide_once(&mut p, &m, &snap(0, &[Some(10), Some(5), Some(8), None]));
+        assert_eq!(plan.next_period_ns, Some(125_000));
+        let solo = cpu_of(&plan, 2).expect("placed");
+        assert_ne!(cpu_of(&plan, 3), Some(solo), "the least progressed is alone");
+        assert_eq!(cpu_of(&plan, 1), cpu_of(&plan, 3), "the other two share a core");
+        let main = plan.tasks.iter().find(|(t, _)| *t == 4).expect("main placed");
+        assert!(matches!(&main.1, crate::Placement::Run { cpus, .. } if cpus.len() == 2));
+        assert!(plan.note.as_deref().unwrap().contains("progress from heartbeats"));
+        // More progress per second in the next epoch: the period doubles.
+        crate::testkit::decide_once(&mut p, &m, &snap(200_000, &[Some(20), Some(15), Some(18), None]));
+        let plan =
+            crate::testkit::decide_once(&mut p, &m, &snap(400_000, &[Some(40), Some(35), Some(38), None]));
+        assert_eq!(plan.next_period_ns, Some(250_000));
+        assert_eq!(
+            crate::build("pack:palm:cores=2,max_period_ms=8").unwrap().name(),
+            "pack:palm:cores=2,max_period_ms=8"
+        );
+    }
+
+    #[test]
+    fn group_sizes_follow_capacity_per_thread() {
+        assert_eq!(group_sizes(&[360.0, 220.0, 100.0], 6), vec![3, 2, 1]);
+        assert_eq!(group_sizes(&[1.0, 1.0], 3), vec![2, 1]);
+        assert_eq!(group_sizes(&[1.0, 1.0], 1), vec![1, 0]);
+    }
+}
