@@ -201,7 +201,17 @@ pub fn character_of(
     };
     // The figure must be below what the threads can draw; a profile from
     // a larger machine can exceed it, and is then held just under.
-    let gbps = gbps.min(0.95 * most);
+    let (gbps, source) = if gbps > 0.95 * most {
+        (
+            0.95 * most,
+            format!(
+                "{source}, held at {:.1} GB/s: more than its threads can draw here",
+                0.95 * most
+            ),
+        )
+    } else {
+        (gbps, source)
+    };
     // Time alone does not change a slowdown ratio: one second.
     numa::from_alone(mem, placement, 1.0, gbps, shared_fraction).map(|c| (c, source))
 }

@@ -296,6 +296,13 @@ fn cluster_scenarios_compare_placements_and_name_bad_fields() {
             "unknown placement 'fifo'",
         ),
         (head.to_string(), "field 'job'", "no [[job]]"),
+        (
+            format!(
+                "{head}[stream]\njobs = 3\ninterarrival_s = 1\nthreads = [2]\nsolo_time_s = [1, 2]\nbw_gbps = [3, 1]\n"
+            ),
+            "field 'stream.bw_gbps'",
+            "[low, high]",
+        ),
     ];
     for (i, (text, field, why)) in cases.iter().enumerate() {
         let f = write(tmp.path(), &format!("c{i}.toml"), text);

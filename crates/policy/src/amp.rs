@@ -55,8 +55,6 @@ pub struct Comprehensive {
     interval_ns: u64,
     preset: Option<&'static str>,
     tasks: BTreeMap<TaskId, TaskState>,
-    /// Cross-kind moves made, for the note.
-    moves: u64,
     noted_no_counters: bool,
 }
 
@@ -70,7 +68,6 @@ impl Comprehensive {
             interval_ns: (interval_ms * 1e6) as u64,
             preset,
             tasks: BTreeMap::new(),
-            moves: 0,
             noted_no_counters: false,
         }
     }
@@ -195,9 +192,6 @@ impl Policy for Comprehensive {
         for (id, st) in &self.tasks {
             let k = st.kind.expect("every task is in a queue after rebalance");
             if old.get(id).copied().flatten() != Some(k) {
-                if old.get(id).copied().flatten().is_some() {
-                    self.moves += 1;
-                }
                 plan.run(
                     *id,
                     kinds[k].1.clone(),

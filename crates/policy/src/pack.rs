@@ -55,7 +55,8 @@ pub struct Pack {
     last_rate: Option<f64>,
     /// Each task's group (core index) as last placed.
     group_of: BTreeMap<TaskId, usize>,
-    pinned: BTreeMap<TaskId, ()>,
+    /// Tasks `pack:tp`/`pack:tr` have pinned.
+    pinned: std::collections::BTreeSet<TaskId>,
     noted: bool,
 }
 
@@ -73,7 +74,7 @@ impl Pack {
             epoch: None,
             last_rate: None,
             group_of: BTreeMap::new(),
-            pinned: BTreeMap::new(),
+            pinned: std::collections::BTreeSet::new(),
             noted: false,
         }
     }
@@ -156,11 +157,11 @@ impl Policy for Pack {
         let all: CpuSet = cores.iter().flat_map(|(c, _)| c.iter()).collect();
         let present: rustc_hash::FxHashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
         self.group_of.retain(|t, _| present.contains(t));
-        self.pinned.retain(|t, _| present.contains(t));
+        self.pinned.retain(|t| present.contains(t));
         self.progress.retain(|t, _| present.contains(t));
         if self.kind != Packing::Palm {
             for t in &view.snapshot.tasks {
-                if self.pinned.insert(t.id, ()).is_none() {
+                if self.pinned.insert(t.id) {
                     plan.run(
                         t.id,
                         all.clone(),

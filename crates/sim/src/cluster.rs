@@ -316,8 +316,16 @@ fn stream_jobs(
             format!("give thread counts between 1 and {cpus}"),
         ));
     }
-    if s.solo_time_s[0].0 > s.solo_time_s[1].0 || s.bw_gbps[0].0 > s.bw_gbps[1].0 {
-        return Err(("stream.solo_time_s".into(), "ranges are [low, high]".into()));
+    for (field, r) in [
+        ("stream.solo_time_s", &s.solo_time_s),
+        ("stream.bw_gbps", &s.bw_gbps),
+    ] {
+        if r[0].0 > r[1].0 {
+            return Err((field.into(), "a range is [low, high]".into()));
+        }
+    }
+    if s.shared_fraction.0 > 1.0 {
+        return Err(("stream.shared_fraction".into(), "must be in [0, 1]".into()));
     }
     let mut rng = Rng::new(s.seed);
     let mut t = 0.0;
@@ -416,6 +424,8 @@ struct NodeSim {
 pub fn run(s: &ClusterScenario, placement: &str) -> PlacementResult {
     let one_per_node = placement == "one-per-node";
     let worst = placement == "worst";
+    // `worst` packs first-fit (Slurm's order) after sorting the queue;
+    // `one-per-node` picks empty nodes itself.
     let selector = Selector::parse(placement).unwrap_or(Selector::Slurm);
     let n_nodes = if one_per_node {
         s.nodes.max(s.jobs.len())
