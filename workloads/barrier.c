@@ -74,5 +74,8 @@ int main(int argc, char **argv) {
     for (int t = 0; t < threads; t++) pthread_create(&tid[t], NULL, worker, (void *)(uintptr_t)t);
     for (int t = 0; t < threads; t++) pthread_join(tid[t], NULL);
     printf("barrier: %d threads, %d phases, %s, runtime %.3f s\n", threads, phases, mode, now_s() - start);
+#ifdef HERD_HEARTBEAT
+    herd_hb_close();
+#endif
     return 0;
 }

@@ -154,6 +154,14 @@ fn create(path: &Path, capacity: u32) -> std::io::Result<Mapped> {
 
 static FILE: OnceLock<Result<Mapped, i32>> = OnceLock::new();
 
+/// Removes this process's file at a normal exit, for programs that never
+/// call [`close`] (a file left in /dev/shm outlives the program).
+extern "C" fn remove_at_exit() {
+    if let Some(Ok(f)) = FILE.get() {
+        let _ = std::fs::remove_file(&f.path);
+    }
+}
+
 thread_local! {
     /// This thread's slot, once claimed; `u32::MAX`: none available.
     static SLOT: std::cell::Cell<Option<u32>> = const { std::cell::Cell::new(None) };
@@ -162,7 +170,13 @@ thread_local! {
 fn file() -> Result<&'static Mapped, i32> {
     FILE.get_or_init(|| {
         let pid = std::process::id() as i32;
-        create(&path_of(&dir(), pid), CAPACITY).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
+        let made = create(&path_of(&dir(), pid), CAPACITY).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO));
+        if made.is_ok() {
+            // SAFETY: registers a plain extern "C" function with no
+            // arguments; it only reads the OnceLock, set by then.
+            unsafe { libc::atexit(remove_at_exit) };
+        }
+        made
     })
     .as_ref()
     .map_err(|e| *e)

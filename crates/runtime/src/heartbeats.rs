@@ -11,6 +11,14 @@ use herd_heartbeat::Reader;
 /// one late (at its first beat).
 const RETRY_NS: u64 = 200_000_000;
 
+/// Removes the heartbeat file of `pid`, a program herd started that has
+/// exited (and been reaped, so the pid is not reused yet): the library
+/// removes its own at a normal exit, but a killed program cannot. Nothing
+/// to remove is not an error.
+pub fn remove_file_of(pid: i32) {
+    let _ = std::fs::remove_file(herd_heartbeat::path_of(&herd_heartbeat::dir(), pid));
+}
+
 /// The readers of the programs a world manages.
 pub struct Heartbeats {
     dir: PathBuf,

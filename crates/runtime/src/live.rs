@@ -96,6 +96,14 @@ pub struct LiveStats {
 }
 
 impl Program {
+    /// Records a started program's exit, and removes its heartbeat file in
+    /// case a kill left one behind (the pid is not reused before this).
+    fn reaped(&mut self, status: Option<ExitStatus>, now_ns: u64) {
+        self.status = status;
+        self.exited_ns = Some(now_ns);
+        crate::heartbeats::remove_file_of(self.pid);
+    }
+
     /// A program with process id `pid`, started now, neither paused nor held.
     pub fn new(name: String, program: String, pid: i32, child: Option<Child>) -> Program {
         Program {
@@ -307,8 +315,7 @@ fn pidfd(pid: i32) -> Option<std::os::fd::OwnedFd> {
 
 impl LiveWorld {
     /// Reads where each program's memory is, at most once a second (numa_maps
-    /// walks every mapping: milliseconds for a large process), and puts the
-    /// latest reading in its job view.
+    /// walks every mapping: ms for a large process), into its job view.
     fn refresh_numa_memory(&mut self, now_ns: u64, jobs: &mut [JobView]) {
         let Some(NumaMemory { read_ns: last, kb }) = &mut self.numa_memory else {
             return;
@@ -382,8 +389,7 @@ impl LiveWorld {
                 match p.child.as_mut() {
                     Some(child) => {
                         if let Ok(Some(status)) = child.try_wait() {
-                            p.status = Some(status);
-                            p.exited_ns = Some(now);
+                            p.reaped(Some(status), now);
                         }
                     }
                     // Not our child (attached): gone when /proc says so.
@@ -434,8 +440,8 @@ impl LiveWorld {
         for p in &mut self.programs {
             if p.status.is_none() {
                 if let Some(child) = p.child.as_mut() {
-                    p.status = child.wait().ok();
-                    p.exited_ns = Some(self.start.elapsed().as_nanos() as u64);
+                    let status = child.wait().ok();
+                    p.reaped(status, self.start.elapsed().as_nanos() as u64);
                 }
             }
         }

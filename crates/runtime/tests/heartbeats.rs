@@ -1,6 +1,8 @@
 //! A C program linked with herd's heartbeat library (workloads/beats.c,
 //! built by `make workloads`) reports per-thread progress, and the live
-//! sensor sees it per task, with no system call per beat.
+//! sensor sees it per task, with no system call per beat; its file is gone
+//! after a normal exit (the library) and after a kill (herd). One test:
+//! the heartbeat directory is process-wide state.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,7 +11,7 @@ use herd_engine::Sensor;
 use herd_runtime::live::{LiveWorld, Program};
 
 #[test]
-fn the_sensor_sees_each_threads_heartbeats() {
+fn the_sensor_sees_each_threads_heartbeats_and_no_file_outlives_its_program() {
     let bin = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/workloads/beats");
     assert!(
         std::path::Path::new(bin).exists(),
@@ -47,6 +49,8 @@ fn the_sensor_sees_each_threads_heartbeats() {
         last = beats;
     }
     world.wait_all();
+    let file = herd_heartbeat::path_of(dir.path(), pid);
+    assert!(!file.exists(), "the program removed its file at exit");
     assert_eq!(
         seen_threads, 3,
         "each worker thread reports its own beats; the main thread none"
@@ -55,4 +59,28 @@ fn the_sensor_sees_each_threads_heartbeats() {
     let mut counts: Vec<u64> = last.iter().map(|(_, b)| *b).collect();
     counts.sort_unstable();
     assert!(counts[2] > counts[0] * 2, "{counts:?}");
+
+    // A killed program cannot remove its file; herd does when it reaps it.
+    let argv: Vec<String> = [bin, "--threads", "1", "--seconds", "30"]
+        .map(String::from)
+        .to_vec();
+    let child = herd_runtime::spawn::spawn(&argv).unwrap();
+    let pid = child.id() as i32;
+    let file = herd_heartbeat::path_of(dir.path(), pid);
+    let mut world = LiveWorld::new(
+        vec![Program::new("beats".into(), "beats".into(), pid, Some(child))],
+        Arc::default(),
+    );
+    for _ in 0..100 {
+        if file.exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(file.exists(), "the program made its file");
+    world.observe();
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    world.wait_all();
+    assert!(!file.exists(), "herd removed {}", file.display());
 }
