@@ -25,8 +25,17 @@ Settings (environment of slurmctld):
 
 local TABLE = os.getenv("HERD_SLURM_TABLE") or "/var/lib/herd/slurm-table"
 local MAX_AGE_S = tonumber(os.getenv("HERD_SLURM_TABLE_MAX_AGE_S") or "120")
--- Slurm's "no value" for unset numbers (NO_VAL, NO_VAL16).
+-- Slurm's "no value" for unset numbers (NO_VAL; NO_VAL16 for 16-bit fields).
 local NO_VAL = 4294967294
+local NO_VAL16 = 65534
+
+-- A number Slurm has set: not nil, not its "no value", at least 1.
+local function set(v, no_val)
+  if v == nil or v >= no_val or v < 1 then
+    return nil
+  end
+  return v
+end
 
 local function split_tabs(line)
   local fields = {}
@@ -89,9 +98,12 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
     slurm.log_info("herd: job %s names its nodes (%s); left alone", tostring(job_desc.name), job_desc.req_nodes)
     return slurm.SUCCESS
   end
-  local cpus = job_desc.min_cpus
-  if cpus == nil or cpus >= NO_VAL or cpus < 1 then
-    cpus = 1
+  -- CPUs the job asks for: --mincpus, or tasks x CPUs per task (-n N -c M),
+  -- whichever is larger; 1 when neither is given.
+  local cpus = set(job_desc.min_cpus, NO_VAL) or 1
+  local tasks = set(job_desc.num_tasks, NO_VAL)
+  if tasks then
+    cpus = math.max(cpus, tasks * (set(job_desc.cpus_per_task, NO_VAL16) or 1))
   end
   local entry, err = lookup(key, cpus)
   if entry == nil then

@@ -299,10 +299,14 @@ fn a_memory_heavy_job_goes_to_the_other_node_and_a_compute_job_is_left_to_slurm(
     // A job without a herd comment is untouched too.
     let plain = sbatch(&cluster, &[]);
     assert_eq!(job_field(&cluster, &plain, "ReqNodeList"), "(null)");
+    // Two tasks (-n 2, given after the helper's -n 1: the last one counts):
+    // the script reads the table's entry for two threads.
+    sbatch(&cluster, &["-n", "2", "--comment", "herd:hint=high"]);
     let log = std::fs::read_to_string(d.join("slurmctld.log")).unwrap_or_default();
     assert!(
         log.contains("herd: job wrap (herd:hint=high, 1 CPUs): require n2"),
         "{}",
         cluster.logs()
     );
+    assert!(log.contains("(herd:hint=high, 2 CPUs)"), "{}", cluster.logs());
 }
