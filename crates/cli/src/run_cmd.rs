@@ -29,6 +29,10 @@ pub struct RunArgs {
     /// Print each placement decision and its reason on stderr.
     #[arg(long)]
     explain: bool,
+    /// Write one JSON line per decision to FILE: each thread's CPU, state,
+    /// CPU time and heartbeats, and the placements made (docs/json.md).
+    #[arg(long, value_name = "FILE")]
+    trace: Option<std::path::PathBuf>,
     /// Run the program with N threads: sets OMP_NUM_THREADS=N and replaces
     /// `{threads}` in its arguments. `auto` picks N from the program's
     /// recorded runs (S0: Amdahl's fit; see --goal, `herd db show`).
@@ -54,6 +58,38 @@ pub struct RunArgs {
         value_name = "CMD"
     )]
     cmd: Vec<String>,
+}
+
+/// One `--trace` line: what the view showed and what the plan did.
+fn trace_line(
+    f: &mut impl std::io::Write,
+    view: &herd_policy::View<'_>,
+    plan: &herd_policy::Plan,
+) -> std::io::Result<()> {
+    let tasks: Vec<serde_json::Value> = view
+        .snapshot
+        .tasks
+        .iter()
+        .map(|t| {
+            serde_json::json!({"id": t.id, "rank": t.rank, "cpu": t.cpu, "state": t.state,
+                "cpu_ns": t.obs.cpu_time_ns, "beats": t.heartbeats})
+        })
+        .collect();
+    let placed: Vec<serde_json::Value> = plan
+        .tasks
+        .iter()
+        .map(|(id, p)| match p {
+            Placement::Run { cpus, .. } => serde_json::json!({"id": id, "cpus": cpus.to_string()}),
+            Placement::Pause { .. } => serde_json::json!({"id": id, "paused": true}),
+        })
+        .collect();
+    let line = serde_json::json!({
+        "t_s": view.now_ns() as f64 * 1e-9,
+        "tasks": tasks,
+        "placed": placed,
+        "next_period_ms": plan.next_period_ns.map(|n| n as f64 * 1e-6),
+    });
+    writeln!(f, "{line}")
 }
 
 /// `--threads`: a count or `auto`.
@@ -88,6 +124,14 @@ pub enum Goal {
 pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     let cfg = crate::period_config(args.period_ms)?;
     let mut policy = herd_policy::build(&args.policy).map_err(|e| Failure::Input(e.into()))?;
+    // Opened before the program starts, so a bad path costs no run.
+    let mut trace = match &args.trace {
+        Some(p) => Some(std::io::BufWriter::new(std::fs::File::create(p).map_err(
+            |e| Failure::Input(anyhow::anyhow!("--trace {}: {e}", p.display())),
+        )?)),
+        None => None,
+    };
+    let mut trace_failed: Option<std::io::Error> = None;
     if args.goal.is_some() && args.threads != Some(Threads::Auto) {
         return Err(Failure::Input(anyhow::anyhow!(
             "--goal chooses the unit count: use it with --threads auto"
@@ -139,6 +183,12 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
                 modelled_s += period_s;
                 last_w = w;
             }
+            if let Some(f) = trace.as_mut()
+                && trace_failed.is_none()
+                && let Err(e) = trace_line(f, view, plan)
+            {
+                trace_failed = Some(e);
+            }
             if !explain {
                 return;
             }
@@ -158,6 +208,9 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     );
     world.restore();
     sig.pass_on(&world);
+    if let Some(e) = trace_failed.or_else(|| trace.as_mut().and_then(|f| std::io::Write::flush(f).err())) {
+        eprintln!("herd: warning: the trace is incomplete: {e}");
+    }
     let status = world.wait_all()[0];
     crate::learned::save(stored, learning);
     let wall = started.elapsed().as_secs_f64();

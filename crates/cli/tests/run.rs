@@ -406,3 +406,56 @@ fn smt_policies_run_here_and_explain_why_they_place_alike() {
         assert_eq!(placements[0], placements[1], "alike orders place alike");
     }
 }
+
+/// `--trace` writes one JSON line per decision with every thread and the
+/// placements made; a path that cannot be written is refused before the
+/// program starts.
+#[test]
+fn trace_writes_a_line_per_decision() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.jsonl");
+    let out = herd()
+        .args([
+            "run",
+            "--period-ms",
+            "20",
+            "--policy",
+            "static:scatter",
+            "--trace",
+        ])
+        .arg(&trace)
+        .args(["--", "python3", "-c", &threads_program(0.2, 0.3)])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(lines.len() >= 5, "{} lines", lines.len());
+    let most = lines
+        .iter()
+        .map(|l| l["tasks"].as_array().unwrap().len())
+        .max()
+        .unwrap();
+    assert_eq!(most, 4, "the main thread and three workers");
+    let placed: usize = lines.iter().map(|l| l["placed"].as_array().unwrap().len()).sum();
+    assert!(placed >= 4, "static:scatter pinned every thread: {placed}");
+    assert!(
+        lines
+            .windows(2)
+            .all(|w| w[0]["t_s"].as_f64() < w[1]["t_s"].as_f64())
+    );
+    let bad = herd()
+        .args(["run", "--trace", "/nonexistent/dir/t.jsonl", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--trace /nonexistent/dir/t.jsonl"));
+}
