@@ -29,6 +29,12 @@ pub struct RunArgs {
     /// Print each placement decision and its reason on stderr.
     #[arg(long)]
     explain: bool,
+    /// Run herd's decision loop under SCHED_FIFO (priority 10), so it keeps
+    /// its period while the program's threads are busy (sub-ms policies
+    /// such as pack:palm need it); the program runs at normal priority.
+    /// Needs root or CAP_SYS_NICE (`herd doctor`: realtime).
+    #[arg(long)]
+    realtime: bool,
     /// Write one JSON line per decision to FILE: each thread's CPU, state,
     /// CPU time and heartbeats, and the placements made (docs/json.md).
     #[arg(long, value_name = "FILE")]
@@ -168,6 +174,17 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     }
     // The power model's estimate, period by period, from where the tasks ran.
     let (mut model_energy_j, mut modelled_s, mut last_w) = (0.0, 0.0, power.idle_w);
+    // Only this thread, the loop's, and only for the loop.
+    let realtime = args.realtime
+        && match herd_runtime::control::set_realtime(10) {
+            Ok(()) => true,
+            Err(e) => {
+                eprintln!(
+                    "herd: warning: --realtime: {e}: the loop runs at normal priority (see herd doctor)"
+                );
+                false
+            }
+        };
     let overhead = herd_engine::run(
         policy.as_mut(),
         &machine,
@@ -206,6 +223,9 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
             }
         },
     );
+    if realtime {
+        let _ = herd_runtime::control::set_normal();
+    }
     world.restore();
     sig.pass_on(&world);
     if let Some(e) = trace_failed.or_else(|| trace.as_mut().and_then(|f| std::io::Write::flush(f).err())) {

@@ -459,3 +459,23 @@ fn trace_writes_a_line_per_decision() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--trace /nonexistent/dir/t.jsonl"));
 }
+
+/// `--realtime` raises herd's loop only: the program it starts runs under
+/// the normal policy (SCHED_RESET_ON_FORK), whether or not the machine
+/// allows SCHED_FIFO (if it does not, herd says so and goes on).
+#[test]
+fn realtime_never_reaches_the_program() {
+    let out = herd()
+        .args(["run", "--realtime", "--", "sh", "-c", "chrt -p $$"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("SCHED_OTHER"), "{stdout}");
+    // SAFETY: geteuid has no preconditions.
+    let allowed = unsafe { libc::geteuid() } == 0;
+    assert_eq!(!stderr.contains("--realtime:"), allowed, "{stderr}");
+}

@@ -177,6 +177,28 @@ pub fn probe(machine: &Machine, roots: &Roots) -> Report {
     caps.push(probe_resctrl(&mounts, roots));
     caps.push(probe_rapl(roots));
     caps.extend(probe_machine(machine, roots));
+    // Tried for real, on a thread of its own that then exits.
+    let rt = std::thread::spawn(|| {
+        let r = crate::control::set_realtime(1);
+        let _ = crate::control::set_normal();
+        r
+    })
+    .join()
+    .unwrap_or_else(|_| Err(std::io::Error::other("the probe thread panicked")));
+    caps.push(match rt {
+        Ok(()) => cap(
+            "realtime",
+            true,
+            "SCHED_FIFO allowed: herd run --realtime keeps its loop on time",
+            None,
+        ),
+        Err(e) => cap(
+            "realtime",
+            false,
+            format!("SCHED_FIFO refused ({e}): herd's loop competes with busy programs at normal priority"),
+            None,
+        ),
+    });
     // SAFETY: geteuid has no preconditions and cannot fail.
     let euid = unsafe { libc::geteuid() };
     caps.push(cap(
