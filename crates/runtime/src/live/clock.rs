@@ -1,0 +1,59 @@
+//! The live world's clock: sleeps until the next decision, a program's
+//! exit or a signal, whichever comes first.
+
+use std::time::Duration;
+
+use herd_engine::{Clock, Sensor};
+
+use super::LiveWorld;
+
+/// How long `advance_to` sleeps at most between checks when it has no
+/// pidfd to wait on (kernels before 5.3).
+const POLL: Duration = Duration::from_millis(5);
+
+impl Clock for LiveWorld {
+    fn now_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    fn advance_to(&mut self, t_ns: u64) {
+        use std::os::fd::AsRawFd;
+        // Sleep until the deadline, a program's exit (its pidfd turns
+        // readable) or a signal (poll returns EINTR), whichever is first.
+        loop {
+            self.reap();
+            let now = self.now_ns();
+            if now >= t_ns || self.finished() {
+                return;
+            }
+            let mut fds: Vec<libc::pollfd> = self
+                .programs
+                .iter()
+                .zip(&self.pidfds)
+                .filter(|(p, _)| p.alive())
+                .filter_map(|(_, fd)| fd.as_ref())
+                .map(|fd| libc::pollfd {
+                    fd: fd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                })
+                .collect();
+            let left = Duration::from_nanos(t_ns - now);
+            let everyone_has_a_pidfd = fds.len() == self.programs.iter().filter(|p| p.alive()).count();
+            let wait = if everyone_has_a_pidfd {
+                left
+            } else {
+                left.min(POLL)
+            };
+            // ppoll takes nanoseconds: periods below a millisecond (S4's
+            // PALM starts at 0.125 ms) sleep as long as they ask.
+            let ts = libc::timespec {
+                tv_sec: wait.as_secs().min(i64::MAX as u64) as libc::time_t,
+                tv_nsec: wait.subsec_nanos() as libc::c_long,
+            };
+            // SAFETY: fds is a valid array of pollfd of the given length and
+            // ts a valid timespec; a null mask leaves signals as they are.
+            unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
+        }
+    }
+}
