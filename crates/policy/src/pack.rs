@@ -230,23 +230,41 @@ impl Policy for Pack {
         totals.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
         let caps: Vec<f64> = cores.iter().map(|(_, c)| *c).collect();
         let sizes = group_sizes(&caps, totals.len());
+        // Slots in order of capacity per thread, most first; the threads
+        // with the least progress take them in turn. That decides each
+        // thread's class (its capacity per thread), not its core: a thread
+        // whose class is unchanged stays in its group (locality, and no
+        // migration for nothing), and only the others fill what is left.
+        let per_thread = |g: usize| caps[g] / sizes[g].max(1) as f64;
         let mut order: Vec<usize> = (0..cores.len()).collect();
-        order.sort_by(|&a, &b| {
-            (caps[b] / sizes[b].max(1) as f64)
-                .total_cmp(&(caps[a] / sizes[a].max(1) as f64))
-                .then(a.cmp(&b))
-        });
-        let mut next = totals.iter();
-        for g in order {
-            for _ in 0..sizes[g] {
-                let Some((_, _, id)) = next.next() else { break };
-                if self.group_of.insert(*id, g) != Some(g) {
-                    plan.run(
-                        *id,
-                        cores[g].0.clone(),
-                        "pack:palm: least progress to the most capacity per thread",
-                    );
-                }
+        order.sort_by(|&a, &b| per_thread(b).total_cmp(&per_thread(a)).then(a.cmp(&b)));
+        let slots: Vec<usize> = order
+            .iter()
+            .flat_map(|&g| std::iter::repeat_n(g, sizes[g]))
+            .collect();
+        let class_of = |g: usize| per_thread(g).to_bits();
+        let mut room = sizes.clone();
+        let mut pending: Vec<(TaskId, u64)> = Vec::new();
+        for ((_, _, id), &slot) in totals.iter().zip(&slots) {
+            let want = class_of(slot);
+            match self.group_of.get(id) {
+                Some(&g) if g < room.len() && class_of(g) == want && room[g] > 0 => room[g] -= 1,
+                _ => pending.push((*id, want)),
+            }
+        }
+        for (id, want) in pending {
+            let g = order
+                .iter()
+                .copied()
+                .find(|&g| class_of(g) == want && room[g] > 0)
+                .expect("every class has as many slots as threads assigned to it");
+            room[g] -= 1;
+            if self.group_of.insert(id, g) != Some(g) {
+                plan.run(
+                    id,
+                    cores[g].0.clone(),
+                    "pack:palm: least progress to the most capacity per thread",
+                );
             }
         }
         plan.next_period_ns = Some(self.period_ns);

@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""Writes scenarios/s4-*.toml: S4's simulated experiments (seed 004).
+
+A 16-thread job with spinning barriers (as OpenMP runtimes spin by default)
+packed onto K cores of a one-package machine with a shared L3 (so a move
+costs the same-LLC warm-up, 20 us), progress reported as heartbeats:
+  sync:   a barrier every 2e6 instructions per thread (~0.5 ms): S4's
+          synchronisation-intensive set (NPB CG/MG-like)
+  nosync: a barrier every 5e7 instructions (~13 ms): the non-intensive set
+on 15, 7 and 2 of 16 homogeneous cores, and the heterogeneous machine of
+S4's slides: 7 fast + 8 slow cores, capacities 360 and 220 (0.61).
+Policies: pack:tp (the OS's packing) and pack:palm. TR (a 16-thread job
+rerun with K threads) and static-best are not in these files yet.
+
+Run: python3 scripts/gen-s4-scenarios.py   (rewrites the files)
+"""
+import os
+
+OUT = os.path.join(os.path.dirname(__file__), "..", "scenarios")
+SETS = {"sync": 2e6, "nosync": 5e7}
+MACHINES = {
+    15: "package:1 l3:1 core:16",
+    7: "package:1 l3:1 core:16",
+    2: "package:1 l3:1 core:16",
+    "hetero": "package:1 l3:1 core:8 capacity:0.611 kind:slow + core:7 capacity:1.0 kind:fast",
+}
+
+for set_name, every in SETS.items():
+    for key, machine in MACHINES.items():
+        cores = 15 if key == "hetero" else key
+        name = f"s4-{set_name}-{key}"
+        text = f"""# S4: 16 threads with {'frequent' if set_name == 'sync' else 'infrequent'} spinning barriers on {cores} cores
+# ({'7 fast + 8 slow' if key == 'hetero' else 'of 16 homogeneous'}). Written by scripts/gen-s4-scenarios.py; edit that.
+name = "{name}"
+policies = ["pack:tp:cores={cores}", "pack:palm:cores={cores}"]
+period_ms = 1
+
+[machine]
+synthetic = "{machine}"
+
+[[job]]
+name = "app"
+threads = 16
+barrier = {{ every = {every:g}, kind = "spin" }}
+heartbeat_every = {every / 10:g}
+[[job.phase]]
+instructions = 2e8
+ipc = 1.5
+"""
+        with open(os.path.join(OUT, f"{name}.toml"), "w") as f:
+            f.write(text)
