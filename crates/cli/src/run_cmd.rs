@@ -277,7 +277,9 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     let _ = write!(
         summary,
         "; the power model ({power_label}) estimates {model_energy_j:.1} J ({:.1} W){}",
-        model_energy_j / wall.max(1e-9),
+        // Over the window the energy covers: the periods observed (the first
+        // starts when the world does, before `started`) or the wall time.
+        model_energy_j / wall.max(modelled_s).max(1e-9),
         if s.energy_j.is_none() {
             " (no RAPL here to measure it)"
         } else {

@@ -488,3 +488,20 @@ fn realtime_never_reaches_the_program() {
         .expect("doctor reports realtime");
     assert_eq!(!stderr.contains("--realtime:"), allowed, "{stderr}");
 }
+
+/// The power model's average is over the window its energy covers: a run of
+/// a few ms of an idle program reads about the node's idle power, not the
+/// energy of herd's set-up divided by the program's few ms.
+#[test]
+fn a_short_idle_run_reads_idle_power() {
+    let out = herd().args(["run", "--", "true"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let w: f64 = stderr
+        .split("J (")
+        .nth(1)
+        .and_then(|rest| rest.split(" W)").next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no power in: {stderr}"));
+    // S0's Dell C6100 preset: 76.11 W idle, and `true` barely runs.
+    assert!((76.0..100.0).contains(&w), "{w} W: {stderr}");
+}
