@@ -9,8 +9,9 @@ costs the same-LLC warm-up, 20 us), progress reported as heartbeats:
   nosync: a barrier every 5e7 instructions (~13 ms): the non-intensive set
 on 15, 7 and 2 of 16 homogeneous cores, and the heterogeneous machine of
 S4's slides: 7 fast + 8 slow cores, capacities 360 and 220 (0.61).
-Policies: pack:tp (the OS's packing) and pack:palm. TR (a 16-thread job
-rerun with K threads) and static-best are not in these files yet.
+Policies: pack:tp (the OS's packing), pack:palm, and pack:tr (the job
+started with K threads and the same total work: Policy::launch_threads).
+static-best (the best fixed period, found offline) is not in these files.
 
 Run: python3 scripts/gen-s4-scenarios.py   (rewrites the files)
 """
@@ -32,7 +33,7 @@ for set_name, every in SETS.items():
         text = f"""# S4: 16 threads with {'frequent' if set_name == 'sync' else 'infrequent'} spinning barriers on {cores} cores
 # ({'7 fast + 8 slow' if key == 'hetero' else 'of 16 homogeneous'}). Written by scripts/gen-s4-scenarios.py; edit that.
 name = "{name}"
-policies = ["pack:tp:cores={cores}", "pack:palm:cores={cores}"]
+policies = ["pack:tp:cores={cores}", "pack:palm:cores={cores}", "pack:tr:cores={cores}"]
 period_ms = 1
 
 [machine]

@@ -52,6 +52,12 @@ pub trait Policy: Send {
     fn wants_learning(&self) -> bool {
         false
     }
+    /// The thread count jobs should be started with, for policies that
+    /// change it (S4's thread reduction): the simulator then runs each job
+    /// with that many threads and the same total work. `None`: as written.
+    fn launch_threads(&self, _machine: &herd_topo::Machine) -> Option<u32> {
+        None
+    }
 }
 
 /// A parameter a policy takes.

@@ -151,6 +151,14 @@ impl Policy for Pack {
         }
     }
 
+    fn launch_threads(&self, machine: &herd_topo::Machine) -> Option<u32> {
+        // Thread reduction: one thread per allowed core.
+        (self.kind == Packing::Tr).then(|| {
+            let cores = machine.cores().len().max(1);
+            self.cores.unwrap_or(cores).clamp(1, cores) as u32
+        })
+    }
+
     fn decide(&mut self, view: &View<'_>) -> Plan {
         let mut plan = Plan::default();
         let cores = allowed_cores(view, self.cores);

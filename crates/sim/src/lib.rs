@@ -199,7 +199,13 @@ pub fn run_learning<M: CostMeter>(
     on_decision: impl FnMut(&View<'_>, &Plan),
 ) -> Result<PolicyResult, PolicyError> {
     let mut p = herd_policy::build(policy)?;
-    let mut world = World::new(s, &s.jobs, trace);
+    // A policy that sets the thread count at launch (thread reduction):
+    // the same total work over that many threads.
+    let jobs = match p.launch_threads(&s.machine) {
+        Some(k) => s.jobs.iter().map(|j| j.with_threads(k)).collect(),
+        None => s.jobs.clone(),
+    };
+    let mut world = World::new(s, &jobs, trace);
     world.set_solo_times(solo);
     let mut cfg = Config::with_period(s.period_ns, seed);
     cfg.horizon_ns = s.horizon_ns;

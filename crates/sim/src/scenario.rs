@@ -592,6 +592,25 @@ impl Scenario {
 }
 
 impl Job {
+    /// The job run with `k` threads and the same total work: per-thread
+    /// phases and the instructions between barriers and heartbeats grow by
+    /// threads / k (shared and serial phases are totals already), so the
+    /// job still meets at the same number of barriers.
+    pub fn with_threads(&self, k: u32) -> Job {
+        let k = k.max(1);
+        let scale = f64::from(self.threads) / f64::from(k);
+        let mut j = self.clone();
+        j.threads = k;
+        for p in &mut j.phases {
+            if p.split == Split::PerThread {
+                p.instructions *= scale;
+            }
+        }
+        j.barrier = self.barrier.map(|(every, kind)| (every * scale, kind));
+        j.heartbeat_every = self.heartbeat_every.map(|h| h * scale);
+        j
+    }
+
     /// LLC misses over references across one pass of its phases, weighted
     /// by instructions, as a whole run would count them; `None` when no
     /// phase references the LLC.
