@@ -150,22 +150,7 @@ pub fn character_of(
     shared_fraction: f64,
     known: &[(String, f64)],
 ) -> Result<(Character, String), String> {
-    let most = numa::predict_with(
-        mem,
-        &[numa::Placed {
-            character: Character {
-                beta_ns: 0.0,
-                accesses_per_thread: 1.0,
-                shared_fraction,
-            },
-            threads_per_node: placement.to_vec(),
-            memory: Vec::new(),
-        }],
-        false,
-    )
-    .map_err(|e| e.to_string())?
-    .programs[0]
-        .bw_gbps;
+    let most = numa::max_bw_gbps(mem, placement, &[], shared_fraction).map_err(|e| e.to_string())?;
     let (gbps, source) = match traffic {
         Traffic::Gbps(g) => (*g, format!("{g} GB/s as given")),
         Traffic::Hint(l) => {
@@ -201,13 +186,11 @@ pub fn character_of(
     };
     // The figure must be below what the threads can draw; a profile from
     // a larger machine can exceed it, and is then held just under.
-    let (gbps, source) = if gbps > 0.95 * most {
+    let cap = numa::DRAWABLE_SHARE * most;
+    let (gbps, source) = if gbps > cap {
         (
-            0.95 * most,
-            format!(
-                "{source}, held at {:.1} GB/s: more than its threads can draw here",
-                0.95 * most
-            ),
+            cap,
+            format!("{source}, held at {cap:.1} GB/s: more than its threads can draw here"),
         )
     } else {
         (gbps, source)
@@ -364,18 +347,7 @@ pub fn run(args: &PlaceArgs) -> Result<(), Failure> {
     let Loaded { nodes, known, notes } = load_cluster(&args.cluster, args.db.as_deref())?;
     // The new job's characteristics, as it would run alone scattered on an
     // empty node of this kind.
-    let capacity: Vec<u32> = nodes[0]
-        .free_per_numa
-        .iter()
-        .enumerate()
-        .map(|(k, f)| {
-            f + nodes[0]
-                .running
-                .iter()
-                .map(|p| p.threads_per_node[k])
-                .sum::<u32>()
-        })
-        .collect();
+    let capacity = nodes[0].capacity_per_numa();
     let alone = numa::scatter(args.threads, &capacity).ok_or_else(|| {
         Failure::Input(anyhow!(
             "--threads {} is more than a node's {} CPUs",

@@ -273,6 +273,7 @@ fn refresh(args: &WatchArgs, machine: &Machine, mem: &MemSystem) -> Result<Strin
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let mut table = format!("herd-slurm-table\t1\nwritten\t{now_s}\n");
+    let roomy: Vec<NodeState> = nodes.iter().map(NodeState::with_room).collect();
     let mut steered = 0;
     for key in &keys {
         let (_, traffic) = traffic_of(&format!("herd:{key}"), unknown);
@@ -286,7 +287,7 @@ fn refresh(args: &WatchArgs, machine: &Machine, mem: &MemSystem) -> Result<Strin
                 layout: LayoutRequest::Scatter,
                 character,
             };
-            let (action, node, why) = decide(&nodes, &job, args.threshold);
+            let (action, node, why) = decide(&nodes, &roomy, &job, args.threshold);
             steered += usize::from(action != "any");
             let _ = writeln!(table, "place\t{key}\t{threads}\t{action}\t{node}\t{why}");
         }
@@ -321,22 +322,16 @@ fn free_per_numa(capacity: &[u32], running: &[Placed], idle: u32) -> Vec<u32> {
     free
 }
 
-/// The table's decision for one key and thread count.
-fn decide(nodes: &[NodeState], job: &JobRequest, threshold: f64) -> (&'static str, String, String) {
-    // Every node scored as if it had room: where would the job run best?
-    let roomy: Vec<NodeState> = nodes
-        .iter()
-        .map(|n| NodeState {
-            free_per_numa: n
-                .free_per_numa
-                .iter()
-                .enumerate()
-                .map(|(k, f)| f + n.running.iter().map(|p| p.threads_per_node[k]).sum::<u32>())
-                .collect(),
-            ..n.clone()
-        })
-        .collect();
-    let ideal = Selector::Model.choose(&roomy, job);
+/// The table's decision for one key and thread count; `roomy` is every node
+/// as if it had room (`NodeState::with_room`), built once per refresh.
+fn decide(
+    nodes: &[NodeState],
+    roomy: &[NodeState],
+    job: &JobRequest,
+    threshold: f64,
+) -> (&'static str, String, String) {
+    // Where would the job run best, if every node had room?
+    let ideal = Selector::Model.choose(roomy, job);
     let ratios: Vec<f64> = ideal.scores.iter().filter_map(|s| s.slowdown_ratio).collect();
     let spread = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max)
         - ratios.iter().copied().fold(f64::INFINITY, f64::min);

@@ -226,6 +226,31 @@ pub fn predict_with(mem: &MemSystem, programs: &[Placed], clean: bool) -> Result
     })
 }
 
+/// What threads placed as `threads_per_node` draw from an otherwise idle
+/// machine with no work between accesses (beta = 0): the most any program
+/// so placed can draw, in GB/s. A traffic figure must stay below it.
+pub fn max_bw_gbps(
+    mem: &MemSystem,
+    threads_per_node: &[u32],
+    memory: &[f64],
+    shared_fraction: f64,
+) -> Result<f64, NumaError> {
+    let p = Placed {
+        character: Character {
+            beta_ns: 0.0,
+            accesses_per_thread: 1.0,
+            shared_fraction,
+        },
+        threads_per_node: threads_per_node.to_vec(),
+        memory: memory.to_vec(),
+    };
+    Ok(predict_with(mem, &[p], false)?.programs[0].bw_gbps)
+}
+
+/// The share of [`max_bw_gbps`] a figure from elsewhere (a profile from a
+/// larger machine, a hint) is held to, so [`from_alone`] can meet it.
+pub const DRAWABLE_SHARE: f64 = 0.95;
+
 /// S2's characteristics of a program that, placed as `threads_per_node` on
 /// an empty machine, runs `solo_time_s` and draws `bw_gbps`: what one can
 /// measure (time, and traffic from counters or a bandwidth monitor) turned
@@ -272,7 +297,7 @@ pub fn from_alone_in(
             .map(|pr| pr.programs[0].clone())
             .map_err(|e| e.to_string())
     };
-    let most = alone(0.0)?.bw_gbps;
+    let most = max_bw_gbps(mem, threads_per_node, memory, shared_fraction).map_err(|e| e.to_string())?;
     if bw_gbps >= most {
         return Err(format!(
             "{bw_gbps} GB/s is more than {threads} threads can draw from this node's memory ({most:.1} GB/s at most)"

@@ -56,6 +56,7 @@ pub struct Comprehensive {
     preset: Option<&'static str>,
     tasks: BTreeMap<TaskId, TaskState>,
     noted_no_counters: bool,
+    kinds: KindCache,
 }
 
 impl Comprehensive {
@@ -69,12 +70,14 @@ impl Comprehensive {
             preset,
             tasks: BTreeMap::new(),
             noted_no_counters: false,
+            kinds: KindCache::default(),
         }
     }
 }
 
-/// GB for a task with no history, from its job's memory hint.
-fn hint_gb(h: Option<Level>) -> f64 {
+/// GB (a whole-run LLC miss rate) for a program with no history, from its
+/// job's memory hint; the HASS baselines use it as their signature too.
+pub(crate) fn hint_gb(h: Option<Level>) -> f64 {
     match h {
         Some(Level::High) => 0.6,
         Some(Level::Medium) | None => 0.3,
@@ -82,19 +85,32 @@ fn hint_gb(h: Option<Level>) -> f64 {
     }
 }
 
-/// Kinds fastest first, as (kind index, CPUs, CPU count).
-pub(crate) fn kinds_fastest_first(view: &View<'_>) -> Vec<(usize, CpuSet, f64)> {
-    let mut k: Vec<(usize, CpuSet, f64)> = view
-        .machine
-        .kinds()
-        .iter()
-        .enumerate()
-        .filter(|(_, k)| !k.cpus.is_empty())
-        .map(|(i, k)| (i, k.cpus.clone(), k.cpus.len() as f64))
-        .collect();
-    // Kinds are stored weakest first (a Machine invariant).
-    k.reverse();
-    k
+/// Core kinds fastest first, as (kind index, CPUs, CPU count).
+pub(crate) type Kinds = std::sync::Arc<[(usize, CpuSet, f64)]>;
+
+/// [`Kinds`] of the machine, worked out at the first decision: a policy
+/// object lives on one machine, and decisions come every period.
+#[derive(Debug, Default)]
+pub(crate) struct KindCache(Option<Kinds>);
+
+impl KindCache {
+    pub(crate) fn get(&mut self, view: &View<'_>) -> Kinds {
+        self.0
+            .get_or_insert_with(|| {
+                let mut k: Vec<(usize, CpuSet, f64)> = view
+                    .machine
+                    .kinds()
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, k)| !k.cpus.is_empty())
+                    .map(|(i, k)| (i, k.cpus.clone(), k.cpus.len() as f64))
+                    .collect();
+                // Kinds are stored weakest first (a Machine invariant).
+                k.reverse();
+                k.into()
+            })
+            .clone()
+    }
 }
 
 impl Policy for Comprehensive {
@@ -128,7 +144,7 @@ impl Policy for Comprehensive {
 
     fn decide(&mut self, view: &View<'_>) -> Plan {
         let mut plan = Plan::default();
-        let kinds = kinds_fastest_first(view);
+        let kinds = self.kinds.get(view);
         if kinds.len() < 2 {
             if !self.noted_no_counters {
                 self.noted_no_counters = true;
@@ -304,6 +320,7 @@ impl Comprehensive {
 #[derive(Debug, Default)]
 pub struct FastFirst {
     kind_of: BTreeMap<TaskId, usize>,
+    kinds: KindCache,
 }
 
 impl Policy for FastFirst {
@@ -313,7 +330,7 @@ impl Policy for FastFirst {
 
     fn decide(&mut self, view: &View<'_>) -> Plan {
         let mut plan = Plan::default();
-        let kinds = kinds_fastest_first(view);
+        let kinds = self.kinds.get(view);
         if kinds.len() < 2 {
             return plan;
         }

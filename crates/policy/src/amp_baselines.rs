@@ -22,17 +22,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::amp::kinds_fastest_first;
-use crate::{Level, Plan, Policy, TaskId, View};
-
-/// Miss rate standing in for a program without history, by memory hint.
-fn hint_miss_rate(h: Option<Level>) -> f64 {
-    match h {
-        Some(Level::High) => 0.6,
-        Some(Level::Medium) | None => 0.3,
-        Some(Level::Low) => 0.05,
-    }
-}
+use crate::amp::{KindCache, Kinds, hint_gb};
+use crate::{Plan, Policy, TaskId, View};
 
 /// Kind (index into fastest-first kinds) for each task ranked by `key`
 /// ascending (lowest key to the fastest kind), tasks per CPU equal across
@@ -63,12 +54,11 @@ fn assign_by_rank(ranked: &[(f64, TaskId)], cpus_per_kind: &[f64]) -> BTreeMap<T
 
 /// Emits run placements for tasks whose kind changed.
 fn apply(
-    view: &View<'_>,
+    kinds: &Kinds,
     now: &BTreeMap<TaskId, usize>,
     before: &mut BTreeMap<TaskId, usize>,
     why: &'static str,
 ) -> Plan {
-    let kinds = kinds_fastest_first(view);
     let mut plan = Plan::default();
     for (id, k) in now {
         if before.get(id) != Some(k) {
@@ -85,6 +75,7 @@ pub struct HassStatic {
     /// Each task's signature, fixed at its start.
     signature: BTreeMap<TaskId, f64>,
     kind: BTreeMap<TaskId, usize>,
+    kinds: KindCache,
 }
 
 impl Policy for HassStatic {
@@ -93,7 +84,7 @@ impl Policy for HassStatic {
     }
 
     fn decide(&mut self, view: &View<'_>) -> Plan {
-        let kinds = kinds_fastest_first(view);
+        let kinds = self.kinds.get(view);
         if kinds.len() < 2 {
             return Plan::default();
         }
@@ -107,7 +98,7 @@ impl Policy for HassStatic {
                 let job = view.snapshot.jobs.iter().find(|j| j.id == t.job);
                 job.and_then(|j| view.estimates.get(&j.program))
                     .and_then(|e| e.llc_miss_rate)
-                    .unwrap_or_else(|| hint_miss_rate(job.and_then(|j| j.memory_hint)))
+                    .unwrap_or_else(|| hint_gb(job.and_then(|j| j.memory_hint)))
             });
         }
         if !new {
@@ -122,7 +113,7 @@ impl Policy for HassStatic {
             now.entry(id).or_insert(k);
         }
         apply(
-            view,
+            &kinds,
             &now,
             &mut self.kind,
             "amp:hass-s: offline signature ranks this task here",
@@ -140,6 +131,7 @@ pub struct HassDynamic {
     rate: BTreeMap<TaskId, f64>,
     counts: BTreeMap<TaskId, (u64, u64)>,
     kind: BTreeMap<TaskId, usize>,
+    kinds: KindCache,
 }
 
 impl HassDynamic {
@@ -151,6 +143,7 @@ impl HassDynamic {
             rate: BTreeMap::new(),
             counts: BTreeMap::new(),
             kind: BTreeMap::new(),
+            kinds: KindCache::default(),
         }
     }
 }
@@ -165,7 +158,7 @@ impl Policy for HassDynamic {
     }
 
     fn decide(&mut self, view: &View<'_>) -> Plan {
-        let kinds = kinds_fastest_first(view);
+        let kinds = self.kinds.get(view);
         if kinds.len() < 2 {
             return Plan::default();
         }
@@ -178,7 +171,7 @@ impl Policy for HassDynamic {
             self.rate.entry(t.id).or_insert_with(|| {
                 new = true;
                 let job = view.snapshot.jobs.iter().find(|j| j.id == t.job);
-                hint_miss_rate(job.and_then(|j| j.memory_hint))
+                hint_gb(job.and_then(|j| j.memory_hint))
             });
             if let (Some(r), Some(m)) = (t.obs.llc_refs, t.obs.llc_misses) {
                 let c = self.counts.entry(t.id).or_default();
@@ -204,7 +197,7 @@ impl Policy for HassDynamic {
         let ranked: Vec<(f64, TaskId)> = self.rate.iter().map(|(id, s)| (*s, *id)).collect();
         let now = assign_by_rank(&ranked, &kinds.iter().map(|k| k.2).collect::<Vec<_>>());
         apply(
-            view,
+            &kinds,
             &now,
             &mut self.kind,
             "amp:hass-d: online miss rate ranks this task here",
@@ -227,6 +220,7 @@ pub struct SampleRun {
     /// Counts over the current interval.
     counts: BTreeMap<TaskId, (u64, u64)>,
     kind: BTreeMap<TaskId, usize>,
+    kinds: KindCache,
 }
 
 impl SampleRun {
@@ -240,6 +234,7 @@ impl SampleRun {
             rate: BTreeMap::new(),
             counts: BTreeMap::new(),
             kind: BTreeMap::new(),
+            kinds: KindCache::default(),
         }
     }
 }
@@ -261,7 +256,7 @@ impl Policy for SampleRun {
     }
 
     fn decide(&mut self, view: &View<'_>) -> Plan {
-        let kinds = kinds_fastest_first(view);
+        let kinds = self.kinds.get(view);
         if kinds.len() < 2 {
             return Plan::default();
         }
@@ -328,7 +323,7 @@ impl Policy for SampleRun {
         } else {
             "amp:sample-run: fast/slow instruction-rate ratio ranks this task here"
         };
-        apply(view, &now, &mut self.kind, why)
+        apply(&kinds, &now, &mut self.kind, why)
     }
 }
 

@@ -76,6 +76,30 @@ impl NodeState {
     pub fn free(&self) -> u32 {
         self.free_per_numa.iter().sum()
     }
+
+    /// CPUs per NUMA node were the node empty: free plus what runs there.
+    pub fn capacity_per_numa(&self) -> Vec<u32> {
+        self.free_per_numa
+            .iter()
+            .enumerate()
+            .map(|(k, f)| {
+                f + self
+                    .running
+                    .iter()
+                    .filter_map(|p| p.threads_per_node.get(k))
+                    .sum::<u32>()
+            })
+            .collect()
+    }
+
+    /// The same node with every CPU free and the same programs running: how
+    /// a job would fare there if it had room.
+    pub fn with_room(&self) -> NodeState {
+        NodeState {
+            free_per_numa: self.capacity_per_numa(),
+            ..self.clone()
+        }
+    }
 }
 
 /// A job asking for a node.
@@ -277,19 +301,7 @@ fn layouts<'a>(node: &'a NodeState, job: &'a JobRequest) -> impl Iterator<Item =
 /// The node emptied: every CPU free, nothing running.
 fn emptied(node: &NodeState) -> NodeState {
     NodeState {
-        free_per_numa: node
-            .free_per_numa
-            .iter()
-            .enumerate()
-            .map(|(k, f)| {
-                let used: u32 = node
-                    .running
-                    .iter()
-                    .filter_map(|p| p.threads_per_node.get(k))
-                    .sum();
-                f + used
-            })
-            .collect(),
+        free_per_numa: node.capacity_per_numa(),
         running: Vec::new(),
         ..node.clone()
     }
@@ -299,8 +311,13 @@ fn emptied(node: &NodeState) -> NodeState {
 /// the same, so a choice scores each key once (on a large cluster most
 /// nodes are empty or run the same mix).
 fn fingerprint(node: &NodeState) -> Vec<u64> {
-    let m = &node.mem;
-    let mut k: Vec<u64> = node.free_per_numa.iter().map(|&f| u64::from(f)).collect();
+    key(&node.free_per_numa, &node.mem, &node.running)
+}
+
+/// The fingerprint of a node with `free` CPUs per NUMA node, memory system
+/// `m` and `running` programs (every field the model reads).
+fn key(free: &[u32], m: &MemSystem, running: &[Placed]) -> Vec<u64> {
+    let mut k: Vec<u64> = free.iter().map(|&f| u64::from(f)).collect();
     k.extend(m.node_mu.iter().map(|x| x.to_bits()));
     k.extend([m.link_mu.to_bits(), m.request_ns.to_bits()]);
     k.extend(m.remote_ratio.iter().flatten().map(|x| x.to_bits()));
@@ -308,7 +325,7 @@ fn fingerprint(node: &NodeState) -> Vec<u64> {
         herd_model::Contention::MM1 => [0, 0],
         herd_model::Contention::Superlinear { alpha, exponent } => [alpha.to_bits(), exponent.to_bits()],
     });
-    for p in &node.running {
+    for p in running {
         let c = &p.character;
         k.extend([
             u64::MAX,
@@ -317,6 +334,8 @@ fn fingerprint(node: &NodeState) -> Vec<u64> {
             c.shared_fraction.to_bits(),
         ]);
         k.extend(p.threads_per_node.iter().map(|&t| u64::from(t)));
+        k.push(u64::MAX - 1);
+        k.extend(p.memory.iter().map(|x| x.to_bits()));
     }
     k
 }
@@ -394,10 +413,10 @@ fn choose_by_model(nodes: &[NodeState], job: &JobRequest) -> NodeChoice {
             .entry(fingerprint(node))
             .or_insert_with(|| best_layout(node, job))
             .clone();
-        let empty = emptied(node);
+        // The clean time depends on the node's kind only: built on a miss.
         let t_clean = *clean
-            .entry(fingerprint(&empty))
-            .or_insert_with(|| best_layout(&empty, job).map(|b| b.time_s));
+            .entry(key(&node.capacity_per_numa(), &node.mem, &[]))
+            .or_insert_with(|| best_layout(&emptied(node), job).map(|b| b.time_s));
         scores.push(match best {
             Some(fit) => NodeScore {
                 node: i,

@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 
-use herd_model::numa::{self, Character, Placed};
+use herd_model::numa::{self, Placed};
 use herd_model::{Contention, MemSystem, ModelParams};
 use herd_topo::{CpuSet, Machine};
 use rustc_hash::FxHashMap;
@@ -39,7 +39,7 @@ pub struct NumaModel {
     /// Each placed task's CPU.
     cpu_of: FxHashMap<TaskId, u32>,
     /// The machine's scatter order, once.
-    order: Option<Vec<u32>>,
+    order: Option<std::sync::Arc<[u32]>>,
     noted_single_node: bool,
 }
 
@@ -132,13 +132,19 @@ impl Policy for NumaModel {
         self.placed.retain(|j, _| threads.contains_key(j));
         let present: rustc_hash::FxHashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
         self.cpu_of.retain(|t, _| present.contains(t));
-        let order = self.order.get_or_insert_with(|| crate::order::scatter(m)).clone();
-        let (mem, bw_source) = self.mem(view);
+        let order = self
+            .order
+            .get_or_insert_with(|| crate::order::scatter(m).into())
+            .clone();
+        // The memory system only when a new job is to be placed: most
+        // periods place nothing.
+        let mut mem: Option<(MemSystem, String)> = None;
         let mut notes = Vec::new();
         for (job, mut tasks) in threads {
             tasks.sort_unstable();
             if !self.placed.contains_key(&job) {
-                let Some((placed, why)) = self.choose(view, &mem, job, tasks.len() as u32) else {
+                let (sys, _) = mem.get_or_insert_with(|| self.mem(view));
+                let Some((placed, why)) = self.choose(view, sys, job, tasks.len() as u32) else {
                     continue;
                 };
                 notes.push(why);
@@ -179,6 +185,7 @@ impl Policy for NumaModel {
             }
         }
         if !notes.is_empty() {
+            let bw_source = mem.as_ref().map_or("", |(_, s)| s.as_str());
             plan.note = Some(format!("numa:model ({bw_source}): {}", notes.join("; ")).into());
         }
         plan
@@ -230,21 +237,10 @@ impl NumaModel {
             })
             .filter(|v: &Vec<f64>| v.iter().sum::<f64>() > 0.0)
             .unwrap_or_default();
-        let most = {
-            let p = Placed {
-                character: Character {
-                    beta_ns: 0.0,
-                    accesses_per_thread: 1.0,
-                    shared_fraction: self.shared_fraction,
-                },
-                threads_per_node: alone.clone(),
-                memory: memory.clone(),
-            };
-            numa::predict_with(mem, &[p], false).ok()?.programs[0].bw_gbps
-        };
+        let most = numa::max_bw_gbps(mem, &alone, &memory, self.shared_fraction).ok()?;
         let (gbps, source) = match traffic(view, job) {
             Some((per_thread, src)) => (
-                (per_thread * f64::from(threads)).min(0.95 * most),
+                (per_thread * f64::from(threads)).min(numa::DRAWABLE_SHARE * most),
                 src.to_string(),
             ),
             None => {

@@ -40,6 +40,9 @@ pub enum Packing {
     Tr,
 }
 
+/// The K cores as (CPUs, capacity), and all their CPUs.
+type Allowed = std::sync::Arc<(Vec<(CpuSet, f64)>, CpuSet)>;
+
 /// See the module docs.
 #[derive(Debug)]
 pub struct Pack {
@@ -55,6 +58,8 @@ pub struct Pack {
     last_rate: Option<f64>,
     /// Each task's group (core index) as last placed.
     group_of: BTreeMap<TaskId, usize>,
+    /// The K cores (CPUs, capacity) and all their CPUs.
+    allowed: Option<Allowed>,
     /// Tasks `pack:tp`/`pack:tr` have pinned.
     pinned: std::collections::BTreeSet<TaskId>,
     noted: bool,
@@ -74,6 +79,7 @@ impl Pack {
             epoch: None,
             last_rate: None,
             group_of: BTreeMap::new(),
+            allowed: None,
             pinned: std::collections::BTreeSet::new(),
             noted: false,
         }
@@ -161,8 +167,17 @@ impl Policy for Pack {
 
     fn decide(&mut self, view: &View<'_>) -> Plan {
         let mut plan = Plan::default();
-        let cores = allowed_cores(view, self.cores);
-        let all: CpuSet = cores.iter().flat_map(|(c, _)| c.iter()).collect();
+        // The K cores and their union, once: the machine does not change and
+        // PALM decides every 0.125 ms at first.
+        let k = self.cores;
+        let (cores, all) = &*self
+            .allowed
+            .get_or_insert_with(|| {
+                let cores = allowed_cores(view, k);
+                let all: CpuSet = cores.iter().flat_map(|(c, _)| c.iter()).collect();
+                std::sync::Arc::new((cores, all))
+            })
+            .clone();
         let present: rustc_hash::FxHashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
         self.group_of.retain(|t, _| present.contains(t));
         self.pinned.retain(|t| present.contains(t));

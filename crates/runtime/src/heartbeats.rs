@@ -36,14 +36,18 @@ impl Heartbeats {
         }
     }
 
-    /// Program `j`'s beats per thread id, opening its file when it appears;
-    /// `None` for a program that reports none.
+    /// Program `j`'s beats per thread id, sorted by thread id, opening its
+    /// file when it appears; `None` for a program that reports none.
     pub fn read(&mut self, j: usize, pid: i32, now_ns: u64) -> Option<Vec<(i32, u64)>> {
         if self.readers.get(j)?.is_none() && now_ns >= self.next_try_ns[j] {
             self.next_try_ns[j] = now_ns + RETRY_NS;
             // A file that is not ours (bad magic) counts as none.
             self.readers[j] = Reader::open(&herd_heartbeat::path_of(&self.dir, pid)).ok();
         }
-        self.readers[j].as_ref().map(Reader::beats)
+        self.readers[j].as_ref().map(|r| {
+            let mut b = r.beats();
+            b.sort_unstable();
+            b
+        })
     }
 }

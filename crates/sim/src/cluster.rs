@@ -30,7 +30,7 @@ use herd_policy::node::{JobRequest, LayoutRequest, NodeState, Selector, numa_dis
 use herd_topo::Machine;
 use serde::{Deserialize, Serialize};
 
-use crate::scenario::{Count, NonNegative, Positive, ScenarioError, field_offset, key_at, line_of};
+use crate::scenario::{Count, Locate, NonNegative, Positive, ScenarioError};
 
 /// The file as written.
 #[derive(Debug, Clone, Deserialize)]
@@ -168,25 +168,10 @@ impl ClusterScenario {
 
     /// Parses and validates a cluster scenario; errors name file, line and field.
     pub fn parse(text: &str, file: &str) -> Result<ClusterScenario, ScenarioError> {
-        let err = |offset: Option<usize>, field: Option<String>, why: String| ScenarioError {
-            file: file.to_string(),
-            line: offset.map(|o| line_of(text, o)),
-            field,
-            why,
-        };
-        let spec: ClusterFile = toml::from_str(text).map_err(|e| {
-            let offset = e.span().map(|s| s.start);
-            err(
-                offset,
-                offset.and_then(|o| key_at(text, o)),
-                e.message().to_string(),
-            )
-        })?;
-        let at = |span: std::ops::Range<usize>, field: &str, why: String| {
-            let leaf = field.rsplit('.').next().unwrap_or(field);
-            let offset = field_offset(text, span.clone(), leaf).unwrap_or(span.start);
-            err(Some(offset), Some(field.to_string()), why)
-        };
+        let loc = Locate { text, file };
+        let err = |offset, field, why| loc.err(offset, field, why);
+        let at = |span, field: &str, why| loc.at(span, field, why);
+        let spec: ClusterFile = loc.parse()?;
         let cspan = spec.cluster.span();
         let c = spec.cluster.get_ref();
         if c.nodes.0 > MAX_NODES {

@@ -280,6 +280,46 @@ fn ten() -> Positive {
     Positive(10.0)
 }
 
+/// Where a scenario's errors point: its text and file name. Shared by the
+/// machine and cluster scenario parsers.
+#[derive(Clone, Copy)]
+pub(crate) struct Locate<'a> {
+    pub(crate) text: &'a str,
+    pub(crate) file: &'a str,
+}
+
+impl Locate<'_> {
+    /// An error at byte `offset` (its line), about `field`.
+    pub(crate) fn err(&self, offset: Option<usize>, field: Option<String>, why: String) -> ScenarioError {
+        ScenarioError {
+            file: self.file.to_string(),
+            line: offset.map(|o| line_of(self.text, o)),
+            field,
+            why,
+        }
+    }
+
+    /// An error about `field` of the table whose header `span` covers,
+    /// pointing at the field's own line when the table writes it.
+    pub(crate) fn at(&self, span: std::ops::Range<usize>, field: &str, why: String) -> ScenarioError {
+        let leaf = field.rsplit('.').next().unwrap_or(field);
+        let offset = field_offset(self.text, span.clone(), leaf).unwrap_or(span.start);
+        self.err(Some(offset), Some(field.to_string()), why)
+    }
+
+    /// The text as `T`, a syntax or type error pointing at its key's line.
+    pub(crate) fn parse<T: serde::de::DeserializeOwned>(&self) -> Result<T, ScenarioError> {
+        toml::from_str(self.text).map_err(|e| {
+            let offset = e.span().map(|s| s.start);
+            self.err(
+                offset,
+                offset.and_then(|o| key_at(self.text, o)),
+                e.message().to_string(),
+            )
+        })
+    }
+}
+
 /// A scenario that failed to load.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScenarioError {
@@ -308,7 +348,7 @@ impl fmt::Display for ScenarioError {
 
 impl std::error::Error for ScenarioError {}
 
-pub(crate) fn line_of(text: &str, offset: usize) -> usize {
+fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())]
         .bytes()
         .filter(|&b| b == b'\n')
@@ -317,7 +357,7 @@ pub(crate) fn line_of(text: &str, offset: usize) -> usize {
 }
 
 /// The key written on the line holding `offset`, if the line is `key = value`.
-pub(crate) fn key_at(text: &str, offset: usize) -> Option<String> {
+fn key_at(text: &str, offset: usize) -> Option<String> {
     let start = text[..offset.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
     let line = text[start..].lines().next()?;
     let (key, _) = line.split_once('=')?;
@@ -328,7 +368,7 @@ pub(crate) fn key_at(text: &str, offset: usize) -> Option<String> {
 /// The offset of the line `leaf = ...` in the table whose header `span`
 /// covers (toml's spans for tables cover only the header): from the header
 /// up to the next header.
-pub(crate) fn field_offset(text: &str, span: std::ops::Range<usize>, leaf: &str) -> Option<usize> {
+fn field_offset(text: &str, span: std::ops::Range<usize>, leaf: &str) -> Option<usize> {
     let mut offset = span.end;
     for line in text.get(span.end..)?.split_inclusive('\n') {
         let trimmed = line.trim_start();
@@ -434,23 +474,10 @@ impl Scenario {
         file: &str,
         load_xml: &dyn Fn(&str) -> Result<Machine, String>,
     ) -> Result<Scenario, ScenarioError> {
-        let err = |offset: Option<usize>, field: Option<String>, why: String| ScenarioError {
-            file: file.to_string(),
-            line: offset.map(|o| line_of(text, o)),
-            field,
-            why,
-        };
-        let spec: ScenarioSpec = toml::from_str(text).map_err(|e| {
-            let offset = e.span().map(|s| s.start);
-            let field = offset.and_then(|o| key_at(text, o));
-            err(offset, field, e.message().to_string())
-        })?;
-        // Point at the field's own line when the table writes it, else at the table.
-        let at = |span: std::ops::Range<usize>, field: &str, why: String| {
-            let leaf = field.rsplit('.').next().unwrap_or(field);
-            let offset = field_offset(text, span.clone(), leaf).unwrap_or(span.start);
-            err(Some(offset), Some(field.to_string()), why)
-        };
+        let loc = Locate { text, file };
+        let err = |offset, field, why| loc.err(offset, field, why);
+        let at = |span, field: &str, why| loc.at(span, field, why);
+        let spec: ScenarioSpec = loc.parse()?;
 
         let mspan = spec.machine.span();
         let mspec = spec.machine.get_ref();

@@ -314,15 +314,20 @@ fn pidfd(pid: i32) -> Option<std::os::fd::OwnedFd> {
 impl LiveWorld {
     /// Reads where each program's memory is, at most once a second (numa_maps
     /// walks every mapping: ms for a large process), into its job view.
-    fn refresh_numa_memory(&mut self, now_ns: u64, jobs: &mut [JobView]) {
+    /// `rebuilt`: the views are new and hold no reading yet.
+    fn refresh_numa_memory(&mut self, now_ns: u64, jobs: &mut [JobView], rebuilt: bool) {
         let Some(NumaMemory { read_ns: last, kb }) = &mut self.numa_memory else {
             return;
         };
-        if last.is_none_or(|l| now_ns.saturating_sub(l) >= 1_000_000_000) {
+        let due = last.is_none_or(|l| now_ns.saturating_sub(l) >= 1_000_000_000);
+        if due {
             *last = Some(now_ns);
             for (j, p) in self.programs.iter().enumerate().filter(|(_, p)| p.alive()) {
                 kb[j] = procfs::numa_memory_kb(&self.proc_root, p.pid);
             }
+        }
+        if !(due || rebuilt) {
+            return;
         }
         for v in jobs.iter_mut() {
             v.memory_kb = kb.get(v.id as usize).cloned().flatten();
@@ -535,10 +540,10 @@ impl Sensor for LiveWorld {
                         mem_bytes: counted.llc_misses.map(|m| m * LINE_BYTES),
                         code_samples: track.sampler.as_mut().map(|s| s.drain()),
                     },
+                    // Sorted by thread id: one search per thread, not a scan.
                     heartbeats: beats
                         .as_ref()
-                        .and_then(|b| b.iter().find(|(t, _)| *t == tid))
-                        .map(|b| b.1),
+                        .and_then(|b| b.binary_search_by_key(&tid, |&(t, _)| t).ok().map(|i| b[i].1)),
                 });
                 seen.insert(tid, track);
             }
@@ -549,7 +554,8 @@ impl Sensor for LiveWorld {
         // Job views change only when a program exits: rebuild them then,
         // not every period.
         let alive: Vec<bool> = self.programs.iter().map(Program::alive).collect();
-        let jobs = if alive == self.jobs_alive {
+        let rebuilt = alive != self.jobs_alive;
+        let mut jobs = if !rebuilt {
             std::mem::take(&mut self.snapshot.jobs)
         } else {
             self.jobs_alive = alive;
@@ -567,8 +573,7 @@ impl Sensor for LiveWorld {
                 })
                 .collect()
         };
-        let mut jobs = jobs;
-        self.refresh_numa_memory(now_ns, &mut jobs);
+        self.refresh_numa_memory(now_ns, &mut jobs, rebuilt);
         let system = self.measure_memory_and_energy(&mut tasks);
         let period_ns = now_ns.saturating_sub(self.snapshot.now_ns);
         self.snapshot = Snapshot {
