@@ -36,6 +36,20 @@ pub fn table(scenario: &str, l: &LearningRuns) -> String {
             l.trained_accuracy
                 .map_or("-".into(), |a| format!("{:.0}%", 100.0 * a))
         );
+        let btr: Vec<String> = l
+            .trained_btr
+            .iter()
+            .map(|t| {
+                let learned = t.learned_mean.map_or("-".into(), |b| format!("{b:.1}"));
+                format!(
+                    "{} {learned}/{:.1} ({:.0}% valid)",
+                    t.program,
+                    t.exact_mean,
+                    100.0 * t.valid_share
+                )
+            })
+            .collect();
+        let _ = writeln!(s, "solo BTR after training, learned/exact: {}", btr.join(", "));
     }
     let _ = write!(s, "{:>4}{:>10}", "run", "linux_s");
     for n in &others {

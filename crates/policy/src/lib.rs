@@ -94,6 +94,12 @@ const WINDOW: ParamInfo = ParamInfo {
     about: "co-runners come from the window x slots least-served programs (fairness vs. choice)",
 };
 
+const SCALE: ParamInfo = ParamInfo {
+    key: "scale",
+    default: "1",
+    about: "aim at the target times this (exact solo demand does best aimed above IABW in herd's model)",
+};
+
 const TARGET: ParamInfo = ParamInfo {
     key: "target",
     default: "iabw",
@@ -135,12 +141,12 @@ pub fn catalog() -> &'static [PolicyInfo] {
         PolicyInfo {
             name: "bw:iabw",
             about: "S1: co-runners whose predicted bandwidth sums to the group's ideal average (learned profiles; like linux below 80% coverage)",
-            params: &[WINDOW, TARGET],
+            params: &[WINDOW, TARGET, SCALE],
         },
         PolicyInfo {
             name: "bw:oracle",
             about: "S1's upper bound: bw:iabw with exact solo profiles (simulator only)",
-            params: &[WINDOW, TARGET],
+            params: &[WINDOW, TARGET, SCALE],
         },
         PolicyInfo {
             name: "bw:greedy",
@@ -418,7 +424,12 @@ pub fn build(spec: &str) -> Result<Box<dyn Policy>, PolicyError> {
                     _ => BwTarget::Iabw,
                 }
             };
-            Box::new(BwCosched::with_target(source, window, target))
+            let scale = if source == BwSource::Greedy {
+                1.0
+            } else {
+                params.number("scale", "1", |x| x > 0.0, "a positive number")?
+            };
+            Box::new(BwCosched::with_target(source, window, target).scaled(scale))
         }
         "pack:palm" | "pack:tp" | "pack:tr" => {
             let kind = match info.name {
@@ -569,6 +580,12 @@ mod tests {
             "bw:oracle:window=3,target=fair"
         );
         assert!(build("bw:iabw:target=mean").is_err());
+        assert_eq!(
+            build("bw:oracle:scale=1.2").unwrap().name(),
+            "bw:oracle:scale=1.2"
+        );
+        assert!(build("bw:oracle:scale=0").is_err());
+        assert!(build("bw:greedy:scale=2").is_err());
         assert!(build("bw:greedy:target=fair").is_err());
     }
 

@@ -67,6 +67,60 @@ pub struct LearningRuns {
     pub points: Vec<RunPoint>,
     /// Per policy other than `linux`.
     pub summary: Vec<LearningSummary>,
+    /// Per program after training: its learned solo bandwidth against the
+    /// exact one (how far contention leaked into the estimates).
+    pub trained_btr: Vec<TrainedBtr>,
+}
+
+/// One program's solo bandwidth, learned against exact, after training.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TrainedBtr {
+    /// The program key.
+    pub program: String,
+    /// Learned per-phase solo BTR, weighted by the slices each phase had.
+    pub learned_mean: Option<f64>,
+    /// The scenario's per-phase solo BTR, weighted by solo time.
+    pub exact_mean: f64,
+    /// Share of the learned samples that were valid (S1's low-contention states).
+    pub valid_share: f64,
+}
+
+/// [`TrainedBtr`] for each of `s`'s programs in `store`.
+fn trained_btr(s: &Scenario, store: &Profiles) -> Vec<TrainedBtr> {
+    let request_ns = s.model.request_ns;
+    let mut out: Vec<TrainedBtr> = Vec::new();
+    for job in &s.jobs {
+        if out.iter().any(|t| t.program == job.program) {
+            continue;
+        }
+        let Some(p) = store.get(&job.program) else {
+            continue;
+        };
+        let time = |ph: &crate::scenario::Phase| ph.instructions * ph.solo_ns_per_instr(request_ns);
+        let total: f64 = job.phases.iter().map(time).sum();
+        let exact_mean = job
+            .phases
+            .iter()
+            .map(|ph| ph.solo_btr(request_ns) * time(ph))
+            .sum::<f64>()
+            / total.max(f64::MIN_POSITIVE);
+        let (mut sum, mut slices, mut valid, mut all) = (0.0, 0u64, 0u64, 0u64);
+        for ph in &p.phases.phases {
+            valid += u64::from(ph.estimate.valid.n);
+            all += u64::from(ph.estimate.valid.n + ph.estimate.invalid.n);
+            if let Some((_, b)) = ph.estimate.solo() {
+                sum += b * ph.slices as f64;
+                slices += ph.slices;
+            }
+        }
+        out.push(TrainedBtr {
+            program: job.program.clone(),
+            learned_mean: (slices > 0).then(|| sum / slices as f64),
+            exact_mean,
+            valid_share: valid as f64 / all.max(1) as f64,
+        });
+    }
+    out
 }
 
 /// Runs S1's experiment for `policies` (plus `linux`), `runs` times from
@@ -87,6 +141,7 @@ pub fn learning_runs(
     }
     let (trained, training_runs) = train(s, seed, &solo)?;
     let (trained_coverage, trained_accuracy) = store_quality(s, &trained, &solo);
+    let trained_btr = trained_btr(s, &trained);
     let mut stores: Vec<Profiles> = vec![trained; names.len()];
     let mut points = Vec::new();
     for run in 1..=runs {
@@ -153,6 +208,7 @@ pub fn learning_runs(
         runs,
         points,
         summary,
+        trained_btr,
     })
 }
 

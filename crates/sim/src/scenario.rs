@@ -462,6 +462,19 @@ pub struct Phase {
     pub memory: Memory,
 }
 
+impl Phase {
+    /// Unloaded time per instruction on the reference core, in ns.
+    pub fn solo_ns_per_instr(&self, request_ns: f64) -> f64 {
+        self.core_ns_per_instr + self.requests_per_instr * request_ns
+    }
+
+    /// Bus transactions (cache lines) per µs of CPU time running alone on
+    /// the reference core (S1's BTR), without contention.
+    pub fn solo_btr(&self, request_ns: f64) -> f64 {
+        1e3 * self.requests_per_instr / self.solo_ns_per_instr(request_ns)
+    }
+}
+
 /// LLC references per memory request when a phase gives no miss rate: one
 /// miss per four references, a middle value for SPEC-like code.
 const DEFAULT_LLC_MISS_RATE: f64 = 0.25;

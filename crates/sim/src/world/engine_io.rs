@@ -193,9 +193,7 @@ impl Sensor for World<'_> {
                 continue;
             }
             let lead = &self.threads[st.first];
-            let btr = |p: &crate::scenario::Phase| {
-                1e3 * p.requests_per_instr / (p.core_ns_per_instr + p.requests_per_instr * request_ns)
-            };
+            let btr = |p: &crate::scenario::Phase| p.solo_btr(request_ns);
             k.jobs.insert(
                 j as JobId,
                 Learned {
