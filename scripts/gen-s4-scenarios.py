@@ -13,6 +13,13 @@ Policies: pack:tp (the OS's packing), pack:palm, and pack:tr (the job
 started with K threads and the same total work: Policy::launch_threads).
 static-best (the best fixed period, found offline) is not in these files.
 
+s4-consolidation: S4's dynamic server consolidation case study. A
+memcached-like service (50 us requests, p99 SLO 1 ms) and the sync job,
+restarting, share 16 cores; the service's load follows a day-like trace
+(a jump to almost 4x within 100 ms, a rise to 5x, a plateau, a fall)
+and a reactive manager resizes it
+every 100 ms, the batch job getting the other cores (herd_sim::consolidation).
+
 Run: python3 scripts/gen-s4-scenarios.py   (rewrites the files)
 """
 import os
@@ -50,3 +57,34 @@ ipc = 1.5
 """
         with open(os.path.join(OUT, f"{name}.toml"), "w") as f:
             f.write(text)
+
+CONSOLIDATION = """# S4's dynamic server consolidation case study (see herd_sim::consolidation):
+# a memcached-like service and a synchronisation-intensive batch job share
+# 16 cores; the manager gives the service the cores its load needs for a
+# 1 ms p99 and the batch job the rest. Written by scripts/gen-s4-scenarios.py; edit that.
+name = "s4-consolidation"
+policies = ["pack:tp", "pack:palm"]
+period_ms = 1
+
+[machine]
+synthetic = "package:1 l3:1 core:16"
+
+[consolidation]
+service = "kv"
+request_us = 50     # 20k requests/s per core
+slo_ms = 1.0
+interval_ms = 100
+load = [[0, 40000], [800, 40000], [900, 150000], [1600, 200000], [2600, 200000], [3200, 90000], [4000, 40000]]
+
+[[job]]
+name = "batch"
+threads = 16
+restart = true
+barrier = { every = 2e+06, kind = "spin" }
+heartbeat_every = 200000
+[[job.phase]]
+instructions = 2e8
+ipc = 1.5
+"""
+with open(os.path.join(OUT, "s4-consolidation.toml"), "w") as f:
+    f.write(CONSOLIDATION)

@@ -39,6 +39,13 @@ pub struct RunArgs {
     /// CPU time and heartbeats, and the placements made (docs/json.md).
     #[arg(long, value_name = "FILE")]
     trace: Option<std::path::PathBuf>,
+    /// Follow a core budget that changes while the program runs: FILE holds
+    /// one whole number, the cores the program may use, read every 10 ms
+    /// (replace it atomically: write another file, rename it over). For the
+    /// packing policies (pack:palm, pack:tp, pack:tr), whose cores= it
+    /// overrides. A file that turns bad keeps the last budget, with a warning.
+    #[arg(long, value_name = "FILE")]
+    cores_from: Option<std::path::PathBuf>,
     /// Run the program with N threads: sets OMP_NUM_THREADS=N and replaces
     /// `{threads}` in its arguments. `auto` picks N from the program's
     /// recorded runs (S0: Amdahl's fit; see --goal, `herd db show`).
@@ -89,12 +96,15 @@ fn trace_line(
             Placement::Pause { .. } => serde_json::json!({"id": id, "paused": true}),
         })
         .collect();
-    let line = serde_json::json!({
+    let mut line = serde_json::json!({
         "t_s": view.now_ns() as f64 * 1e-9,
         "tasks": tasks,
         "placed": placed,
         "next_period_ms": plan.next_period_ns.map(|n| n as f64 * 1e-6),
     });
+    if let Some(k) = view.snapshot.budget_cores {
+        line["budget_cores"] = k.into();
+    }
     writeln!(f, "{line}")
 }
 
@@ -143,6 +153,10 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
             "--goal chooses the unit count: use it with --threads auto"
         )));
     }
+    let budget = match &args.cores_from {
+        None => None,
+        Some(path) => Some((path, first_budget(path, policy.as_ref())?)),
+    };
     let (power, power_label, tolerance) = args.choice.checked()?;
     let machine = crate::this_machine()?;
     let units = match args.threads {
@@ -163,6 +177,13 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     let program = Program::new(name.clone(), key.clone(), child.id() as i32, Some(child));
     let mut world = LiveWorld::new(vec![program], Arc::clone(&sig.stop));
     let mechanism = mechanism.attach(&mut world);
+    let (budget_tx, budget_rx) = std::sync::mpsc::channel();
+    if let Some((path, cores)) = budget {
+        world.follow_budget(herd_runtime::live::budget::BudgetFile::new(
+            path, cores, budget_tx,
+        ));
+    }
+    let mut last_budget = budget.map(|b| b.1);
     let started = std::time::Instant::now();
     let herd_cpu_before = crate::meter::cpu_seconds(libc::RUSAGE_SELF);
     let mut meter = WallMeter::default();
@@ -205,6 +226,15 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
                 && let Err(e) = trace_line(f, view, plan)
             {
                 trace_failed = Some(e);
+            }
+            for warning in budget_rx.try_iter() {
+                eprintln!("herd: warning: {warning}");
+            }
+            if explain && view.snapshot.budget_cores != last_budget {
+                last_budget = view.snapshot.budget_cores;
+                if let Some(k) = last_budget {
+                    eprintln!("herd: the core budget is now {k}");
+                }
             }
             if !explain {
                 return;
@@ -311,6 +341,24 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
 /// The command line and environment for `--threads N`: `{threads}` in any
 /// argument becomes N, and OpenMP (and the BLAS libraries that honour it)
 /// gets OMP_NUM_THREADS=N.
+/// The budget `--cores-from` starts with, read before the program starts so
+/// a wrong path or content costs no run; and the policy must follow one.
+fn first_budget(path: &std::path::Path, policy: &dyn herd_policy::Policy) -> Result<u32, Failure> {
+    let bad = |why: String| Failure::Input(anyhow::anyhow!("--cores-from {}: {why}", path.display()));
+    if !policy.follows_budget() {
+        return Err(bad(format!(
+            "{} does not follow a core budget; use pack:palm, pack:tp or pack:tr",
+            policy.name()
+        )));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    match herd_runtime::live::budget::parse(&text) {
+        Ok(Some(n)) => Ok(n),
+        Ok(None) => Err(bad("empty: write the number of cores the program may use".into())),
+        Err(why) => Err(bad(why)),
+    }
+}
+
 fn with_threads(cmd: &[String], threads: Option<u32>) -> (Vec<String>, herd_runtime::live::SpawnOptions) {
     let mut opts = herd_runtime::live::SpawnOptions::default();
     let Some(n) = threads else {

@@ -135,6 +135,7 @@ fn run_one(args: &SimArgs, path: &Path) -> Result<Comparison, Failure> {
             policies: Vec::new(),
             sweep: None,
             learning: Some(l),
+            service: None,
         });
     }
     let mut explained: Vec<(String, Plan)> = Vec::new();
@@ -321,6 +322,9 @@ fn table(c: &Comparison) -> String {
             }
             s.push('\n');
         }
+        if let Some(service) = &c.service {
+            consolidation_table(&mut s, service, &runs, width);
+        }
         for r in &runs {
             for note in &r.notes {
                 let _ = writeln!(s, "note ({}): {note}", r.name);
@@ -329,6 +333,69 @@ fn table(c: &Comparison) -> String {
         s.push('\n');
     }
     s
+}
+
+/// S4's consolidation study: the service's SLO violations and the batch
+/// job's useful work per policy, then interval by interval.
+fn consolidation_table(
+    s: &mut String,
+    service: &herd_sim::consolidation::Consolidation,
+    runs: &[&PolicyResult],
+    width: usize,
+) {
+    let judged: Vec<(&str, &herd_sim::consolidation::ConsolidationResult)> = runs
+        .iter()
+        .filter_map(|r| r.consolidation.as_ref().map(|c| (r.name.as_str(), c)))
+        .collect();
+    let Some((_, first)) = judged.first() else { return };
+    let _ = writeln!(
+        s,
+        "{:<24}{:>width$}",
+        "slo_violations",
+        format!(
+            "{} of {} intervals (p99 <= {} ms)",
+            first.violations, first.intervals, service.slo_ms
+        )
+    );
+    let _ = write!(s, "{:<24}", "batch_ginstr_per_s");
+    for r in runs {
+        let cell = r
+            .consolidation
+            .as_ref()
+            .map_or("-".into(), |c| format!("{:.3}", c.batch_ginstr_per_s));
+        let _ = write!(s, "{cell:>width$}");
+    }
+    let _ = writeln!(
+        s,
+        "\n\n{}: load, cores and p99 latency per interval; batch work per policy (G instructions/s)",
+        service.service
+    );
+    let _ = write!(
+        s,
+        "{:>8} {:>10} {:>9} {:>9} {:>6}",
+        "t_s", "load_rps", "svc_cores", "p99_ms", "batch"
+    );
+    for (name, _) in &judged {
+        let _ = write!(s, " {name:>22}");
+    }
+    s.push('\n');
+    for (i, iv) in service.intervals.iter().enumerate() {
+        let p99 = iv.p99_ms.map_or("overload".into(), |p| format!("{p:.3}"));
+        let flag = if iv.violated { "!" } else { " " };
+        let _ = write!(
+            s,
+            "{:>8.2} {:>10.0} {:>9} {:>8}{flag} {:>6}",
+            iv.start_s, iv.load_rps, iv.service_cores, p99, iv.batch_cores
+        );
+        for (_, c) in &judged {
+            let cell = c
+                .batch
+                .get(i)
+                .map_or("-".into(), |b| format!("{:.3}", b.ginstr_per_s));
+            let _ = write!(s, " {cell:>22}");
+        }
+        s.push('\n');
+    }
 }
 
 /// S0's table: per policy and unit count, time, power, energy, cores, SPN;

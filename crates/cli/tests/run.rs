@@ -505,3 +505,110 @@ fn a_short_idle_run_reads_idle_power() {
     // S0's Dell C6100 preset: 76.11 W idle, and `true` barely runs.
     assert!((76.0..100.0).contains(&w), "{w} W: {stderr}");
 }
+
+/// The last `--trace` line that satisfies `ok`, waiting up to 20 s for it.
+fn wait_for_trace(path: &std::path::Path, ok: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    let start = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        // The last whole line (the writer may be mid-line).
+        if let Some(v) = text
+            .lines()
+            .rev()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|v| ok(v))
+        {
+            return v;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no such trace line in {text:.2000}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_core_budget_from_a_file_moves_every_thread_and_a_bad_file_is_survived() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (budget, trace) = (tmp.path().join("budget"), tmp.path().join("trace.jsonl"));
+    let bench = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/workloads/barrier-hb");
+    // Refused before anything runs: a policy that ignores budgets, a missing
+    // or bad file.
+    std::fs::write(&budget, "2\n").unwrap();
+    for (policy, file, want) in [
+        ("linux", budget.clone(), "does not follow a core budget"),
+        ("pack:tp", tmp.path().join("none"), "No such file"),
+    ] {
+        let out = herd()
+            .args(["run", "--policy", policy, "--cores-from"])
+            .arg(&file)
+            .args(["--", "true"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(want), "{err}");
+    }
+    let child = herd()
+        .args([
+            "run",
+            "--policy",
+            "pack:palm:cores=2",
+            "--period-ms",
+            "5",
+            "--explain",
+            "--cores-from",
+        ])
+        .arg(&budget)
+        .arg("--trace")
+        .arg(&trace)
+        .args([
+            "--",
+            bench,
+            "--threads",
+            "3",
+            "--phases",
+            "1000000",
+            "--mode",
+            "block",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let workers_on = |v: &serde_json::Value| -> Vec<String> {
+        // Where the workers (threads that beat) were last placed.
+        v["placed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p["cpus"].as_str().map(str::to_string))
+            .collect()
+    };
+    wait_for_trace(&trace, |v| v["budget_cores"] == 2 && !workers_on(v).is_empty());
+    // The controller takes a core away (atomically, as documented).
+    std::fs::write(tmp.path().join("next"), "1").unwrap();
+    std::fs::rename(tmp.path().join("next"), &budget).unwrap();
+    let after = wait_for_trace(&trace, |v| v["budget_cores"] == 1 && !workers_on(v).is_empty());
+    let cpus = workers_on(&after);
+    assert_eq!(cpus.len(), 4, "every thread placed again: {after}");
+    assert!(
+        cpus.iter().all(|c| c == &cpus[0] && !c.contains(['-', ','])),
+        "one CPU: {after}"
+    );
+    // A bad file: a warning, and the budget stays.
+    std::fs::write(&budget, "lots").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the core budget is now 1"), "{err}");
+    assert!(
+        err.contains("'lots' is not a whole number of cores; the budget stays 1"),
+        "{err}"
+    );
+    let last = wait_for_trace(&trace, |_| true);
+    assert_eq!(last["budget_cores"], 1, "{last}");
+}

@@ -10,6 +10,7 @@ pub mod memory;
 pub mod numa;
 pub mod params;
 pub mod power;
+pub mod queueing;
 
 pub use classes::{ClassId, StreamClasses};
 pub use memory::{Contention, MemSystem, Solution, Stream, Target};

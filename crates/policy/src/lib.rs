@@ -58,6 +58,14 @@ pub trait Policy: Send {
     fn launch_threads(&self, _machine: &herd_topo::Machine) -> Option<u32> {
         None
     }
+
+    /// Whether the policy keeps its jobs within
+    /// [`Snapshot::budget_cores`] when an outside controller sets one (the
+    /// packing policies); others place as if there were none, and a study
+    /// of a moving budget cannot judge them.
+    fn follows_budget(&self) -> bool {
+        false
+    }
 }
 
 /// A parameter a policy takes.

@@ -21,7 +21,13 @@
 //!   states the directive.
 //!
 //! The K cores are the first K of the machine's compact order (`cores=K`,
-//! default every core).
+//! default every core). When an outside controller sets a budget while the
+//! job runs ([`crate::Snapshot::budget_cores`]: `herd run --cores-from`, a
+//! scenario's consolidation manager), K follows it: `pack:tp` and `pack:tr`
+//! pin every thread again, PALM regroups and restarts its period
+//! controller (the rate before the change is no yardstick for the rate
+//! after it). `pack:tr` cannot change the thread count of a running
+//! program: it keeps the threads it started with.
 
 use std::collections::BTreeMap;
 
@@ -58,8 +64,9 @@ pub struct Pack {
     last_rate: Option<f64>,
     /// Each task's group (core index) as last placed.
     group_of: BTreeMap<TaskId, usize>,
-    /// The K cores (CPUs, capacity) and all their CPUs.
-    allowed: Option<Allowed>,
+    /// The K cores (CPUs, capacity) and all their CPUs, for the K they
+    /// were computed for.
+    allowed: Option<(usize, Allowed)>,
     /// Tasks `pack:tp`/`pack:tr` have pinned.
     pinned: std::collections::BTreeSet<TaskId>,
     noted: bool,
@@ -165,19 +172,38 @@ impl Policy for Pack {
         })
     }
 
+    fn follows_budget(&self) -> bool {
+        true
+    }
+
     fn decide(&mut self, view: &View<'_>) -> Plan {
         let mut plan = Plan::default();
-        // The K cores and their union, once: the machine does not change and
-        // PALM decides every 0.125 ms at first.
-        let k = self.cores;
-        let (cores, all) = &*self
-            .allowed
-            .get_or_insert_with(|| {
-                let cores = allowed_cores(view, k);
-                let all: CpuSet = cores.iter().flat_map(|(c, _)| c.iter()).collect();
-                std::sync::Arc::new((cores, all))
-            })
-            .clone();
+        // The K cores and their union, once per budget: the machine does not
+        // change and PALM decides every 0.125 ms at first.
+        let k = view
+            .snapshot
+            .budget_cores
+            .map(|b| b as usize)
+            .or(self.cores)
+            .unwrap_or(usize::MAX)
+            .clamp(1, view.machine.cores().len().max(1));
+        let changed = self.allowed.as_ref().is_some_and(|(was, _)| *was != k);
+        if self.allowed.as_ref().is_none_or(|(was, _)| *was != k) {
+            let cores = allowed_cores(view, Some(k));
+            let all: CpuSet = cores.iter().flat_map(|(c, _)| c.iter()).collect();
+            self.allowed = Some((k, std::sync::Arc::new((cores, all))));
+        }
+        if changed {
+            // Everything is placed again on the new cores.
+            self.pinned.clear();
+            self.group_of.clear();
+            self.epoch = None;
+            self.last_rate = None;
+            self.period_ns = self.min_period_ns;
+            plan.note = Some(format!("{}: the budget is now {k} cores", self.name()).into());
+        }
+        let allowed = self.allowed.as_ref().expect("just set").1.clone();
+        let (cores, all) = &*allowed;
         let present: rustc_hash::FxHashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
         self.group_of.retain(|t, _| present.contains(t));
         self.pinned.retain(|t| present.contains(t));
@@ -379,6 +405,45 @@ mod tests {
             crate::build("pack:palm:cores=2,max_period_ms=8").unwrap().name(),
             "pack:palm:cores=2,max_period_ms=8"
         );
+    }
+
+    #[test]
+    fn a_budget_set_from_outside_moves_every_thread_onto_the_new_cores() {
+        let m = Machine::synthetic("core:4").unwrap();
+        let cpus_of = |plan: &Plan| -> Vec<CpuSet> {
+            plan.tasks
+                .iter()
+                .filter_map(|(_, p)| match p {
+                    crate::Placement::Run { cpus, .. } => Some(cpus.clone()),
+                    crate::Placement::Pause { .. } => None,
+                })
+                .collect()
+        };
+        let union = |plan: &Plan| -> CpuSet { cpus_of(plan).iter().flat_map(|c| c.iter()).collect() };
+        for kind in [Packing::Tp, Packing::Palm] {
+            let mut p = Pack::new(kind, Some(3), 125.0, 64.0);
+            let mut s = snap(0, &[Some(1), Some(2), Some(3), Some(4)]);
+            let plan = crate::testkit::decide_once(&mut p, &m, &s);
+            assert_eq!(union(&plan).len(), 3, "{kind:?}: cores=3 without a budget");
+            // The controller shrinks the budget to 2 cores: all four threads
+            // are placed again, on two cores only.
+            s.now_ns = 1_000_000;
+            s.budget_cores = Some(2);
+            let plan = crate::testkit::decide_once(&mut p, &m, &s);
+            assert_eq!(cpus_of(&plan).len(), 4, "{kind:?}: every thread placed again");
+            assert_eq!(union(&plan).len(), 2, "{kind:?}");
+            assert!(plan.note.as_deref().unwrap().contains("budget is now 2 cores"));
+            // Unchanged budget: nothing moves for TP.
+            s.now_ns = 2_000_000;
+            let plan = crate::testkit::decide_once(&mut p, &m, &s);
+            if kind == Packing::Tp {
+                assert!(plan.tasks.is_empty());
+            }
+            // A budget beyond the machine is the machine.
+            s.budget_cores = Some(99);
+            let plan = crate::testkit::decide_once(&mut p, &m, &s);
+            assert_eq!(union(&plan).len(), 4, "{kind:?}");
+        }
     }
 
     #[test]

@@ -139,6 +139,12 @@ pub struct Snapshot {
     pub jobs: Vec<JobView>,
     /// Whole-machine observations.
     pub system: SystemObs,
+    /// The core budget an outside controller sets while the run goes on
+    /// (`herd run --cores-from`, a scenario's consolidation manager): how
+    /// many cores the jobs may use. Packing policies follow it instead of
+    /// their fixed `cores=`; `None`: no such controller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_cores: Option<u32>,
 }
 
 /// What the profile store knows about a program before it runs.

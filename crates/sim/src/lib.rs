@@ -5,6 +5,7 @@
 //! with one seed; [`compare`] runs several policies and seeds.
 
 pub mod cluster;
+pub mod consolidation;
 mod kernel;
 pub mod learning;
 pub mod report;
@@ -86,6 +87,10 @@ pub struct PolicyResult {
     pub sim_sweeps_per_solve: f64,
     /// Observations that reused the previous period's task counters.
     pub sim_reused_observations: u64,
+    /// The consolidation study's result, for a policy that follows the
+    /// core budget in a scenario that has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consolidation: Option<consolidation::ConsolidationResult>,
     /// The CPU timeline, when recorded.
     #[serde(skip)]
     pub timeline: Option<Vec<Segment>>,
@@ -107,6 +112,11 @@ pub struct Comparison {
     /// (`runs`); `policies` is then empty.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub learning: Option<LearningRuns>,
+    /// The consolidation study's service side (its load, cores, latency per
+    /// interval), the same for every policy; each policy's batch side is in
+    /// its result.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service: Option<consolidation::Consolidation>,
 }
 
 /// Solo times of each job: its first run alone under `linux`. Jobs with
@@ -207,6 +217,10 @@ pub fn run_learning<M: CostMeter>(
     };
     let mut world = World::new(s, &jobs, trace);
     world.set_solo_times(solo);
+    let study = s.consolidation.as_ref().filter(|_| p.follows_budget());
+    if let Some(c) = study {
+        world.follow_consolidation(c);
+    }
     let mut cfg = Config::with_period(s.period_ns, seed);
     cfg.horizon_ns = s.horizon_ns;
     let estimates = history(s, solo);
@@ -246,14 +260,20 @@ pub fn run_learning<M: CostMeter>(
     if let (Some(store), Some(l)) = (profiles, learning) {
         *store = l.into_profiles();
     }
+    let consolidation = study.map(|c| c.result(&world.consolidation_marks()));
     let finish = world.finish_times();
-    let end_ns = finish
-        .iter()
-        .zip(&s.jobs)
-        .filter(|(_, j)| !j.restart || s.jobs.iter().all(|j| j.restart))
-        .map(|(f, _)| f.unwrap_or(world.now_ns()))
-        .max()
-        .unwrap_or(world.now_ns());
+    // A consolidation study's batch job runs until the trace ends.
+    let end_ns = if study.is_some() {
+        world.now_ns()
+    } else {
+        finish
+            .iter()
+            .zip(&s.jobs)
+            .filter(|(_, j)| !j.restart || s.jobs.iter().all(|j| j.restart))
+            .map(|(f, _)| f.unwrap_or(world.now_ns()))
+            .max()
+            .unwrap_or(world.now_ns())
+    };
     let makespan_s = end_ns as f64 * 1e-9;
     let jobs: Vec<JobResult> = s
         .jobs
@@ -290,6 +310,13 @@ pub fn run_learning<M: CostMeter>(
     }
     if jobs.iter().any(|j| j.turnaround_s.is_none()) {
         notes.push("some jobs did not finish within the horizon".into());
+    }
+    if s.consolidation.is_some() && study.is_none() {
+        notes.push(format!(
+            "{} does not follow a core budget: it uses every core, the service's too, \
+             so the consolidation study does not judge it",
+            p.name()
+        ));
     }
     let energy_j = t.energy_j;
     Ok(PolicyResult {
@@ -332,6 +359,7 @@ pub fn run_learning<M: CostMeter>(
             0.0
         },
         sim_reused_observations: t.reused_observations,
+        consolidation,
         timeline: world.take_trace(),
     })
 }
@@ -370,5 +398,6 @@ pub fn compare<M: CostMeter>(
         policies: results,
         sweep: None,
         learning: None,
+        service: s.consolidation.clone(),
     })
 }

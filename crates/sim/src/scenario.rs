@@ -266,6 +266,9 @@ pub struct ScenarioSpec {
     /// signature). Default false: nothing is known before a run.
     #[serde(default)]
     pub history: bool,
+    /// S4's consolidation case study: a latency-critical service whose load
+    /// moves the jobs' core budget (see `herd_sim::consolidation`).
+    pub consolidation: Option<toml::Spanned<crate::consolidation::ConsolidationSpec>>,
 }
 
 /// S0's experiment: every job given each thread count in turn.
@@ -414,6 +417,9 @@ pub struct Scenario {
     pub train_runs: u32,
     /// Whether the profile store knows the programs (`history`).
     pub history: bool,
+    /// The consolidation case study, when asked for: the run lasts until
+    /// its trace ends and the jobs follow its core budget.
+    pub consolidation: Option<crate::consolidation::Consolidation>,
 }
 
 /// A job, ready to simulate.
@@ -604,6 +610,21 @@ impl Scenario {
             herd_policy::build(p).map_err(|e| err(None, Some("policies".into()), e.to_string()))?;
         }
         let policies = spec.policies;
+        let consolidation = match &spec.consolidation {
+            None => None,
+            Some(c) => Some(
+                crate::consolidation::Consolidation::new(c.get_ref(), machine.cores().len() as u32).map_err(
+                    |(f, why)| {
+                        let field = if f == "consolidation" {
+                            f.to_string()
+                        } else {
+                            format!("consolidation.{f}")
+                        };
+                        at(c.span(), &field, why)
+                    },
+                )?,
+            ),
+        };
         let name = spec.name.unwrap_or_else(|| {
             std::path::Path::new(file)
                 .file_stem()
@@ -621,12 +642,17 @@ impl Scenario {
                 spec.seeds
             },
             period_ns: (spec.period_ms.0 * 1e6).max(1.0) as u64,
-            horizon_ns: spec.horizon_s.map(|h| (h.0 * 1e9) as u64),
+            // A consolidation study lasts as long as its trace.
+            horizon_ns: match (spec.horizon_s, &consolidation) {
+                (h, Some(c)) => Some(h.map_or(c.end_ns(), |h| ((h.0 * 1e9) as u64).min(c.end_ns()))),
+                (h, None) => h.map(|h| (h.0 * 1e9) as u64),
+            },
             jobs,
             sweep_threads,
             runs: spec.runs.map_or(1, |r| r.0),
             train_runs: spec.train_runs.unwrap_or(0),
             history: spec.history,
+            consolidation,
         })
     }
 }

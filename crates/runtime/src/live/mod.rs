@@ -12,6 +12,7 @@
 //! - a thread or program that vanishes between two looks is skipped, never
 //!   an error.
 
+pub mod budget;
 mod clock;
 
 use std::collections::BTreeMap;
@@ -283,6 +284,8 @@ pub struct LiveWorld {
     numa_memory: Option<NumaMemory>,
     /// Progress from programs that report heartbeats (S4).
     heartbeats: crate::heartbeats::Heartbeats,
+    /// The core budget's file, when a controller sets one.
+    budget: Option<budget::BudgetFile>,
     /// What herd did.
     pub stats: LiveStats,
 }
@@ -360,7 +363,14 @@ impl LiveWorld {
             mbm: resctrl_mount().and_then(|dir| Mbm::discover(&dir)),
             mbm_tried: Vec::new(),
             stats: LiveStats::default(),
+            budget: None,
         }
+    }
+
+    /// Follows a core budget an outside controller writes to a file
+    /// (`herd run --cores-from`): each snapshot carries it.
+    pub fn follow_budget(&mut self, budget: budget::BudgetFile) {
+        self.budget = Some(budget);
     }
 
     /// Manages the programs herd started through `cgroups`: each moves into
@@ -582,6 +592,7 @@ impl Sensor for LiveWorld {
             tasks,
             jobs,
             system,
+            budget_cores: self.budget.as_mut().and_then(|b| b.poll(now_ns)),
         };
         &self.snapshot
     }

@@ -33,6 +33,7 @@ impl Clock for World<'_> {
 
 impl Sensor for World<'_> {
     fn observe(&mut self) -> &Snapshot {
+        self.consolidation_step();
         self.arrive_jobs();
         self.kernel_balance();
         if self.dirty {
@@ -262,6 +263,46 @@ impl World<'_> {
             crate::scenario::Memory::Interleaved => Some(nodes.iter().map(|n| (n.os, 1)).collect()),
             crate::scenario::Memory::Local => None,
         }
+    }
+}
+
+impl<'a> World<'a> {
+    /// The jobs follow `c`'s core budget, and the run lasts until its trace
+    /// ends.
+    pub fn follow_consolidation(&mut self, c: &'a crate::consolidation::Consolidation) {
+        self.consolidation = Some(c);
+        self.next_mark_ns = 0;
+        self.marks.clear();
+    }
+
+    /// The budget for this observation, and a mark when an interval began
+    /// since the last one: the budget changes at observations (as a real
+    /// controller's file is read), so each interval's work is counted from
+    /// the observation that first saw it.
+    fn consolidation_step(&mut self) {
+        let Some(c) = self.consolidation else { return };
+        self.snapshot.budget_cores = Some(c.budget_at(self.now_ns));
+        // An observation that skipped whole intervals (a policy deciding
+        // less often than the manager) marks each at the same instant: they
+        // count no time and no work, and the next interval takes both.
+        while self.now_ns >= self.next_mark_ns && self.next_mark_ns < c.end_ns() {
+            self.settle_all();
+            self.marks.push((self.now_ns, self.useful_instructions()));
+            self.next_mark_ns += c.interval_ns;
+        }
+    }
+
+    fn useful_instructions(&self) -> f64 {
+        self.threads.iter().map(|t| t.total.instr).sum()
+    }
+
+    /// The marks of the consolidation study, closed with one at the run's
+    /// end: `(ns, cumulative useful instructions)`.
+    pub fn consolidation_marks(&mut self) -> Vec<(u64, f64)> {
+        self.settle_all();
+        let mut marks = self.marks.clone();
+        marks.push((self.now_ns, self.useful_instructions()));
+        marks
     }
 }
 

@@ -271,6 +271,12 @@ pub struct World<'a> {
     pub totals: Totals,
     trace: Option<Vec<Segment>>,
     open_segments: Vec<Option<(u64, usize, usize)>>,
+    /// The consolidation study the jobs follow (`follow_consolidation`),
+    /// the jobs' cumulative useful instructions at each of its intervals'
+    /// first observation, and when the next interval starts.
+    consolidation: Option<&'a crate::consolidation::Consolidation>,
+    marks: Vec<(u64, f64)>,
+    next_mark_ns: u64,
 }
 
 const EVENT_LIMIT: u64 = 50_000_000;
@@ -396,6 +402,9 @@ impl<'a> World<'a> {
             totals: Totals::default(),
             trace: trace.then(Vec::new),
             open_segments: vec![None; n],
+            consolidation: None,
+            marks: Vec::new(),
+            next_mark_ns: 0,
         }
     }
 
@@ -565,7 +574,8 @@ impl<'a> World<'a> {
     /// job restarts (S3's method: finished programs run again so the load
     /// stays), whether every job has finished its first run.
     fn all_done(&self) -> bool {
-        self.unfinished == 0
+        // A consolidation study runs until its trace ends (the horizon).
+        self.unfinished == 0 && self.consolidation.is_none()
     }
 
     fn recompute(&mut self) {
