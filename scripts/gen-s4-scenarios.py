@@ -11,7 +11,8 @@ on 15, 7 and 2 of 16 homogeneous cores, and the heterogeneous machine of
 S4's slides: 7 fast + 8 slow cores, capacities 360 and 220 (0.61).
 Policies: pack:tp (the OS's packing), pack:palm, and pack:tr (the job
 started with K threads and the same total work: Policy::launch_threads).
-static-best (the best fixed period, found offline) is not in these files.
+and static-best:pack:palm (PALM with the best fixed period, found offline
+by herd sim trying each: herd_sim::static_best).
 
 s4-consolidation: S4's dynamic server consolidation case study. A
 memcached-like service (50 us requests, p99 SLO 1 ms) and the sync job,
@@ -40,7 +41,7 @@ for set_name, every in SETS.items():
         text = f"""# S4: 16 threads with {'frequent' if set_name == 'sync' else 'infrequent'} spinning barriers on {cores} cores
 # ({'7 fast + 8 slow' if key == 'hetero' else 'of 16 homogeneous'}). Written by scripts/gen-s4-scenarios.py; edit that.
 name = "{name}"
-policies = ["pack:tp:cores={cores}", "pack:palm:cores={cores}", "pack:tr:cores={cores}"]
+policies = ["pack:tp:cores={cores}", "pack:palm:cores={cores}", "pack:tr:cores={cores}", "static-best:pack:palm:cores={cores}"]
 period_ms = 1
 
 [machine]
@@ -63,7 +64,7 @@ CONSOLIDATION = """# S4's dynamic server consolidation case study (see herd_sim:
 # 16 cores; the manager gives the service the cores its load needs for a
 # 1 ms p99 and the batch job the rest. Written by scripts/gen-s4-scenarios.py; edit that.
 name = "s4-consolidation"
-policies = ["pack:tp", "pack:palm"]
+policies = ["pack:tp", "pack:palm", "static-best:pack:palm"]
 period_ms = 1
 
 [machine]

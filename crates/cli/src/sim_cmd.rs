@@ -104,7 +104,7 @@ fn run_one(args: &SimArgs, path: &Path) -> Result<Comparison, Failure> {
         args.policies.clone()
     };
     for p in &policies {
-        herd_policy::build(p).map_err(|e| Failure::Input(e.into()))?;
+        herd_sim::static_best::check(p).map_err(|e| Failure::Input(e.into()))?;
     }
     let seeds = if args.seeds.is_empty() {
         scenario.seeds.clone()

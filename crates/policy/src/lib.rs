@@ -216,6 +216,21 @@ pub fn catalog() -> &'static [PolicyInfo] {
                     default: "64",
                     about: "the longest period the controller doubles to",
                 },
+                ParamInfo {
+                    key: "epoch_us",
+                    default: "4000",
+                    about: "the controller's shortest epoch: it compares progress over at least this long (0: one period, S4's; see pack::DEFAULT_EPOCH_US)",
+                },
+                ParamInfo {
+                    key: "tolerance",
+                    default: "0.02",
+                    about: "relative change in progress rate within which the controller keeps the period (0: S4's)",
+                },
+                ParamInfo {
+                    key: "period_us",
+                    default: "adaptive",
+                    about: "a fixed period, the controller off (S4's static best: the period found offline; herd sim's static-best: prefix finds it)",
+                },
             ],
         },
         PolicyInfo {
@@ -455,14 +470,34 @@ pub fn build(spec: &str) -> Result<Box<dyn Policy>, PolicyError> {
                 )? as usize),
             };
             let (min_us, max_ms) = if kind == Packing::Palm {
-                (
-                    params.number("min_period_us", "125", |x| x > 0.0, "a positive number")?,
-                    params.number("max_period_ms", "64", |x| x > 0.0, "a positive number")?,
-                )
+                match params.str_or("period_us", "adaptive") {
+                    "adaptive" => (
+                        params.number("min_period_us", "125", |x| x > 0.0, "a positive number")?,
+                        params.number("max_period_ms", "64", |x| x > 0.0, "a positive number")?,
+                    ),
+                    // A fixed period: the controller's bounds meet.
+                    _ => {
+                        let p = params.number("period_us", "adaptive", |x| x > 0.0, "a positive number")?;
+                        (p, p * 1e-3)
+                    }
+                }
             } else {
                 (125.0, 64.0)
             };
-            Box::new(Pack::new(kind, cores, min_us, max_ms))
+            let (epoch_us, tolerance) = if kind == Packing::Palm {
+                (
+                    params.number("epoch_us", "4000", |x| x >= 0.0, "a number >= 0")?,
+                    params.number(
+                        "tolerance",
+                        "0.02",
+                        |x| (0.0..1.0).contains(&x),
+                        "a number from 0 to 1",
+                    )?,
+                )
+            } else {
+                (pack::DEFAULT_EPOCH_US, pack::DEFAULT_TOLERANCE)
+            };
+            Box::new(Pack::new(kind, cores, min_us, max_ms).with_controller(epoch_us, tolerance))
         }
         "amp:ff" => Box::new(FastFirst::default()),
         "amp:hass-s" => Box::new(HassStatic::default()),

@@ -607,7 +607,7 @@ impl Scenario {
             }
         }
         for p in &spec.policies {
-            herd_policy::build(p).map_err(|e| err(None, Some("policies".into()), e.to_string()))?;
+            crate::static_best::check(p).map_err(|e| err(None, Some("policies".into()), e.to_string()))?;
         }
         let policies = spec.policies;
         let consolidation = match &spec.consolidation {

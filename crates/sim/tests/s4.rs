@@ -65,7 +65,17 @@ fn palm_beats_thread_packing_with_one_core_short_and_on_mixed_cores() {
         makespan("s4-sync-15", "pack:tp:cores=15"),
         makespan("s4-sync-15", "pack:palm:cores=15"),
     );
-    assert!(palm < tp * 0.8, "16 threads on 15 cores: palm {palm} vs tp {tp}");
+    // S4: 47% shorter; herd's controller (4 ms epochs, a 2% dead band)
+    // gets 40%, as the best fixed period does.
+    assert!(palm < tp * 0.65, "16 threads on 15 cores: palm {palm} vs tp {tp}");
+    let best = makespan("s4-sync-15", "static-best:pack:palm:cores=15");
+    assert!(
+        best <= palm && palm < best * 1.02,
+        "palm {palm} vs static best {best}"
+    );
+    // S4's own controller (one-period epochs, no dead band) wanders off it.
+    let s4 = makespan("s4-sync-15", "pack:palm:cores=15,epoch_us=0,tolerance=0");
+    assert!(s4 > palm * 1.1, "S4's controller {s4} vs herd's {palm}");
     let (tp, palm) = (
         makespan("s4-sync-hetero", "pack:tp:cores=15"),
         makespan("s4-sync-hetero", "pack:palm:cores=15"),
