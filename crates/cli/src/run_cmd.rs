@@ -46,6 +46,13 @@ pub struct RunArgs {
     /// overrides. A file that turns bad keeps the last budget, with a warning.
     #[arg(long, value_name = "FILE")]
     cores_from: Option<std::path::PathBuf>,
+    /// Take the program's progress (S4's heartbeats, for pack:palm) from
+    /// PATH instead of herd's heartbeat library: the program finds PATH in
+    /// $HERD_PROGRESS and writes lines `TID COUNT` (a thread's id and its
+    /// beats so far). PATH may be a file it appends to or a named pipe;
+    /// if nothing is there, herd makes a pipe and removes it afterwards.
+    #[arg(long, value_name = "PATH")]
+    progress_from: Option<std::path::PathBuf>,
     /// Run the program with N threads: sets OMP_NUM_THREADS=N and replaces
     /// `{threads}` in its arguments. `auto` picks N from the program's
     /// recorded runs (S0: Amdahl's fit; see --goal, `herd db show`).
@@ -167,7 +174,18 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     // Signals first, so none is lost between spawn and the loop.
     let sig = Signals::install()?;
     let mechanism = args.mechanism.setup()?;
-    let (argv, opts) = with_threads(&args.cmd, units);
+    let (argv, mut opts) = with_threads(&args.cmd, units);
+    // Opened before the program starts: the pipe must be there to write to.
+    let progress = match &args.progress_from {
+        None => None,
+        Some(path) => {
+            let f = herd_runtime::progress::ProgressFile::open(path)
+                .map_err(|e| Failure::Input(anyhow::anyhow!("--progress-from {}: {e}", path.display())))?;
+            opts.env
+                .push((herd_runtime::progress::ENV.into(), path.display().to_string()));
+            Some(f)
+        }
+    };
     let child = herd_runtime::live::spawn_with(&argv, &opts)
         .map_err(|e| Failure::Input(anyhow::anyhow!("cannot run '{}': {e}", args.cmd[0])))?;
     let name = std::path::Path::new(&args.cmd[0])
@@ -177,6 +195,9 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     let program = Program::new(name.clone(), key.clone(), child.id() as i32, Some(child));
     let mut world = LiveWorld::new(vec![program], Arc::clone(&sig.stop));
     let mechanism = mechanism.attach(&mut world);
+    if let Some(f) = progress {
+        world.follow_progress(0, f);
+    }
     let (budget_tx, budget_rx) = std::sync::mpsc::channel();
     if let Some((path, cores)) = budget {
         world.follow_budget(herd_runtime::live::budget::BudgetFile::new(
@@ -262,6 +283,9 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
         eprintln!("herd: warning: the trace is incomplete: {e}");
     }
     let status = world.wait_all()[0];
+    for problem in world.progress_problems() {
+        eprintln!("herd: warning: {problem}");
+    }
     crate::learned::save(stored, learning);
     let wall = started.elapsed().as_secs_f64();
     let herd_cpu = crate::meter::cpu_seconds(libc::RUSAGE_SELF) - herd_cpu_before;

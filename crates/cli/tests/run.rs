@@ -612,3 +612,86 @@ fn a_core_budget_from_a_file_moves_every_thread_and_a_bad_file_is_survived() {
     let last = wait_for_trace(&trace, |_| true);
     assert_eq!(last["budget_cores"], 1, "{last}");
 }
+
+/// Three Python threads that beat through $HERD_PROGRESS for `secs` seconds.
+const PROGRESS_PROGRAM: &str = "import os, threading, time\n\
+fd = os.open(os.environ['HERD_PROGRESS'], os.O_WRONLY | os.O_APPEND)\n\
+def work():\n\
+\x20   tid, n, end = threading.get_native_id(), 0, time.time() + 1.5\n\
+\x20   while time.time() < end:\n\
+\x20       sum(range(2000)); n += 1\n\
+\x20       os.write(fd, f'{tid} {n}\\n'.encode())\n\
+ts = [threading.Thread(target=work) for _ in range(3)]\n\
+[t.start() for t in ts]; [t.join() for t in ts]\n\
+os.write(fd, b'not a report\\n')\n";
+
+#[test]
+fn progress_written_to_a_pipe_or_file_reaches_palm() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (kind, path) in [
+        ("pipe", tmp.path().join("progress")),
+        ("file", tmp.path().join("log")),
+    ] {
+        if kind == "file" {
+            std::fs::write(&path, "").unwrap();
+        }
+        let trace = tmp.path().join(format!("{kind}.jsonl"));
+        let out = herd()
+            .args([
+                "run",
+                "--policy",
+                "pack:palm:cores=2",
+                "--period-ms",
+                "20",
+                "--progress-from",
+            ])
+            .arg(&path)
+            .arg("--trace")
+            .arg(&trace)
+            .args(["--", "python3", "-c", PROGRESS_PROGRAM])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{kind}: {err}");
+        assert!(
+            err.contains("1 line(s) ignored, the first 'not a report'"),
+            "{kind}: {err}"
+        );
+        // Some decision saw three threads beating, growing from one to the next.
+        let lines: Vec<serde_json::Value> = std::fs::read_to_string(&trace)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let beating = |v: &serde_json::Value| -> u64 {
+            v["tasks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|t| t["beats"].as_u64())
+                .sum()
+        };
+        let counts: Vec<usize> = lines
+            .iter()
+            .map(|v| {
+                v["tasks"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|t| t["beats"].as_u64().is_some())
+                    .count()
+            })
+            .collect();
+        assert!(
+            counts.contains(&3),
+            "{kind}: beating threads per decision {counts:?}"
+        );
+        let sums: Vec<u64> = lines.iter().map(beating).collect();
+        assert!(sums.windows(2).any(|w| w[1] > w[0]), "{kind}: {sums:?}");
+        assert_eq!(
+            path.exists(),
+            kind == "file",
+            "{kind}: a pipe herd made is removed, a file kept"
+        );
+    }
+}

@@ -14,6 +14,7 @@ pub mod live;
 pub mod perf;
 pub mod probe;
 pub mod procfs;
+pub mod progress;
 pub mod rapl;
 pub mod resctrl;
 pub mod spawn;

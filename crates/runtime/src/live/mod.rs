@@ -367,6 +367,16 @@ impl LiveWorld {
         }
     }
 
+    /// Program `j` reports progress through `file` (`herd run --progress-from`).
+    pub fn follow_progress(&mut self, j: usize, file: crate::progress::ProgressFile) {
+        self.heartbeats.follow_file(j, file);
+    }
+
+    /// What went wrong with progress files, one line each.
+    pub fn progress_problems(&mut self) -> Vec<String> {
+        self.heartbeats.problems()
+    }
+
     /// Follows a core budget an outside controller writes to a file
     /// (`herd run --cores-from`): each snapshot carries it.
     pub fn follow_budget(&mut self, budget: budget::BudgetFile) {
