@@ -625,6 +625,23 @@ ts = [threading.Thread(target=work) for _ in range(3)]\n\
 [t.start() for t in ts]; [t.join() for t in ts]\n\
 os.write(fd, b'not a report\\n')\n";
 
+/// `herd run --policy pack:palm:cores=2 --period-ms 20 EXTRA --trace TRACE
+/// -- python3 -c PROGRAM`, run to the end.
+fn palm_python(
+    mut herd: Command,
+    extra: &[&std::ffi::OsStr],
+    trace: &std::path::Path,
+    program: &str,
+) -> std::process::Output {
+    herd.args(["run", "--policy", "pack:palm:cores=2", "--period-ms", "20"])
+        .args(extra)
+        .arg("--trace")
+        .arg(trace)
+        .args(["--", "python3", "-c", program])
+        .output()
+        .unwrap()
+}
+
 /// Each decision's beating threads and their summed beats, from a trace.
 fn beats_in_trace(trace: &std::path::Path) -> Vec<(usize, u64)> {
     std::fs::read_to_string(trace)
@@ -654,24 +671,12 @@ def work():\n\
 \x20       sum(range(2000)); herd_heartbeat.beat()\n\
 ts = [threading.Thread(target=work) for _ in range(3)]\n\
 [t.start() for t in ts]; [t.join() for t in ts]\n";
-    let out = herd()
-        .env("HERD_HEARTBEAT_DIR", tmp.path())
-        .env(
-            "PYTHONPATH",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../../integrations/python"),
-        )
-        .args([
-            "run",
-            "--policy",
-            "pack:palm:cores=2",
-            "--period-ms",
-            "20",
-            "--trace",
-        ])
-        .arg(&trace)
-        .args(["--", "python3", "-c", program])
-        .output()
-        .unwrap();
+    let mut cmd = herd();
+    cmd.env("HERD_HEARTBEAT_DIR", tmp.path()).env(
+        "PYTHONPATH",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../integrations/python"),
+    );
+    let out = palm_python(cmd, &[], &trace, program);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -700,21 +705,8 @@ fn progress_written_to_a_pipe_or_file_reaches_palm() {
             std::fs::write(&path, "").unwrap();
         }
         let trace = tmp.path().join(format!("{kind}.jsonl"));
-        let out = herd()
-            .args([
-                "run",
-                "--policy",
-                "pack:palm:cores=2",
-                "--period-ms",
-                "20",
-                "--progress-from",
-            ])
-            .arg(&path)
-            .arg("--trace")
-            .arg(&trace)
-            .args(["--", "python3", "-c", PROGRESS_PROGRAM])
-            .output()
-            .unwrap();
+        let from = [std::ffi::OsStr::new("--progress-from"), path.as_os_str()];
+        let out = palm_python(herd(), &from, &trace, PROGRESS_PROGRAM);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{kind}: {err}");
         assert!(
