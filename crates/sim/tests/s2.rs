@@ -60,15 +60,26 @@ fn the_model_places_jobs_better_than_the_worst_packing() {
     // less of it than the worst packing, its longest job gains most, and
     // the nodes' traffic is more even. (S2: mean 695 -> 677 s, max 1094 ->
     // 979 s, std 8505 -> 3699 MB/s.)
+    // The targets: the mean at least 2.5% and the spread at least
+    // 50% below the worst packing's. S2's rule alone, one job at a time,
+    // got -1.9% and -20%; swapping jobs placed together where the model
+    // predicts less total time reaches the best of all 105 pairings
+    // (-3.1%, -58.6%: an exhaustive search, see the notes).
     assert!(worst.run_mean_s > alone.run_mean_s * 1.05);
     assert!(
-        model.run_mean_s < worst.run_mean_s * 0.985,
+        model.run_mean_s < worst.run_mean_s * 0.975,
         "{} vs {}",
         model.run_mean_s,
         worst.run_mean_s
     );
-    assert!(model.run_max_s < worst.run_max_s * 0.95);
-    assert!(model.node_bw_std_gbps < worst.node_bw_std_gbps * 0.85);
+    assert!(model.run_max_s < worst.run_max_s * 0.97);
+    assert!(
+        model.node_bw_std_gbps < worst.node_bw_std_gbps * 0.5,
+        "{} vs {}",
+        model.node_bw_std_gbps,
+        worst.node_bw_std_gbps
+    );
+    assert!(model.jobs.iter().any(|j| j.reason.contains("swapped with")));
     // Two 8-thread jobs scattered per 16-CPU node, four nodes.
     assert!(
         model
