@@ -90,7 +90,7 @@ def main():
             drawn = "" if sum(listed.values()) == count else " (completed at random, seeded)"
             f.write(f"# S1 group WL#{i:02}: {count} programs on 8 cores{drawn}.\n")
             f.write("# Written by scripts/gen-s1-scenarios.py; edit that, not this.\n")
-            f.write('policies = ["bw:iabw", "bw:iabw:target=fair", "bw:oracle", "bw:oracle:target=fair", "bw:greedy"]\n')
+            f.write('policies = ["bw:iabw", "bw:iabw:target=iabw", "bw:iabw:target=fair", "bw:oracle", "bw:oracle:target=iabw", "bw:greedy"]\n')
             f.write("period_ms = 100\nruns = 40\ntrain_runs = 150   # S1: the database is initialised before the 40 runs\n\n")
             f.write('[machine]\nsynthetic = "package:2 l3:2 core:2"   # Xeon E5410 x2: four core pairs share an LLC\n\n')
             f.write("[model]\nfreq_ghz = 2.33\nnode_bw_gbps = 7.68   # 120 transactions/us x 64 B\n"

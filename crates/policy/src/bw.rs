@@ -5,7 +5,9 @@
 //!
 //! - `bw:iabw` (S1): bandwidth from the learned profiles: the Markov
 //!   prediction of each program's next phase and that phase's solo estimate;
-//!   IABW from the stored solo times and memory requests. While any
+//!   IABW from the stored solo times and memory requests, by default over
+//!   the work each program has left, every period (`target=iabw`: once,
+//!   over whole runs, as S1 states it; see [`BwTarget`]). While any
 //!   program's coverage is below 80% it behaves like `linux` and says so.
 //! - `bw:oracle`: the same choice from exact solo profiles (S1's upper
 //!   bound); only the simulator has them.
@@ -45,14 +47,24 @@ pub enum BwSource {
 /// What the co-runners' bandwidth should sum to (`bw:iabw`, `bw:oracle`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BwTarget {
-    /// S1's IABW: requests over the ideal turnaround, which ends with the
-    /// longest program alone.
+    /// S1's IABW over the whole run: requests over the ideal turnaround,
+    /// which ends with the longest program alone; computed once per job set.
     Iabw,
     /// The fair-share mean: requests over the summed solo times per CPU.
     /// herd's turns keep every program progressing at the same rate, and
     /// this target does not rest on the one longest (and, when learned,
     /// often most overestimated) solo time.
     Fair,
+    /// S1's IABW over the work still to do, recomputed every period:
+    /// requests left over the ideal turnaround of the solo time left (the
+    /// default). A job's share left is its requests left (transactions
+    /// counted so far against its profile's total); without traffic
+    /// counts it is the whole-run IABW, and a program that makes no memory
+    /// requests keeps its whole solo time (its progress does not show). On S1's ten groups in simulation
+    /// this averages +4.32% over linux against +3.43% for the whole-run
+    /// target: once programs finish at different times, the whole-run
+    /// average is no longer the average of what is left to run.
+    Remaining,
 }
 
 /// See the module docs.
@@ -70,6 +82,8 @@ pub struct BwCosched {
     target: Option<(Vec<JobId>, f64)>,
     /// Last measured BTR per job, for `bw:greedy`.
     last_btr: BTreeMap<JobId, f64>,
+    /// Memory transactions each job has made so far (`target=remaining`).
+    done_requests: BTreeMap<JobId, f64>,
     /// The last note given, so a note appears when the mode changes.
     last_mode: Option<&'static str>,
 }
@@ -78,7 +92,7 @@ impl BwCosched {
     /// A co-scheduler using `source`, choosing among the `window` x slots
     /// least-served programs.
     pub fn new(source: BwSource, window: usize) -> Self {
-        Self::with_target(source, window, BwTarget::Iabw)
+        Self::with_target(source, window, BwTarget::Remaining)
     }
 
     /// [`BwCosched::new`] aiming at `target` instead of S1's IABW.
@@ -92,6 +106,7 @@ impl BwCosched {
             turns: Turns::default(),
             target: None,
             last_btr: BTreeMap::new(),
+            done_requests: BTreeMap::new(),
             last_mode: None,
         }
     }
@@ -127,8 +142,12 @@ impl Policy for BwCosched {
         if self.window != 2 {
             params.push(format!("window={}", self.window));
         }
-        if self.target_kind == BwTarget::Fair {
-            params.push("target=fair".to_string());
+        // bw:greedy has no target parameter.
+        match self.target_kind {
+            _ if self.source == BwSource::Greedy => {}
+            BwTarget::Fair => params.push("target=fair".to_string()),
+            BwTarget::Iabw => params.push("target=iabw".to_string()),
+            BwTarget::Remaining => {}
         }
         if self.scale != 1.0 {
             params.push(format!("scale={}", self.scale));
@@ -150,6 +169,17 @@ impl Policy for BwCosched {
 
     fn decide(&mut self, view: &View<'_>) -> Plan {
         let threads = self.turns.account(&view.snapshot.tasks);
+        if self.target_kind == BwTarget::Remaining {
+            self.done_requests.retain(|j, _| threads.contains_key(j));
+            for t in &view.snapshot.tasks {
+                let tx = t
+                    .obs
+                    .mem_bytes
+                    .map(|b| b as f64 / 64.0)
+                    .or(t.obs.llc_misses.map(|m| m as f64));
+                *self.done_requests.entry(t.job).or_insert(0.0) += tx.unwrap_or(0.0);
+            }
+        }
         let capacity = view.machine.cpus().len().max(1);
         let total_threads: usize = threads.values().sum();
         let jobs: Vec<JobId> = threads.keys().copied().collect();
@@ -242,6 +272,7 @@ impl Policy for BwCosched {
             let kind = match self.target_kind {
                 BwTarget::Iabw => "IABW",
                 BwTarget::Fair => "fair-share mean",
+                BwTarget::Remaining => "IABW of the work left",
             };
             why.push_str(&format!(
                 "target {kind} {target:.1} transactions/µs from the profiles"
@@ -285,6 +316,7 @@ impl BwCosched {
     fn iabw_target(&mut self, jobs: &[JobId], know: &Knowledge, capacity: usize) -> f64 {
         if let Some((set, t)) = &self.target
             && set == jobs
+            && self.target_kind != BwTarget::Remaining
         {
             return *t;
         }
@@ -293,13 +325,20 @@ impl BwCosched {
             if let Some(l) = know.jobs.get(j)
                 && let (Some(m), Some(t)) = (l.mem_requests, l.solo_time_s)
             {
-                req.push(m);
-                solo.push(t);
+                if self.target_kind == BwTarget::Remaining && m > 0.0 {
+                    let done = self.done_requests.get(j).copied().unwrap_or(0.0);
+                    let left = (1.0 - done / m).clamp(0.0, 1.0);
+                    req.push(m * left);
+                    solo.push(t * left);
+                } else {
+                    req.push(m);
+                    solo.push(t);
+                }
             }
         }
         // Requests per second over the ideal turnaround -> per µs.
         let per_s = match self.target_kind {
-            BwTarget::Iabw => iabw::iabw(&req, &solo, capacity),
+            BwTarget::Iabw | BwTarget::Remaining => iabw::iabw(&req, &solo, capacity),
             BwTarget::Fair => iabw::fair_share(&req, &solo, capacity),
         };
         let t = per_s * 1e-6 * self.scale;
@@ -328,5 +367,60 @@ impl BwCosched {
             .collect();
         let picked = iabw::choose(&values, slots, target, None);
         admit(picked.into_iter().map(|i| pool[i]), threads, capacity)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Learned;
+
+    fn knowledge(jobs: &[(f64, f64)]) -> Knowledge {
+        Knowledge {
+            jobs: jobs
+                .iter()
+                .enumerate()
+                .map(|(j, &(requests, solo_s))| {
+                    (
+                        j as JobId,
+                        Learned {
+                            mem_requests: Some(requests),
+                            solo_time_s: Some(solo_s),
+                            coverage: 1.0,
+                            ..Learned::default()
+                        },
+                    )
+                })
+                .collect(),
+            peak_btr: Some(120.0),
+            counters: true,
+        }
+    }
+
+    #[test]
+    fn the_default_target_is_s1s_iabw_over_the_work_left() {
+        // Three programs on two CPUs: 1e9, 3e9 and no requests; solo 10, 20, 30 s.
+        let know = knowledge(&[(1e9, 10.0), (3e9, 20.0), (0.0, 30.0)]);
+        let jobs = [0, 1, 2];
+        let mut whole = BwCosched::with_target(BwSource::Iabw, 2, BwTarget::Iabw);
+        let mut left = BwCosched::new(BwSource::Iabw, 2);
+        // Nothing done yet: the two agree, S1's 4e9 / (10/2 + 30) per s.
+        let at_start = 4e9 / 35.0 * 1e-6;
+        assert!((whole.iabw_target(&jobs, &know, 2) - at_start).abs() < 1e-9);
+        assert!((left.iabw_target(&jobs, &know, 2) - at_start).abs() < 1e-9);
+        // The first program is done and the second half done: 1.5e9 left
+        // over the ideal turnaround of (0, 10, 30) s left.
+        left.done_requests = [(0, 1e9), (1, 1.5e9)].into_iter().collect();
+        let now = 1.5e9 / (0.0 / 2.0 + 30.0) * 1e-6;
+        assert!(
+            (left.iabw_target(&jobs, &know, 2) - now).abs() < 1e-9,
+            "{}",
+            left.iabw_target(&jobs, &know, 2)
+        );
+        // The whole-run target does not move.
+        whole.done_requests = left.done_requests.clone();
+        assert!((whole.iabw_target(&jobs, &know, 2) - at_start).abs() < 1e-9);
+        assert_eq!(left.name(), "bw:iabw");
+        assert_eq!(whole.name(), "bw:iabw:target=iabw");
     }
 }

@@ -110,8 +110,8 @@ const SCALE: ParamInfo = ParamInfo {
 
 const TARGET: ParamInfo = ParamInfo {
     key: "target",
-    default: "iabw",
-    about: "iabw: S1's ideal average bandwidth (ends with the longest program alone); fair: requests over summed solo times per CPU",
+    default: "remaining",
+    about: "remaining: S1's ideal average bandwidth over the work left, each period; iabw: S1's over the whole run, once (ends with the longest program alone); fair: requests over summed solo times per CPU",
 };
 
 /// Every policy herd has.
@@ -442,8 +442,9 @@ pub fn build(spec: &str) -> Result<Box<dyn Policy>, PolicyError> {
             let target = if source == BwSource::Greedy {
                 BwTarget::Iabw
             } else {
-                match params.one_of("target", "iabw", &["iabw", "fair"])? {
+                match params.one_of("target", "remaining", &["remaining", "iabw", "fair"])? {
                     "fair" => BwTarget::Fair,
+                    "remaining" => BwTarget::Remaining,
                     _ => BwTarget::Iabw,
                 }
             };
@@ -617,7 +618,14 @@ mod tests {
         assert!(build("linux:x=1").is_err());
         // Parameters that differ from the defaults show in the name, so
         // results tables tell the variants apart.
-        assert_eq!(build("bw:iabw:target=iabw,window=2").unwrap().name(), "bw:iabw");
+        assert_eq!(
+            build("bw:iabw:target=remaining,window=2").unwrap().name(),
+            "bw:iabw"
+        );
+        assert_eq!(
+            build("bw:iabw:target=iabw").unwrap().name(),
+            "bw:iabw:target=iabw"
+        );
         assert_eq!(
             build("bw:oracle:window=3,target=fair").unwrap().name(),
             "bw:oracle:window=3,target=fair"
