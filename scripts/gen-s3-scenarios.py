@@ -7,11 +7,10 @@ DVFS making two core speeds:
   UMA   1 package: 2 cores at 1.5 GHz + 2 at 2.7 GHz
   NUMA1 4 packages x 1 core: 2 at 2.0 GHz + 2 at 2.7 GHz
   NUMA2 4 packages x 1 core: 2 at 1.5 GHz + 2 at 2.7 GHz
-herd's synthetic machines repeat each core group in every package, so the
-NUMA platforms here are 2 packages (2 NUMA nodes) of 1 slow + 1 fast core:
-the same speeds and counts, and fast/slow moves inside a package, slow/slow
-and fast/fast moves across one. Migration costs are raised for them (a
-cold cache on another socket).
+The NUMA platforms are four single-core packages, each its own NUMA node
+and L3 (herd's synthetic spec joins differing packages with '|'): every
+move between cores crosses packages, and migration costs are raised for
+them (a cold cache on another socket).
 
 Programs (approximate, typical figures from published SPEC CPU2006 LLC
 characterisations on 2-6 MB LLCs; not S3's own measurements, which the
@@ -60,8 +59,8 @@ SETS = {
 # name: (synthetic machine, preset, migration costs in us or None)
 PLATFORMS = {
     "uma": ("package:1 l3:1 core:2 capacity:0.556 kind:slow + core:2 capacity:1.0 kind:fast", "uma", None),
-    "numa1": ("package:2 numa:1 core:1 capacity:0.741 kind:slow + core:1 capacity:1.0 kind:fast", "numa1", 400),
-    "numa2": ("package:2 numa:1 core:1 capacity:0.556 kind:slow + core:1 capacity:1.0 kind:fast", "numa2", 400),
+    "numa1": ("package:2 numa:1 l3:1 core:1 capacity:0.741 kind:slow | package:2 numa:1 l3:1 core:1 capacity:1.0 kind:fast", "numa1", 400),
+    "numa2": ("package:2 numa:1 l3:1 core:1 capacity:0.556 kind:slow | package:2 numa:1 l3:1 core:1 capacity:1.0 kind:fast", "numa2", 400),
 }
 
 POLICIES = ["amp:ff", "amp:hass-s", "amp:hass-d", "amp:sample-run", "amp:comprehensive:preset={preset}"]

@@ -17,6 +17,17 @@
 //! Groups with the same capacity and name are one kind. OS indices are handed
 //! out in order, as hwloc's synthetic backend does.
 //!
+//! Packages that differ are *fragments* joined by `|`, each a spec of its
+//! own whose packages, NUMA nodes and cores follow the previous fragment's
+//! (S3's NUMA platforms: four single-core packages, two slow, two fast):
+//!
+//! ```text
+//! package:2 numa:1 core:1 capacity:0.74 kind:slow | package:2 numa:1 core:1 kind:fast
+//! ```
+//!
+//! With several fragments each must have a `numa` level, so every node
+//! belongs to one of its packages.
+//!
 //! Parsing here rather than through hwloc is deliberate: hwloc cannot express
 //! groups of different shapes, and the simulator must build machines without
 //! linking hwloc. A test checks that plain specs give what hwloc gives.
@@ -39,8 +50,45 @@ struct Group {
     name: Option<String>,
 }
 
+/// One `|`-separated part of a spec: its outer levels and core groups.
+type Fragment = (Vec<(Outer, u32)>, Vec<Group>);
+
 /// Parses `spec` and builds the machine it describes.
 pub fn parse(spec: &str) -> Result<Machine, TopoError> {
+    let err = |why: String| TopoError::Spec {
+        spec: spec.to_string(),
+        why,
+    };
+    let fragments = spec
+        .split('|')
+        .map(|f| parse_fragment(f, spec))
+        .collect::<Result<Vec<Fragment>, TopoError>>()?;
+    if fragments.len() > 1
+        && fragments
+            .iter()
+            .any(|(outer, _)| !outer.iter().any(|&(l, _)| l == Outer::Numa))
+    {
+        return Err(err("with '|', give every fragment a numa level".into()));
+    }
+    let mut total = Some(0u32);
+    for (outer, groups) in &fragments {
+        let multiplicity = outer.iter().try_fold(1u32, |acc, &(_, n)| acc.checked_mul(n));
+        let per_instance = groups.iter().try_fold(0u32, |acc, g| {
+            g.cores.checked_mul(g.pus).and_then(|n| acc.checked_add(n))
+        });
+        total = match (total, multiplicity, per_instance) {
+            (Some(t), Some(m), Some(p)) => m.checked_mul(p).and_then(|n| t.checked_add(n)),
+            _ => None,
+        };
+    }
+    if total.is_none_or(|t| t > MAX_CPUS) {
+        return Err(err(format!("the spec describes more than {MAX_CPUS} CPUs")));
+    }
+    build(spec, &fragments)
+}
+
+/// One fragment of `spec` (errors name the whole spec).
+fn parse_fragment(fragment: &str, spec: &str) -> Result<Fragment, TopoError> {
     let err = |why: String| TopoError::Spec {
         spec: spec.to_string(),
         why,
@@ -48,7 +96,7 @@ pub fn parse(spec: &str) -> Result<Machine, TopoError> {
     let mut outer: Vec<(Outer, u32)> = Vec::new();
     let mut groups: Vec<Group> = Vec::new();
     let mut expect_group = false;
-    for token in spec.split_whitespace() {
+    for token in fragment.split_whitespace() {
         if token == "+" {
             if groups.is_empty() || expect_group {
                 return Err(err("'+' must stand between two core groups".into()));
@@ -134,15 +182,7 @@ pub fn parse(spec: &str) -> Result<Machine, TopoError> {
     for g in &mut groups {
         g.pus = g.pus.max(1);
     }
-    let multiplicity = outer.iter().try_fold(1u32, |acc, &(_, n)| acc.checked_mul(n));
-    let per_instance = groups.iter().try_fold(0u32, |acc, g| {
-        g.cores.checked_mul(g.pus).and_then(|n| acc.checked_add(n))
-    });
-    match (multiplicity, per_instance) {
-        (Some(m), Some(p)) if m.checked_mul(p).is_some_and(|total| total <= MAX_CPUS) => {}
-        _ => return Err(err(format!("the spec describes more than {MAX_CPUS} CPUs"))),
-    }
-    build(spec, &outer, &groups)
+    Ok((outer, groups))
 }
 
 fn current<'a>(
@@ -164,16 +204,18 @@ fn count_of(outer: &[(Outer, u32)], level: Outer) -> u32 {
     outer.iter().find(|&&(l, _)| l == level).map_or(1, |&(_, n)| n)
 }
 
-fn build(spec: &str, outer: &[(Outer, u32)], groups: &[Group]) -> Result<Machine, TopoError> {
+fn build(spec: &str, fragments: &[Fragment]) -> Result<Machine, TopoError> {
     let mut b = MachineBuilder::new(format!("synthetic: {spec}"));
-    // One kind per distinct (capacity, name); the group's position names unnamed kinds.
+    // One kind per distinct (capacity, name) over all fragments; the
+    // group's position names unnamed kinds.
+    let all_groups: Vec<&Group> = fragments.iter().flat_map(|(_, g)| g).collect();
     let mut kinds: Vec<(f64, String)> = Vec::new();
-    let group_kind: Vec<usize> = groups
+    let group_kind: Vec<usize> = all_groups
         .iter()
         .enumerate()
         .map(|(i, g)| {
             let name = g.name.clone().unwrap_or_else(|| {
-                if groups.len() == 1 {
+                if all_groups.len() == 1 {
                     "core".into()
                 } else {
                     format!("group{i}")
@@ -192,52 +234,17 @@ fn build(spec: &str, outer: &[(Outer, u32)], groups: &[Group]) -> Result<Machine
         .iter()
         .map(|(cap, name)| b.kind(*cap, name.clone(), None))
         .collect();
-    let llc_level = outer
-        .iter()
-        .map(|&(l, _)| l)
-        .filter(|&l| l == Outer::L3 || l == Outer::L2)
-        .min();
-    let (packages, numas, l3s, l2s) = (
-        count_of(outer, Outer::Package),
-        count_of(outer, Outer::Numa),
-        count_of(outer, Outer::L3),
-        count_of(outer, Outer::L2),
-    );
-    let mut next_cpu = 0u32;
-    let mut next_core = 0u32;
-    let mut node_package = Vec::new();
-    // Without a numa level the whole machine is one node, as in hwloc.
-    let has_numa_level = outer.iter().any(|&(l, _)| l == Outer::Numa);
-    let machine_node = (!has_numa_level).then(|| b.numa_node(0, (packages == 1).then_some(0), None));
-    for p in 0..packages {
-        let pkg = b.package(Some(p));
-        for _ in 0..numas {
-            let node = match machine_node {
-                Some(node) => node,
-                None => {
-                    node_package.push(pkg);
-                    b.numa_node(node_package.len() as u32 - 1, Some(pkg), None)
-                }
-            };
-            for _ in 0..l3s {
-                let l3 = (llc_level == Some(Outer::L3)).then(|| b.llc(3, None));
-                for _ in 0..l2s {
-                    let llc = match llc_level {
-                        Some(Outer::L2) => Some(b.llc(2, None)),
-                        _ => l3,
-                    };
-                    for (g, kind) in groups.iter().zip(&group_kind) {
-                        for _ in 0..g.cores {
-                            let cpus: Vec<u32> = (next_cpu..next_cpu + g.pus).collect();
-                            next_cpu += g.pus;
-                            b.core(pkg, node, llc, kind_ids[*kind], Some(next_core), &cpus);
-                            next_core += 1;
-                        }
-                    }
-                }
-            }
-        }
+    let mut next = Next::default();
+    let mut first_group = 0;
+    for (outer, groups) in fragments {
+        let kinds_here: Vec<usize> = group_kind[first_group..first_group + groups.len()]
+            .iter()
+            .map(|&k| kind_ids[k])
+            .collect();
+        first_group += groups.len();
+        build_fragment(&mut b, outer, groups, &kinds_here, &mut next);
     }
+    let node_package = next.node_package;
     if node_package.len() > 1 {
         // ACPI SLIT conventions: 10 local; 11 for a sibling node in the same
         // package (as sub-NUMA clustering reports); 21 across packages.
@@ -265,6 +272,71 @@ fn build(spec: &str, outer: &[(Outer, u32)], groups: &[Group]) -> Result<Machine
     b.build()
 }
 
+/// What the fragments built so far used: the next OS indices, and each
+/// NUMA node's package (for the distances).
+#[derive(Default)]
+struct Next {
+    package: u32,
+    cpu: u32,
+    core: u32,
+    node_package: Vec<usize>,
+}
+
+/// Builds one fragment's packages after those of the fragments before it.
+fn build_fragment(
+    b: &mut MachineBuilder,
+    outer: &[(Outer, u32)],
+    groups: &[Group],
+    kind_ids: &[usize],
+    next: &mut Next,
+) {
+    let llc_level = outer
+        .iter()
+        .map(|&(l, _)| l)
+        .filter(|&l| l == Outer::L3 || l == Outer::L2)
+        .min();
+    let (packages, numas, l3s, l2s) = (
+        count_of(outer, Outer::Package),
+        count_of(outer, Outer::Numa),
+        count_of(outer, Outer::L3),
+        count_of(outer, Outer::L2),
+    );
+    // Without a numa level the whole machine is one node, as in hwloc
+    // (only a lone fragment may leave it out).
+    let has_numa_level = outer.iter().any(|&(l, _)| l == Outer::Numa);
+    let machine_node = (!has_numa_level).then(|| b.numa_node(0, (packages == 1).then_some(0), None));
+    for _ in 0..packages {
+        let pkg = b.package(Some(next.package));
+        next.package += 1;
+        for _ in 0..numas {
+            let node = match machine_node {
+                Some(node) => node,
+                None => {
+                    next.node_package.push(pkg);
+                    b.numa_node(next.node_package.len() as u32 - 1, Some(pkg), None)
+                }
+            };
+            for _ in 0..l3s {
+                let l3 = (llc_level == Some(Outer::L3)).then(|| b.llc(3, None));
+                for _ in 0..l2s {
+                    let llc = match llc_level {
+                        Some(Outer::L2) => Some(b.llc(2, None)),
+                        _ => l3,
+                    };
+                    for (g, &kind) in groups.iter().zip(kind_ids) {
+                        for _ in 0..g.cores {
+                            let cpus: Vec<u32> = (next.cpu..next.cpu + g.pus).collect();
+                            next.cpu += g.pus;
+                            b.core(pkg, node, llc, kind, Some(next.core), &cpus);
+                            next.core += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,6 +350,30 @@ mod tests {
             m.llcs().len(),
             m.kinds().len(),
         ]
+    }
+
+    #[test]
+    fn fragments_join_packages_that_differ() {
+        // S3's NUMA1: four single-core packages, two slow then two fast.
+        let m = parse(
+            "package:2 numa:1 l3:1 core:1 capacity:0.741 kind:slow | package:2 numa:1 l3:1 core:1 kind:fast",
+        )
+        .unwrap();
+        assert_eq!(counts(&m), [4, 4, 4, 4, 4, 2]);
+        assert_eq!(m.kinds()[0].label, "slow");
+        assert_eq!(m.kinds()[0].cpus.to_string(), "0-1");
+        assert_eq!(m.kinds()[1].cpus.to_string(), "2-3");
+        assert_eq!(m.capacity(0), Some(0.741));
+        assert_eq!(m.capacity(3), Some(1.0));
+        // Every package its own node, 21 apart.
+        assert_eq!(m.numa_distances().unwrap()[0], vec![10.0, 21.0, 21.0, 21.0]);
+        assert_eq!(m.numa_distances().unwrap()[3], vec![21.0, 21.0, 21.0, 10.0]);
+        // A fragment without a numa level cannot say whose node it is.
+        let e = parse("package:1 core:1 | package:1 numa:1 core:1")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("give every fragment a numa level"), "{e}");
+        assert!(parse("package:1 numa:1 core:1 |").is_err());
     }
 
     #[test]
