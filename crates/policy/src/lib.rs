@@ -222,6 +222,11 @@ pub fn catalog() -> &'static [PolicyInfo] {
                     about: "the controller's shortest epoch: it compares progress over at least this long (0: one period, S4's; see pack::DEFAULT_EPOCH_US)",
                 },
                 ParamInfo {
+                    key: "epoch_beats",
+                    default: "8",
+                    about: "heartbeats per thread an epoch waits for at least (0: none, S4's)",
+                },
+                ParamInfo {
                     key: "tolerance",
                     default: "0.02",
                     about: "relative change in progress rate within which the controller keeps the period (0: S4's)",
@@ -498,7 +503,21 @@ pub fn build(spec: &str) -> Result<Box<dyn Policy>, PolicyError> {
             } else {
                 (pack::DEFAULT_EPOCH_US, pack::DEFAULT_TOLERANCE)
             };
-            Box::new(Pack::new(kind, cores, min_us, max_ms).with_controller(epoch_us, tolerance))
+            let epoch_beats = if kind == Packing::Palm {
+                params.number(
+                    "epoch_beats",
+                    "8",
+                    |x| x >= 0.0 && x.fract() == 0.0,
+                    "a whole number >= 0",
+                )? as u64
+            } else {
+                pack::DEFAULT_EPOCH_BEATS
+            };
+            Box::new(
+                Pack::new(kind, cores, min_us, max_ms)
+                    .with_controller(epoch_us, tolerance)
+                    .with_epoch_beats(epoch_beats),
+            )
         }
         "amp:ff" => Box::new(FastFirst::default()),
         "amp:hass-s" => Box::new(HassStatic::default()),

@@ -48,6 +48,12 @@ use crate::{JobDirective, JobId, Plan, Policy, TaskId, View};
 pub const DEFAULT_EPOCH_US: f64 = 4000.0;
 /// The controller's dead band by default (see [`DEFAULT_EPOCH_US`]).
 pub const DEFAULT_TOLERANCE: f64 = 0.02;
+/// Heartbeats per worker thread an epoch waits for by default. A program
+/// that beats rarely (the barrier benchmark: 16 beats a phase, one every
+/// ~5 ms with long phases) gives a 4 ms epoch zero or one beat per thread,
+/// and the controller compares rounding; eight keep the rounding near 10%.
+/// Programs that beat often (S4's scenarios: every ~50 µs) are not slowed.
+pub const DEFAULT_EPOCH_BEATS: u64 = 8;
 
 /// Which packing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +82,8 @@ pub struct Pack {
     /// (an epoch is one period; any change moves it): see `DEFAULT_EPOCH_US`.
     min_epoch_ns: u64,
     tolerance: f64,
+    /// Heartbeats per worker thread an epoch needs at least.
+    epoch_beats: u64,
     /// Each task's progress so far (heartbeats, or CPU time summed).
     progress: BTreeMap<TaskId, u64>,
     /// When the epoch started and the summed progress then.
@@ -100,6 +108,13 @@ impl Pack {
         self
     }
 
+    /// With heartbeats, an epoch also lasts until the workers beat
+    /// `per_thread` times each on average.
+    pub fn with_epoch_beats(mut self, per_thread: u64) -> Self {
+        self.epoch_beats = per_thread;
+        self
+    }
+
     /// A packing on `cores` cores (all when `None`).
     pub fn new(kind: Packing, cores: Option<usize>, min_period_us: f64, max_period_ms: f64) -> Self {
         let min_period_ns = (min_period_us * 1e3) as u64;
@@ -111,6 +126,7 @@ impl Pack {
             period_ns: min_period_ns,
             min_epoch_ns: (DEFAULT_EPOCH_US * 1e3) as u64,
             tolerance: DEFAULT_TOLERANCE,
+            epoch_beats: DEFAULT_EPOCH_BEATS,
             progress: BTreeMap::new(),
             epoch: None,
             last_rate: None,
@@ -192,6 +208,9 @@ impl Policy for Pack {
             }
             if self.tolerance != DEFAULT_TOLERANCE {
                 p.push(format!("tolerance={}", self.tolerance));
+            }
+            if self.epoch_beats != DEFAULT_EPOCH_BEATS {
+                p.push(format!("epoch_beats={}", self.epoch_beats));
             }
         }
         if p.is_empty() {
@@ -300,7 +319,10 @@ impl Policy for Pack {
         let now = view.now_ns();
         let sum: u64 = self.progress.values().fold(0u64, |a, p| a.saturating_add(*p));
         let (start_ns, start_sum) = *self.epoch.get_or_insert((now, sum));
-        if now.saturating_sub(start_ns) >= self.period_ns.max(self.min_epoch_ns) {
+        // With heartbeats, an epoch also waits for enough of them: a rate
+        // from a beat or two per thread is mostly rounding.
+        let enough = !beats || sum.saturating_sub(start_sum) >= self.epoch_beats * totals.len().max(1) as u64;
+        if now.saturating_sub(start_ns) >= self.period_ns.max(self.min_epoch_ns) && enough {
             let rate = sum.saturating_sub(start_sum) as f64 / (now - start_ns) as f64;
             if let Some(prev) = self.last_rate {
                 if rate >= prev * (1.0 + self.tolerance) {
