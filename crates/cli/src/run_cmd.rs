@@ -321,6 +321,14 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
         overhead.decisions,
         overhead.decide_ns_mean() / 1e3,
     );
+    if overhead.stretched_periods > 0 {
+        let _ = write!(
+            summary,
+            "; {} periods stretched to keep herd's loop under {:.0}% of a CPU",
+            overhead.stretched_periods,
+            crate::LIVE_LOOP_SHARE * 100.0
+        );
+    }
     if let Some(j) = s.energy_j {
         let _ = write!(
             summary,

@@ -79,6 +79,14 @@ pub struct Config {
     pub seed: u64,
     /// Stop after this long even if tasks remain.
     pub horizon_ns: Option<u64>,
+    /// The share of one CPU the loop may take: each period lasts at least
+    /// the loop's recent cost per turn (observing, deciding, acting, as the
+    /// meter measures them) over this share. On a real machine observing a
+    /// thread and moving one cost ~10 µs each (`cargo bench -p herd-runtime
+    /// --bench affinity`), so a policy asking for 0.125 ms periods would
+    /// otherwise spend half a CPU on itself. `None`: no floor (the
+    /// simulator, whose meter measures the host, not the modelled machine).
+    pub loop_share: Option<f64>,
 }
 
 impl Config {
@@ -91,6 +99,7 @@ impl Config {
             max_period_ns: period_ns.saturating_mul(100),
             seed,
             horizon_ns: None,
+            loop_share: None,
         }
     }
 }
@@ -106,6 +115,10 @@ pub struct Overhead {
     pub decide_ns_max: u64,
     /// Total time spent applying plans.
     pub apply_ns_total: u64,
+    /// Total time spent observing.
+    pub observe_ns_total: u64,
+    /// Turns whose period the loop's own cost stretched (`Config::loop_share`).
+    pub stretched_periods: u64,
 }
 
 impl Overhead {
@@ -144,18 +157,23 @@ where
     let mut period = config.period_ns;
     let nothing_learned = Knowledge::default();
     let wants_oracle = policy.wants_oracle();
+    // The loop's cost per turn, smoothed over the last few turns.
+    let mut turn_ns = 0.0f64;
     // Bounded: the clock moves forward by at least min_period_ns per turn, so
     // a horizon bounds the turns; without one the sensor's `finished` does.
     loop {
         if world.finished() || config.horizon_ns.is_some_and(|h| world.now_ns() >= h) {
             break;
         }
+        meter.start();
         let plan = {
             let (snapshot, oracle) = if wants_oracle {
                 world.observe_with_oracle()
             } else {
                 (world.observe(), None)
             };
+            let observed = meter.stop();
+            overhead.observe_ns_total += observed;
             // Learning is part of deciding's cost: S1 counts its profiling
             // work in the scheduler's overhead.
             meter.start();
@@ -177,15 +195,26 @@ where
             overhead.decide_ns_total += spent;
             overhead.decide_ns_max = overhead.decide_ns_max.max(spent);
             on_decision(&view, &plan);
+            turn_ns = 0.8 * turn_ns + 0.2 * (observed + spent) as f64;
             plan
         };
         meter.start();
         world.apply(&plan);
-        overhead.apply_ns_total += meter.stop();
+        let applied = meter.stop();
+        overhead.apply_ns_total += applied;
+        turn_ns += 0.2 * applied as f64;
         if let Some(p) = plan.next_period_ns {
             period = p.clamp(config.min_period_ns, config.max_period_ns);
         }
-        let mut next = world.now_ns().saturating_add(period);
+        let mut this_period = period;
+        if let Some(share) = config.loop_share.filter(|s| *s > 0.0) {
+            let floor = (turn_ns / share) as u64;
+            if floor > this_period {
+                this_period = floor;
+                overhead.stretched_periods += 1;
+            }
+        }
+        let mut next = world.now_ns().saturating_add(this_period);
         if let Some(h) = config.horizon_ns {
             next = next.min(h);
         }
