@@ -222,3 +222,81 @@ where
     }
     overhead
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A world with nothing in it whose clock goes exactly where told.
+    #[derive(Default)]
+    struct Empty {
+        snapshot: Snapshot,
+        now_ns: u64,
+        gaps_ns: Vec<u64>,
+    }
+
+    impl Sensor for Empty {
+        fn observe(&mut self) -> &Snapshot {
+            &self.snapshot
+        }
+        fn finished(&self) -> bool {
+            false
+        }
+    }
+    impl Actuator for Empty {
+        fn apply(&mut self, _plan: &Plan) {}
+    }
+    impl Clock for Empty {
+        fn now_ns(&self) -> u64 {
+            self.now_ns
+        }
+        fn advance_to(&mut self, t_ns: u64) {
+            self.gaps_ns.push(t_ns - self.now_ns);
+            self.now_ns = t_ns;
+        }
+    }
+
+    /// Every measured step costs 50 µs.
+    struct Costly;
+    impl CostMeter for Costly {
+        fn start(&mut self) {}
+        fn stop(&mut self) -> u64 {
+            50_000
+        }
+    }
+
+    #[test]
+    fn the_loop_stretches_periods_shorter_than_its_own_cost_allows() {
+        let machine = Machine::synthetic("core:2").unwrap();
+        let run_with = |share: Option<f64>| {
+            let mut cfg = Config::with_period(125_000, 0);
+            cfg.horizon_ns = Some(100_000_000);
+            cfg.loop_share = share;
+            let mut world = Empty::default();
+            let o = run(
+                &mut herd_policy::Linux,
+                &machine,
+                &Estimates::new(),
+                None,
+                &mut world,
+                &mut Costly,
+                &cfg,
+                |_, _| {},
+            );
+            (world.gaps_ns, o)
+        };
+        let (gaps, o) = run_with(None);
+        assert!(gaps.iter().all(|&g| g == 125_000));
+        assert_eq!(o.stretched_periods, 0);
+        assert_eq!(o.observe_ns_total, 50_000 * o.decisions);
+        // 150 µs a turn (observe, decide, apply) over 5% of a CPU: 3 ms.
+        let (gaps, o) = run_with(Some(0.05));
+        let last = *gaps.iter().rev().nth(1).unwrap();
+        assert!((last as f64 / 3e6 - 1.0).abs() < 0.01, "{last}");
+        assert!(
+            gaps.windows(2)
+                .all(|w| w[1] >= w[0] || w[1] == *gaps.last().unwrap())
+        );
+        assert_eq!(o.stretched_periods, o.decisions);
+    }
+}
