@@ -13,7 +13,7 @@
 //! dozen bytes) so a write of one line is atomic on a pipe.
 //!
 //! PATH may be a regular file the program appends to (herd reads what was
-//! added since the last look) or a named pipe; when PATH does not exist,
+//! added since the last look, from the file's end when herd started) or a named pipe; when PATH does not exist,
 //! herd makes a named pipe there and removes it afterwards. herd holds the
 //! pipe open for reading and writing, non-blocking, so a program that
 //! closes and reopens it never makes herd see an end, and a read never
@@ -99,13 +99,16 @@ impl ProgressFile {
                 return Err(e);
             }
         };
+        // A file is read from its end as it is now: what an earlier run left
+        // in it is not this program's progress.
+        let offset = if pipe { 0 } else { file.metadata()?.len() };
         Ok(ProgressFile {
             path: path.to_path_buf(),
             file,
             pipe,
             made,
             partial: Vec::new(),
-            offset: 0,
+            offset,
             beats: BTreeMap::new(),
             bad_lines: 0,
             first_bad: None,
@@ -245,8 +248,9 @@ mod tests {
     fn a_regular_file_is_followed_as_it_grows_and_kept() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("progress.log");
-        std::fs::write(&path, "").unwrap();
+        std::fs::write(&path, "9 99\n").unwrap();
         let mut p = ProgressFile::open(&path).unwrap();
+        assert!(p.poll().is_empty(), "an earlier run's lines are not read");
         let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
         f.write_all(b"5 1\n").unwrap();
         assert_eq!(p.poll(), vec![(5, 1)]);
