@@ -158,6 +158,35 @@ fn table_report_and_explain() {
     }
     let html = std::fs::read_to_string(&report).unwrap();
     assert!(html.contains("<svg") && html.contains("Timeline") && html.contains("Makespan"));
+    assert!(!html.contains("Consolidation"));
+}
+
+#[test]
+fn the_consolidation_study_prints_its_service_and_draws_its_batch_work() {
+    let tmp = tempfile::tempdir().unwrap();
+    let report = tmp.path().join("c.html");
+    let path = scenarios().join("s4-consolidation.toml");
+    let out = herd(&[
+        "sim",
+        path.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    for needle in [
+        "slo_violations",
+        "of 40 intervals (p99 <= 1 ms)",
+        "batch_ginstr_per_s",
+        "kv: load, cores and p99 latency per interval",
+        "overload!",
+        "note (linux): linux does not follow a core budget",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+    }
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(html.contains("Consolidation: batch work per interval"));
+    assert!(html.contains("pack:palm (") && html.contains("missed the p99 objective"));
 }
 
 #[test]

@@ -94,6 +94,105 @@ fn timeline(out: &mut String, r: &PolicyResult, job_names: &[String]) {
     }
 }
 
+/// S4's consolidation study over time: each policy's batch work per
+/// interval (lines), and the batch job's core budget (grey steps, on the
+/// same scale as one core's worth of the best interval's work per core).
+fn consolidation(out: &mut String, c: &Comparison) {
+    let Some(service) = &c.service else { return };
+    let runs: Vec<&PolicyResult> = c
+        .policies
+        .iter()
+        .filter(|r| r.seed == c.seed && r.consolidation.is_some())
+        .collect();
+    if runs.is_empty() || service.intervals.is_empty() {
+        return;
+    }
+    let (w, h, left, top) = (900.0, 260.0, 50.0, 20.0);
+    let end_s = service.intervals.len() as f64 * service.interval_ns as f64 * 1e-9;
+    let top_rate = runs
+        .iter()
+        .flat_map(|r| r.consolidation.as_ref().into_iter().flat_map(|c| c.batch.iter()))
+        .map(|b| b.ginstr_per_s)
+        .fold(0.0, f64::max)
+        .max(1e-9);
+    let most_cores = service
+        .intervals
+        .iter()
+        .map(|i| i.batch_cores)
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
+    let x = |t: f64| left + w * t / end_s;
+    let y_rate = |v: f64| top + h * (1.0 - v / top_rate);
+    let y_cores = |n: f64| top + h * (1.0 - n / most_cores);
+    let _ = writeln!(
+        out,
+        "<h3>Consolidation: batch work per interval (G instructions/s) and its core budget (grey, 0 to {most_cores})</h3><svg width=\"{}\" height=\"{}\" role=\"img\">",
+        w + left + 10.0,
+        h + top + 30.0
+    );
+    let dt = service.interval_ns as f64 * 1e-9;
+    let steps: String = service
+        .intervals
+        .iter()
+        .map(|i| {
+            format!(
+                "{:.1},{:.1} {:.1},{:.1} ",
+                x(i.start_s),
+                y_cores(i.batch_cores as f64),
+                x(i.start_s + dt),
+                y_cores(i.batch_cores as f64)
+            )
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "<polyline points=\"{steps}\" fill=\"none\" stroke=\"#bbb\" stroke-width=\"6\"/>"
+    );
+    for i in service.intervals.iter().filter(|i| i.violated) {
+        let _ = writeln!(
+            out,
+            "<rect x=\"{:.1}\" y=\"{top}\" width=\"{:.1}\" height=\"{h}\" fill=\"#e15759\" fill-opacity=\"0.15\"><title>SLO missed at {:.1} s</title></rect>",
+            x(i.start_s),
+            x(i.start_s + dt) - x(i.start_s),
+            i.start_s
+        );
+    }
+    for (k, r) in runs.iter().enumerate() {
+        let Some(cr) = &r.consolidation else { continue };
+        let points: String = cr
+            .batch
+            .iter()
+            .map(|b| format!("{:.1},{:.1} ", x(b.start_s + dt / 2.0), y_rate(b.ginstr_per_s)))
+            .collect();
+        let colour = PALETTE[k % PALETTE.len()];
+        let _ = writeln!(
+            out,
+            "<polyline points=\"{points}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\" fill=\"{colour}\">{} ({:.2})</text>",
+            left + 10.0,
+            top + 14.0 * (k + 1) as f64,
+            esc(&r.name),
+            cr.batch_ginstr_per_s
+        );
+    }
+    let _ = writeln!(
+        out,
+        "<text x=\"{left}\" y=\"{:.1}\" font-size=\"10\">0 s</text><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\">{end_s:.1} s</text><text x=\"0\" y=\"{:.1}\" font-size=\"10\">{top_rate:.1}</text></svg>",
+        h + top + 20.0,
+        left + w - 20.0,
+        h + top + 20.0,
+        top + 4.0
+    );
+    let _ = writeln!(
+        out,
+        "<p>{}: {} of {} intervals missed the p99 objective of {} ms (shaded).</p>",
+        esc(&service.service),
+        service.intervals.iter().filter(|i| i.violated).count(),
+        service.intervals.len(),
+        service.slo_ms
+    );
+}
+
 /// The report as one HTML page.
 pub fn html(c: &Comparison, job_names: &[String]) -> String {
     let mut out = String::new();
@@ -124,6 +223,7 @@ pub fn html(c: &Comparison, job_names: &[String]) -> String {
         &series(&|r| r.energy_j),
     );
     bars(&mut out, "Migrations", "", &series(&|r| r.migrations as f64));
+    consolidation(&mut out, c);
     for r in &c.policies {
         timeline(&mut out, r, job_names);
     }
