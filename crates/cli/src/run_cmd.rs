@@ -370,9 +370,6 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     })
 }
 
-/// The command line and environment for `--threads N`: `{threads}` in any
-/// argument becomes N, and OpenMP (and the BLAS libraries that honour it)
-/// gets OMP_NUM_THREADS=N.
 /// The budget `--cores-from` starts with, read before the program starts so
 /// a wrong path or content costs no run; and the policy must follow one.
 fn first_budget(path: &std::path::Path, policy: &dyn herd_policy::Policy) -> Result<u32, Failure> {
@@ -391,6 +388,9 @@ fn first_budget(path: &std::path::Path, policy: &dyn herd_policy::Policy) -> Res
     }
 }
 
+/// The command line and environment for `--threads N`: `{threads}` in any
+/// argument becomes N, and OpenMP (and the BLAS libraries that honour it)
+/// gets OMP_NUM_THREADS=N.
 fn with_threads(cmd: &[String], threads: Option<u32>) -> (Vec<String>, herd_runtime::live::SpawnOptions) {
     let mut opts = herd_runtime::live::SpawnOptions::default();
     let Some(n) = threads else {
