@@ -28,7 +28,7 @@ pub use baseline::{Layout, Linux, Static};
 pub use bw::{BwCosched, BwSource, BwTarget, COVERAGE_GATE};
 pub use cosched::CoschedFair;
 pub use numa_model::NumaModel;
-pub use pack::{Pack, Packing, group_sizes};
+pub use pack::{Controller, Pack, Packing, group_sizes};
 pub use plan::{JobDirective, Placement, Plan, Reason};
 pub use smt::{SmtGoal, SmtPlace};
 pub use view::{
@@ -401,8 +401,52 @@ impl Params {
     }
 }
 
-/// Builds the policy a `--policy` spec names: `NAME[:key=value,...]`.
-pub fn build(spec: &str) -> Result<Box<dyn Policy>, PolicyError> {
+/// PALM's controller from its parameters.
+fn palm_controller(params: &Params) -> Result<Controller, PolicyError> {
+    let ns = |us: f64| ((us * 1e3) as u64).max(1);
+    if params.str_or("period_us", "adaptive") != "adaptive" {
+        // A fixed period: the controller's bounds meet.
+        let p = params.number("period_us", "adaptive", |x| x > 0.0, "a positive number")?;
+        return Ok(Controller::fixed(ns(p)));
+    }
+    Ok(Controller {
+        min_period_ns: ns(params.number("min_period_us", "125", |x| x > 0.0, "a positive number")?),
+        max_period_ns: ns(params.number("max_period_ms", "64", |x| x > 0.0, "a positive number")? * 1e3),
+        min_epoch_ns: (params.number("epoch_us", "4000", |x| x >= 0.0, "a number >= 0")? * 1e3) as u64,
+        tolerance: params.number(
+            "tolerance",
+            "0.02",
+            |x| (0.0..1.0).contains(&x),
+            "a number from 0 to 1",
+        )?,
+        epoch_beats: params.number(
+            "epoch_beats",
+            "8",
+            |x| x >= 0.0 && x.fract() == 0.0,
+            "a whole number >= 0",
+        )? as u64,
+    })
+}
+
+/// The periods S4's static best tries for `spec`, a `pack:palm` spec
+/// without `period_us`: its controller's range, doubling, in µs.
+pub fn static_best_periods_us(spec: &str) -> Result<Vec<f64>, PolicyError> {
+    let (info, params) = lookup(spec)?;
+    let why = if info.name != "pack:palm" {
+        format!("static-best finds a period for pack:palm, not for {}", info.name)
+    } else if params.str_or("period_us", "adaptive") != "adaptive" {
+        "static-best chooses period_us itself".into()
+    } else {
+        return Ok(palm_controller(&params)?.periods_us());
+    };
+    Err(PolicyError::Param {
+        policy: spec.into(),
+        why,
+    })
+}
+
+/// The catalog entry a spec names, and its parameters.
+fn lookup(spec: &str) -> Result<(&'static PolicyInfo, Params), PolicyError> {
     // Names contain ':' themselves, so take the longest catalog name that
     // the spec starts with and that ends at ':' or the end.
     let info = catalog()
@@ -416,6 +460,12 @@ pub fn build(spec: &str) -> Result<Box<dyn Policy>, PolicyError> {
         .max_by_key(|i| i.name.len())
         .ok_or_else(|| PolicyError::Unknown(spec.to_string()))?;
     let params = Params::parse(info, spec[info.name.len()..].trim_start_matches(':'))?;
+    Ok((info, params))
+}
+
+/// Builds the policy a `--policy` spec names: `NAME[:key=value,...]`.
+pub fn build(spec: &str) -> Result<Box<dyn Policy>, PolicyError> {
+    let (info, params) = lookup(spec)?;
     Ok(match info.name {
         "linux" => Box::new(Linux),
         "static:compact" | "static:scatter" => {
@@ -475,49 +525,12 @@ pub fn build(spec: &str) -> Result<Box<dyn Policy>, PolicyError> {
                     "a whole number >= 1",
                 )? as usize),
             };
-            let (min_us, max_ms) = if kind == Packing::Palm {
-                match params.str_or("period_us", "adaptive") {
-                    "adaptive" => (
-                        params.number("min_period_us", "125", |x| x > 0.0, "a positive number")?,
-                        params.number("max_period_ms", "64", |x| x > 0.0, "a positive number")?,
-                    ),
-                    // A fixed period: the controller's bounds meet.
-                    _ => {
-                        let p = params.number("period_us", "adaptive", |x| x > 0.0, "a positive number")?;
-                        (p, p * 1e-3)
-                    }
-                }
+            let controller = if kind == Packing::Palm {
+                palm_controller(&params)?
             } else {
-                (125.0, 64.0)
+                Controller::default()
             };
-            let (epoch_us, tolerance) = if kind == Packing::Palm {
-                (
-                    params.number("epoch_us", "4000", |x| x >= 0.0, "a number >= 0")?,
-                    params.number(
-                        "tolerance",
-                        "0.02",
-                        |x| (0.0..1.0).contains(&x),
-                        "a number from 0 to 1",
-                    )?,
-                )
-            } else {
-                (pack::DEFAULT_EPOCH_US, pack::DEFAULT_TOLERANCE)
-            };
-            let epoch_beats = if kind == Packing::Palm {
-                params.number(
-                    "epoch_beats",
-                    "8",
-                    |x| x >= 0.0 && x.fract() == 0.0,
-                    "a whole number >= 0",
-                )? as u64
-            } else {
-                pack::DEFAULT_EPOCH_BEATS
-            };
-            Box::new(
-                Pack::new(kind, cores, min_us, max_ms)
-                    .with_controller(epoch_us, tolerance)
-                    .with_epoch_beats(epoch_beats),
-            )
+            Box::new(Pack::new(kind, cores, controller))
         }
         "amp:ff" => Box::new(FastFirst::default()),
         "amp:hass-s" => Box::new(HassStatic::default()),

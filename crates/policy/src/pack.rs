@@ -55,6 +55,92 @@ pub const DEFAULT_TOLERANCE: f64 = 0.02;
 /// Programs that beat often (S4's scenarios: every ~50 µs) are not slowed.
 pub const DEFAULT_EPOCH_BEATS: u64 = 8;
 
+/// PALM's period controller: the period's range and how epochs are
+/// compared.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Controller {
+    /// The period it starts at and never goes below.
+    pub min_period_ns: u64,
+    /// The longest period it doubles to (equal to the shortest: a fixed period).
+    pub max_period_ns: u64,
+    /// Shortest epoch: S4's is one period.
+    pub min_epoch_ns: u64,
+    /// Relative change in progress rate within which the period stays:
+    /// S4's moves it on any change.
+    pub tolerance: f64,
+    /// Heartbeats per worker thread an epoch waits for: S4's waits for none.
+    pub epoch_beats: u64,
+}
+
+impl Default for Controller {
+    /// S4's range (0.125 ms to 64 ms) with herd's epochs.
+    fn default() -> Self {
+        Controller {
+            min_period_ns: 125_000,
+            max_period_ns: 64_000_000,
+            min_epoch_ns: (DEFAULT_EPOCH_US * 1e3) as u64,
+            tolerance: DEFAULT_TOLERANCE,
+            epoch_beats: DEFAULT_EPOCH_BEATS,
+        }
+    }
+}
+
+impl Controller {
+    /// S4's own controller: an epoch is one period and any change in
+    /// progress rate moves the period.
+    pub fn s4() -> Self {
+        Controller {
+            min_epoch_ns: 0,
+            tolerance: 0.0,
+            epoch_beats: 0,
+            ..Controller::default()
+        }
+    }
+
+    /// One fixed period (S4's static best, once the period is known).
+    pub fn fixed(period_ns: u64) -> Self {
+        Controller {
+            min_period_ns: period_ns,
+            max_period_ns: period_ns,
+            ..Controller::default()
+        }
+    }
+
+    /// The periods the controller can take, in µs: the shortest, doubling
+    /// up to the longest (what S4's static best tries offline).
+    pub fn periods_us(&self) -> Vec<f64> {
+        std::iter::successors(Some(self.min_period_ns.max(1)), |p| p.checked_mul(2))
+            .take_while(|&p| p <= self.max_period_ns)
+            .map(|p| p as f64 / 1e3)
+            .collect()
+    }
+
+    /// Its settings that differ from the defaults, as `key=value`.
+    fn params(&self) -> Vec<String> {
+        let d = Controller::default();
+        if self.min_period_ns == self.max_period_ns {
+            return vec![format!("period_us={}", self.min_period_ns as f64 / 1e3)];
+        }
+        let mut p = Vec::new();
+        if self.min_period_ns != d.min_period_ns {
+            p.push(format!("min_period_us={}", self.min_period_ns as f64 / 1e3));
+        }
+        if self.max_period_ns != d.max_period_ns {
+            p.push(format!("max_period_ms={}", self.max_period_ns as f64 / 1e6));
+        }
+        if self.min_epoch_ns != d.min_epoch_ns {
+            p.push(format!("epoch_us={}", self.min_epoch_ns as f64 / 1e3));
+        }
+        if self.tolerance != d.tolerance {
+            p.push(format!("tolerance={}", self.tolerance));
+        }
+        if self.epoch_beats != d.epoch_beats {
+            p.push(format!("epoch_beats={}", self.epoch_beats));
+        }
+        p
+    }
+}
+
 /// Which packing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Packing {
@@ -74,16 +160,8 @@ type Allowed = std::sync::Arc<(Vec<(CpuSet, f64)>, CpuSet)>;
 pub struct Pack {
     kind: Packing,
     cores: Option<usize>,
-    min_period_ns: u64,
-    max_period_ns: u64,
+    controller: Controller,
     period_ns: u64,
-    /// Shortest epoch, and the relative change in progress rate within
-    /// which the controller keeps the period. S4's controller has neither
-    /// (an epoch is one period; any change moves it): see `DEFAULT_EPOCH_US`.
-    min_epoch_ns: u64,
-    tolerance: f64,
-    /// Heartbeats per worker thread an epoch needs at least.
-    epoch_beats: u64,
     /// Each task's progress so far (heartbeats, or CPU time summed).
     progress: BTreeMap<TaskId, u64>,
     /// When the epoch started and the summed progress then.
@@ -100,33 +178,18 @@ pub struct Pack {
 }
 
 impl Pack {
-    /// The controller's epoch lasts at least `min_epoch_us`, and a change in
-    /// progress rate within `tolerance` (relative) keeps the period.
-    pub fn with_controller(mut self, min_epoch_us: f64, tolerance: f64) -> Self {
-        self.min_epoch_ns = (min_epoch_us * 1e3) as u64;
-        self.tolerance = tolerance;
-        self
-    }
-
-    /// With heartbeats, an epoch also lasts until the workers beat
-    /// `per_thread` times each on average.
-    pub fn with_epoch_beats(mut self, per_thread: u64) -> Self {
-        self.epoch_beats = per_thread;
-        self
-    }
-
-    /// A packing on `cores` cores (all when `None`).
-    pub fn new(kind: Packing, cores: Option<usize>, min_period_us: f64, max_period_ms: f64) -> Self {
-        let min_period_ns = (min_period_us * 1e3) as u64;
+    /// A packing on `cores` cores (all when `None`); `controller` sets
+    /// PALM's period (the baselines have none).
+    pub fn new(kind: Packing, cores: Option<usize>, controller: Controller) -> Self {
+        let controller = Controller {
+            max_period_ns: controller.max_period_ns.max(controller.min_period_ns),
+            ..controller
+        };
         Pack {
             kind,
             cores,
-            min_period_ns,
-            max_period_ns: ((max_period_ms * 1e6) as u64).max(min_period_ns),
-            period_ns: min_period_ns,
-            min_epoch_ns: (DEFAULT_EPOCH_US * 1e3) as u64,
-            tolerance: DEFAULT_TOLERANCE,
-            epoch_beats: DEFAULT_EPOCH_BEATS,
+            controller,
+            period_ns: controller.min_period_ns,
             progress: BTreeMap::new(),
             epoch: None,
             last_rate: None,
@@ -194,24 +257,8 @@ impl Policy for Pack {
         if let Some(k) = self.cores {
             p.push(format!("cores={k}"));
         }
-        if self.kind == Packing::Palm && self.min_period_ns == self.max_period_ns {
-            p.push(format!("period_us={}", self.min_period_ns as f64 / 1e3));
-        } else if self.kind == Packing::Palm {
-            if self.min_period_ns != 125_000 {
-                p.push(format!("min_period_us={}", self.min_period_ns as f64 / 1e3));
-            }
-            if self.max_period_ns != 64_000_000 {
-                p.push(format!("max_period_ms={}", self.max_period_ns as f64 / 1e6));
-            }
-            if self.min_epoch_ns != (DEFAULT_EPOCH_US * 1e3) as u64 {
-                p.push(format!("epoch_us={}", self.min_epoch_ns as f64 / 1e3));
-            }
-            if self.tolerance != DEFAULT_TOLERANCE {
-                p.push(format!("tolerance={}", self.tolerance));
-            }
-            if self.epoch_beats != DEFAULT_EPOCH_BEATS {
-                p.push(format!("epoch_beats={}", self.epoch_beats));
-            }
+        if self.kind == Packing::Palm {
+            p.extend(self.controller.params());
         }
         if p.is_empty() {
             base.into()
@@ -255,7 +302,7 @@ impl Policy for Pack {
             self.group_of.clear();
             self.epoch = None;
             self.last_rate = None;
-            self.period_ns = self.min_period_ns;
+            self.period_ns = self.controller.min_period_ns;
             plan.note = Some(format!("{}: the budget is now {k} cores", self.name()).into());
         }
         let allowed = self.allowed.as_ref().expect("just set").1.clone();
@@ -321,14 +368,15 @@ impl Policy for Pack {
         let (start_ns, start_sum) = *self.epoch.get_or_insert((now, sum));
         // With heartbeats, an epoch also waits for enough of them: a rate
         // from a beat or two per thread is mostly rounding.
-        let enough = !beats || sum.saturating_sub(start_sum) >= self.epoch_beats * totals.len().max(1) as u64;
-        if now.saturating_sub(start_ns) >= self.period_ns.max(self.min_epoch_ns) && enough {
+        let c = self.controller;
+        let enough = !beats || sum.saturating_sub(start_sum) >= c.epoch_beats * totals.len().max(1) as u64;
+        if now.saturating_sub(start_ns) >= self.period_ns.max(c.min_epoch_ns) && enough {
             let rate = sum.saturating_sub(start_sum) as f64 / (now - start_ns) as f64;
             if let Some(prev) = self.last_rate {
-                if rate >= prev * (1.0 + self.tolerance) {
-                    self.period_ns = (self.period_ns * 2).min(self.max_period_ns);
-                } else if rate < prev * (1.0 - self.tolerance) {
-                    self.period_ns = (self.period_ns / 2).max(self.min_period_ns);
+                if rate >= prev * (1.0 + c.tolerance) {
+                    self.period_ns = (self.period_ns * 2).min(c.max_period_ns);
+                } else if rate < prev * (1.0 - c.tolerance) {
+                    self.period_ns = (self.period_ns / 2).max(c.min_period_ns);
                 }
             }
             self.last_rate = Some(rate);
@@ -388,7 +436,7 @@ impl Policy for Pack {
                     } else {
                         "CPU time (no heartbeats: spinning counts as progress)"
                     },
-                    self.min_period_ns as f64 / 1e6
+                    self.controller.min_period_ns as f64 / 1e6
                 )
                 .into(),
             );
@@ -446,7 +494,7 @@ mod tests {
     fn the_least_progressed_thread_gets_a_core_alone_and_the_period_adapts() {
         let m = Machine::synthetic("core:2").unwrap();
         // S4's controller: an epoch of one period, any change moves it.
-        let mut p = Pack::new(Packing::Palm, Some(2), 125.0, 64.0).with_controller(0.0, 0.0);
+        let mut p = Pack::new(Packing::Palm, Some(2), Controller::s4());
         // Three workers and a main thread that beats nothing (waiting in join).
         let plan = crate::testkit::decide_once(&mut p, &m, &snap(0, &[Some(10), Some(5), Some(8), None]));
         assert_eq!(plan.next_period_ns, Some(125_000));
@@ -492,7 +540,7 @@ mod tests {
         };
         let union = |plan: &Plan| -> CpuSet { cpus_of(plan).iter().flat_map(|c| c.iter()).collect() };
         for kind in [Packing::Tp, Packing::Palm] {
-            let mut p = Pack::new(kind, Some(3), 125.0, 64.0);
+            let mut p = Pack::new(kind, Some(3), Controller::default());
             let mut s = snap(0, &[Some(1), Some(2), Some(3), Some(4)]);
             let plan = crate::testkit::decide_once(&mut p, &m, &s);
             assert_eq!(union(&plan).len(), 3, "{kind:?}: cores=3 without a budget");
@@ -520,7 +568,12 @@ mod tests {
     #[test]
     fn herds_controller_waits_out_an_epoch_and_keeps_the_period_within_its_dead_band() {
         let m = Machine::synthetic("core:2").unwrap();
-        let mut p = Pack::new(Packing::Palm, Some(2), 125.0, 64.0).with_controller(1000.0, 0.1);
+        let c = Controller {
+            min_epoch_ns: 1_000_000,
+            tolerance: 0.1,
+            ..Controller::default()
+        };
+        let mut p = Pack::new(Packing::Palm, Some(2), c);
         let mut period_at = |t_us: u64, beats: u64| {
             let s = snap(t_us * 1000, &[Some(beats), Some(beats), Some(beats), None]);
             crate::testkit::decide_once(&mut p, &m, &s)

@@ -192,12 +192,11 @@ pub fn run_policy<M: CostMeter>(
     trace: bool,
     on_decision: impl FnMut(&View<'_>, &Plan),
 ) -> Result<PolicyResult, PolicyError> {
-    let Some(inner) = static_best::inner(policy)? else {
+    let Some((inner, periods)) = static_best::inner(policy)? else {
         return run_learning(s, policy, seed, solo, None, meter, trace, on_decision);
     };
     // S4's static best: every fixed period, then the best again with the
     // meter, trace and callback the caller asked for.
-    let periods = static_best::periods_us(inner);
     let mut best: Option<(f64, f64)> = None;
     for &p in &periods {
         let spec = static_best::with_period(inner, p);

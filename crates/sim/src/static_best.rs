@@ -3,36 +3,24 @@
 //! policy one could run on a new program: it needs the runs first.
 //!
 //! `static-best:pack:palm[:params]` in a scenario's policies (or `herd sim
-//! --policy`) runs `pack:palm[:params],period_us=P` for P from the
-//! controller's shortest period (`min_period_us`, 125 µs) doubling up to
-//! its longest (`max_period_ms`, 64 ms), and reports the best run: the
-//! shortest makespan, or in a consolidation study the most batch work.
+//! --policy`) runs `pack:palm[:params],period_us=P` for every P of the
+//! controller's range (`herd_policy::static_best_periods_us`: 125 µs
+//! doubling to 64 ms by default), and reports the best run: the shortest
+//! makespan, or in a consolidation study the most batch work.
 
 use herd_policy::PolicyError;
 
 /// The prefix that asks for it.
 pub const PREFIX: &str = "static-best:";
 
-/// The policy `name` asks to find the static best of, if it does; an error
-/// if that policy is not one with a period (PALM).
-pub fn inner(name: &str) -> Result<Option<&str>, PolicyError> {
+/// What `name` asks for: `None` for a catalog policy, else the PALM spec
+/// to find the static best of and the periods (µs) to try; an error if
+/// that spec is not PALM's or fixes the period itself.
+pub fn inner(name: &str) -> Result<Option<(&str, Vec<f64>)>, PolicyError> {
     let Some(inner) = name.strip_prefix(PREFIX) else {
         return Ok(None);
     };
-    let p = herd_policy::build(inner)?;
-    if !p.name().starts_with("pack:palm") {
-        return Err(PolicyError::Param {
-            policy: name.into(),
-            why: format!("static-best finds a period for pack:palm, not for {}", p.name()),
-        });
-    }
-    if inner.contains("period_us=") {
-        return Err(PolicyError::Param {
-            policy: name.into(),
-            why: "static-best chooses period_us itself".into(),
-        });
-    }
-    Ok(Some(inner))
+    Ok(Some((inner, herd_policy::static_best_periods_us(inner)?)))
 }
 
 /// Checks a policy name as `herd sim` takes it: a catalog policy or a
@@ -42,25 +30,6 @@ pub fn check(name: &str) -> Result<(), PolicyError> {
         Some(_) => Ok(()),
         None => herd_policy::build(name).map(|_| ()),
     }
-}
-
-/// The periods to try for `inner` (a PALM spec without `period_us`), in µs:
-/// its controller's range, doubling.
-pub fn periods_us(inner: &str) -> Vec<f64> {
-    let param = |key: &str, default: f64| {
-        inner
-            .split([':', ','])
-            .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('=')?.parse::<f64>().ok())
-            .unwrap_or(default)
-    };
-    let (lo, hi) = (param("min_period_us", 125.0), param("max_period_ms", 64.0) * 1e3);
-    let mut out = Vec::new();
-    let mut p = lo;
-    while p <= hi * (1.0 + 1e-9) {
-        out.push(p);
-        p *= 2.0;
-    }
-    out
 }
 
 /// `inner` with a fixed period.
@@ -75,21 +44,23 @@ mod tests {
 
     #[test]
     fn the_prefix_takes_palm_only_and_tries_its_controllers_range() {
-        assert_eq!(inner("pack:palm").unwrap(), None);
-        assert_eq!(
-            inner("static-best:pack:palm:cores=15").unwrap(),
-            Some("pack:palm:cores=15")
+        assert!(inner("pack:palm").unwrap().is_none());
+        let (spec, p) = inner("static-best:pack:palm:cores=15").unwrap().unwrap();
+        assert_eq!(spec, "pack:palm:cores=15");
+        assert_eq!((p[0], p.len(), *p.last().unwrap()), (125.0, 10, 64_000.0));
+        assert!(
+            inner("static-best:pack:tp")
+                .unwrap_err()
+                .to_string()
+                .contains("not for pack:tp")
         );
-        assert!(inner("static-best:pack:tp").is_err());
         assert!(inner("static-best:pack:palm:period_us=5").is_err());
         assert!(check("static-best:nope").is_err());
         assert!(check("linux").is_ok());
-        let p = periods_us("pack:palm");
-        assert_eq!((p[0], p.len(), *p.last().unwrap()), (125.0, 10, 64_000.0));
-        assert_eq!(
-            periods_us("pack:palm:min_period_us=1000,max_period_ms=4"),
-            vec![1000.0, 2000.0, 4000.0]
-        );
+        let (_, p) = inner("static-best:pack:palm:min_period_us=1000,max_period_ms=4")
+            .unwrap()
+            .unwrap();
+        assert_eq!(p, vec![1000.0, 2000.0, 4000.0]);
         assert_eq!(with_period("pack:palm", 250.0), "pack:palm:period_us=250");
         assert_eq!(
             with_period("pack:palm:cores=3", 250.0),
