@@ -142,6 +142,7 @@ impl Learning {
             l.runs = profile.runs;
             l.solo_time_s = profile.solo_time_s;
             l.mem_requests = profile.mem_requests;
+            l.requests_done = track.learner.requests();
         }
     }
 

@@ -57,13 +57,15 @@ pub enum BwTarget {
     Fair,
     /// S1's IABW over the work still to do, recomputed every period:
     /// requests left over the ideal turnaround of the solo time left (the
-    /// default). A job's share left is its requests left (transactions
-    /// counted so far against its profile's total); without traffic
-    /// counts it is the whole-run IABW, and a program that makes no memory
-    /// requests keeps its whole solo time (its progress does not show). On S1's ten groups in simulation
-    /// this averages +4.32% over linux against +3.43% for the whole-run
-    /// target: once programs finish at different times, the whole-run
-    /// average is no longer the average of what is left to run.
+    /// default). A job's share left is its requests left: the transactions
+    /// the learn step has counted this run (`Learned::requests_done`)
+    /// against its profile's total. Without traffic counts it is the
+    /// whole-run IABW, and a program that makes no memory requests keeps
+    /// its whole solo time (its progress does not show). On S1's ten groups
+    /// in simulation (`herd sim scenarios/s1-wl*.toml`) this averages
+    /// +4.32% over linux against +3.43% for the whole-run target: once
+    /// programs finish at different times, the whole-run average is no
+    /// longer the average of what is left to run.
     Remaining,
 }
 
@@ -82,8 +84,6 @@ pub struct BwCosched {
     target: Option<(Vec<JobId>, f64)>,
     /// Last measured BTR per job, for `bw:greedy`.
     last_btr: BTreeMap<JobId, f64>,
-    /// Memory transactions each job has made so far (`target=remaining`).
-    done_requests: BTreeMap<JobId, f64>,
     /// The last note given, so a note appears when the mode changes.
     last_mode: Option<&'static str>,
 }
@@ -106,7 +106,6 @@ impl BwCosched {
             turns: Turns::default(),
             target: None,
             last_btr: BTreeMap::new(),
-            done_requests: BTreeMap::new(),
             last_mode: None,
         }
     }
@@ -169,17 +168,6 @@ impl Policy for BwCosched {
 
     fn decide(&mut self, view: &View<'_>) -> Plan {
         let threads = self.turns.account(&view.snapshot.tasks);
-        if self.target_kind == BwTarget::Remaining {
-            self.done_requests.retain(|j, _| threads.contains_key(j));
-            for t in &view.snapshot.tasks {
-                let tx = t
-                    .obs
-                    .mem_bytes
-                    .map(|b| b as f64 / 64.0)
-                    .or(t.obs.llc_misses.map(|m| m as f64));
-                *self.done_requests.entry(t.job).or_insert(0.0) += tx.unwrap_or(0.0);
-            }
-        }
         let capacity = view.machine.cpus().len().max(1);
         let total_threads: usize = threads.values().sum();
         let jobs: Vec<JobId> = threads.keys().copied().collect();
@@ -258,7 +246,7 @@ impl Policy for BwCosched {
                 return plan;
             }
             mode = "iabw";
-            target = self.iabw_target(&jobs, know, capacity);
+            target = self.iabw_target(&jobs, know, view.learned, capacity);
             for &j in &jobs {
                 let l = know.jobs.get(&j);
                 // Predicted phase's solo BTR; else what was just measured;
@@ -311,9 +299,16 @@ impl Policy for BwCosched {
 
 impl BwCosched {
     /// The target over the present jobs (S1's IABW, or the fair-share
-    /// mean), from whole-run solo times and memory requests, recomputed
-    /// only when the job set changes.
-    fn iabw_target(&mut self, jobs: &[JobId], know: &Knowledge, capacity: usize) -> f64 {
+    /// mean), from the solo times and memory requests in `know`: of whole
+    /// runs, recomputed only when the job set changes, or (`Remaining`) of
+    /// what is left after the requests `progress` has counted this run.
+    fn iabw_target(
+        &mut self,
+        jobs: &[JobId],
+        know: &Knowledge,
+        progress: &Knowledge,
+        capacity: usize,
+    ) -> f64 {
         if let Some((set, t)) = &self.target
             && set == jobs
             && self.target_kind != BwTarget::Remaining
@@ -326,7 +321,7 @@ impl BwCosched {
                 && let (Some(m), Some(t)) = (l.mem_requests, l.solo_time_s)
             {
                 if self.target_kind == BwTarget::Remaining && m > 0.0 {
-                    let done = self.done_requests.get(j).copied().unwrap_or(0.0);
+                    let done = progress.jobs.get(j).map_or(0.0, |l| l.requests_done);
                     let left = (1.0 - done / m).clamp(0.0, 1.0);
                     req.push(m * left);
                     solo.push(t * left);
@@ -406,20 +401,21 @@ mod tests {
         let mut left = BwCosched::new(BwSource::Iabw, 2);
         // Nothing done yet: the two agree, S1's 4e9 / (10/2 + 30) per s.
         let at_start = 4e9 / 35.0 * 1e-6;
-        assert!((whole.iabw_target(&jobs, &know, 2) - at_start).abs() < 1e-9);
-        assert!((left.iabw_target(&jobs, &know, 2) - at_start).abs() < 1e-9);
+        assert!((whole.iabw_target(&jobs, &know, &know, 2) - at_start).abs() < 1e-9);
+        assert!((left.iabw_target(&jobs, &know, &know, 2) - at_start).abs() < 1e-9);
         // The first program is done and the second half done: 1.5e9 left
         // over the ideal turnaround of (0, 10, 30) s left.
-        left.done_requests = [(0, 1e9), (1, 1.5e9)].into_iter().collect();
+        let mut done = know.clone();
+        done.jobs.get_mut(&0).unwrap().requests_done = 1e9;
+        done.jobs.get_mut(&1).unwrap().requests_done = 1.5e9;
         let now = 1.5e9 / (0.0 / 2.0 + 30.0) * 1e-6;
         assert!(
-            (left.iabw_target(&jobs, &know, 2) - now).abs() < 1e-9,
+            (left.iabw_target(&jobs, &know, &done, 2) - now).abs() < 1e-9,
             "{}",
-            left.iabw_target(&jobs, &know, 2)
+            left.iabw_target(&jobs, &know, &done, 2)
         );
         // The whole-run target does not move.
-        whole.done_requests = left.done_requests.clone();
-        assert!((whole.iabw_target(&jobs, &know, 2) - at_start).abs() < 1e-9);
+        assert!((whole.iabw_target(&jobs, &know, &done, 2) - at_start).abs() < 1e-9);
         assert_eq!(left.name(), "bw:iabw");
         assert_eq!(whole.name(), "bw:iabw:target=iabw");
     }

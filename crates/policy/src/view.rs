@@ -183,6 +183,10 @@ pub struct Learned {
     pub solo_time_s: Option<f64>,
     /// Memory transactions (cache lines) per run.
     pub mem_requests: Option<f64>,
+    /// Memory transactions this run has made so far (0 where the sensor
+    /// counts no traffic).
+    #[serde(default)]
+    pub requests_done: f64,
 }
 
 /// What the loop knows of the present jobs' programs.

@@ -88,6 +88,11 @@ impl RunLearner {
         Self::default()
     }
 
+    /// Memory transactions (cache lines) this run has made so far.
+    pub fn requests(&self) -> f64 {
+        self.requests
+    }
+
     /// Learns one slice into `profile`: classifies its phase, adds its
     /// sample under `validity`, records the transition. Returns the phase,
     /// or `None` for a slice with no instructions counted (idle, or no PMU).

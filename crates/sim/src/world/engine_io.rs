@@ -205,6 +205,9 @@ impl Sensor for World<'_> {
                     runs: 1,
                     solo_time_s: self.solo_times_s.get(j).copied().filter(|t| t.is_finite()),
                     mem_requests: Some(self.oracle_requests[j]),
+                    // Exact profiles, not progress: a run's progress is
+                    // what the learn step counts, oracle or not.
+                    requests_done: 0.0,
                 },
             );
         }
