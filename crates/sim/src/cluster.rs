@@ -21,7 +21,7 @@
 //! traffic, heaviest first, and packed first-fit, so the most
 //! memory-intensive jobs share nodes).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use herd_model::numa::{self, Character, Placed};
 use herd_model::{MemSystem, ModelParams};
@@ -664,35 +664,40 @@ fn swap_improve(
             .position(|n| n.running.iter().any(|r| r.job == j))
             .expect("a placed job runs on a node")
     };
-    let mix = |n: &NodeSim| -> Vec<(Placed, f64)> {
-        n.running.iter().map(|r| (r.placed.clone(), r.left)).collect()
+    // A node's mix, with job `out` replaced by a fresh run of `into`.
+    let mix = |n: &NodeSim, swap: Option<(usize, usize)>| -> Vec<(Placed, f64)> {
+        n.running
+            .iter()
+            .map(|r| match swap {
+                Some((out, into)) if r.job == out => {
+                    let mut p = r.placed.clone();
+                    p.character = jobs[into].character;
+                    (p, jobs[into].character.accesses_per_thread)
+                }
+                _ => (r.placed.clone(), r.left),
+            })
+            .collect()
     };
     for _ in 0..batch.len() {
+        // Where each job is and each of their nodes' predicted total, once
+        // per round: every pair below reuses them.
+        let at: Vec<usize> = batch.iter().map(|&j| node_of(nodes, j)).collect();
+        let mut total: BTreeMap<usize, f64> = BTreeMap::new();
+        for &n in &at {
+            total
+                .entry(n)
+                .or_insert_with(|| predicted_total_s(mem, &mix(&nodes[n], None)));
+        }
         let mut best: Option<(f64, usize, usize)> = None;
         for (x, &a) in batch.iter().enumerate() {
-            for &b in &batch[x + 1..] {
-                let (na, nb) = (node_of(nodes, a), node_of(nodes, b));
+            for (y, &b) in batch.iter().enumerate().skip(x + 1) {
+                let (na, nb) = (at[x], at[y]);
                 if na == nb || jobs[a].threads != jobs[b].threads {
                     continue;
                 }
-                let before =
-                    predicted_total_s(mem, &mix(&nodes[na])) + predicted_total_s(mem, &mix(&nodes[nb]));
-                let swapped = |n: &NodeSim, out: usize, into: usize| -> Vec<(Placed, f64)> {
-                    n.running
-                        .iter()
-                        .map(|r| {
-                            if r.job == out {
-                                let mut p = r.placed.clone();
-                                p.character = jobs[into].character;
-                                (p, jobs[into].character.accesses_per_thread)
-                            } else {
-                                (r.placed.clone(), r.left)
-                            }
-                        })
-                        .collect()
-                };
-                let after = predicted_total_s(mem, &swapped(&nodes[na], a, b))
-                    + predicted_total_s(mem, &swapped(&nodes[nb], b, a));
+                let before = total[&na] + total[&nb];
+                let after = predicted_total_s(mem, &mix(&nodes[na], Some((a, b))))
+                    + predicted_total_s(mem, &mix(&nodes[nb], Some((b, a))));
                 let gain = before - after;
                 // A gain within rounding is none: no swapping back and forth.
                 if gain > 1e-9 * before && best.is_none_or(|(g, _, _)| gain > g) {
