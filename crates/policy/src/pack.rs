@@ -39,12 +39,11 @@ use crate::{JobDirective, JobId, Plan, Policy, TaskId, View};
 /// 0.125 ms period holds a couple of heartbeats per thread and a fraction
 /// of a barrier interval, so its progress rate is mostly noise (whole beats,
 /// and whether a barrier wait fell inside it), and S4's compare-and-double
-/// wanders off the best period. Measured in simulation (`herd sim` on
-/// scenarios/s4-*.toml and 12 variations: barriers every 1e6 to 4e6
-/// instructions on 9 to 15 cores), a 4 ms epoch with a 2% dead band
-/// (`DEFAULT_TOLERANCE`) was better than S4's controller in 11 of the 12
-/// variations and matched the static best on s4-sync-15; `epoch_us=0,
-/// tolerance=0` is S4's controller.
+/// wanders off the best period. In simulation (scripts/s4-controller.py:
+/// 12 variations of S4's job, barriers every 1e6 to 4e6 instructions on 9
+/// to 15 cores) a 4 ms epoch with a 2% dead band (`DEFAULT_TOLERANCE`) was
+/// shorter than S4's controller in 11 of the 12 and matched the static best
+/// on s4-sync-15; `epoch_us=0,tolerance=0,epoch_beats=0` is S4's controller.
 pub const DEFAULT_EPOCH_US: f64 = 4000.0;
 /// The controller's dead band by default (see [`DEFAULT_EPOCH_US`]).
 pub const DEFAULT_TOLERANCE: f64 = 0.02;
