@@ -64,7 +64,7 @@ fn the_model_places_jobs_better_than_the_worst_packing() {
     // 50% below the worst packing's. S2's rule alone, one job at a time,
     // got -1.9% and -20%; swapping jobs placed together where the model
     // predicts less total time reaches the best of all 105 pairings
-    // (-3.1%, -58.6%: an exhaustive search, see the notes).
+    // (-3.1%, -58.6%: scripts/s2-pairings.py simulates all of them).
     assert!(worst.run_mean_s > alone.run_mean_s * 1.05);
     assert!(
         model.run_mean_s < worst.run_mean_s * 0.975,
