@@ -274,7 +274,6 @@ impl<'a> World<'a> {
     /// ends.
     pub fn follow_consolidation(&mut self, c: &'a crate::consolidation::Consolidation) {
         self.consolidation = Some(c);
-        self.next_mark_ns = 0;
         self.marks.clear();
     }
 
@@ -288,10 +287,11 @@ impl<'a> World<'a> {
         // An observation that skipped whole intervals (a policy deciding
         // less often than the manager) marks each at the same instant: they
         // count no time and no work, and the next interval takes both.
-        while self.now_ns >= self.next_mark_ns && self.next_mark_ns < c.end_ns() {
+        // Interval i starts at i x interval_ns; mark i is its first look.
+        let next_mark_ns = |marks: &[(u64, f64)]| marks.len() as u64 * c.interval_ns;
+        while self.now_ns >= next_mark_ns(&self.marks) && next_mark_ns(&self.marks) < c.end_ns() {
             self.settle_all();
             self.marks.push((self.now_ns, self.useful_instructions()));
-            self.next_mark_ns += c.interval_ns;
         }
     }
 

@@ -273,10 +273,9 @@ pub struct World<'a> {
     open_segments: Vec<Option<(u64, usize, usize)>>,
     /// The consolidation study the jobs follow (`follow_consolidation`),
     /// the jobs' cumulative useful instructions at each of its intervals'
-    /// first observation, and when the next interval starts.
+    /// first observation (mark i: interval i, which starts at i x interval).
     consolidation: Option<&'a crate::consolidation::Consolidation>,
     marks: Vec<(u64, f64)>,
-    next_mark_ns: u64,
 }
 
 const EVENT_LIMIT: u64 = 50_000_000;
@@ -404,7 +403,6 @@ impl<'a> World<'a> {
             open_segments: vec![None; n],
             consolidation: None,
             marks: Vec::new(),
-            next_mark_ns: 0,
         }
     }
 
