@@ -10,7 +10,7 @@ use herd_policy::Estimates;
 use herd_runtime::live::{LiveWorld, Program};
 
 use crate::Failure;
-use crate::meter::WallMeter;
+use crate::meter::CpuMeter;
 use crate::signals::Signals;
 
 /// Arguments of `herd attach`.
@@ -46,7 +46,7 @@ pub fn run(args: &AttachArgs) -> Result<u8, Failure> {
         &Estimates::new(),
         None,
         &mut world,
-        &mut WallMeter::default(),
+        &mut CpuMeter::default(),
         &cfg,
         |_, _| {},
     );

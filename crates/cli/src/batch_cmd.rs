@@ -15,7 +15,7 @@ use herd_policy::{Estimates, Level, TaskState};
 use herd_runtime::live::{LiveWorld, Program, SpawnOptions};
 use serde::{Deserialize, Serialize};
 
-use crate::meter::WallMeter;
+use crate::meter::CpuMeter;
 use crate::signals::Signals;
 use crate::{Failure, output};
 
@@ -295,7 +295,7 @@ fn run_once(
                 &Estimates::new(),
                 Some(&mut learning),
                 &mut world,
-                &mut WallMeter::default(),
+                &mut CpuMeter::default(),
                 cfg,
                 |view, plan| {
                     if let Some(n) = &plan.note

@@ -14,7 +14,7 @@ use herd_policy::{Estimates, Placement};
 use herd_runtime::live::{LiveWorld, Program};
 
 use crate::Failure;
-use crate::meter::WallMeter;
+use crate::meter::CpuMeter;
 use crate::signals::Signals;
 
 /// Arguments of `herd run`.
@@ -112,6 +112,9 @@ fn trace_line(
     if let Some(k) = view.snapshot.budget_cores {
         line["budget_cores"] = k.into();
     }
+    if view.snapshot.progress_only {
+        line["progress_only"] = true.into();
+    }
     writeln!(f, "{line}")
 }
 
@@ -207,7 +210,7 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     let mut last_budget = budget.map(|b| b.1);
     let started = std::time::Instant::now();
     let herd_cpu_before = crate::meter::cpu_seconds(libc::RUSAGE_SELF);
-    let mut meter = WallMeter::default();
+    let mut meter = CpuMeter::default();
     let explain = args.explain;
     // Every run learns its program's profile (S1), from what earlier runs stored.
     let (mut learning, stored, note) = crate::learned::load(args.db.as_deref(), &[key]);

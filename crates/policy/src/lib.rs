@@ -59,6 +59,13 @@ pub trait Policy: Send {
         None
     }
 
+    /// Whether, between the sensor's full observations, the thread set and
+    /// heartbeats suffice to decide ([`Snapshot::progress_only`]). PALM
+    /// decides every 0.125 ms at first, and reading each thread's /proc
+    /// files costs more than that allows; asked before every turn.
+    fn progress_suffices(&self) -> bool {
+        false
+    }
     /// Whether the policy keeps its jobs within
     /// [`Snapshot::budget_cores`] when an outside controller sets one (the
     /// packing policies); others place as if there were none, and a study

@@ -174,6 +174,8 @@ pub struct Pack {
     /// Tasks `pack:tp`/`pack:tr` have pinned.
     pinned: std::collections::BTreeSet<TaskId>,
     noted: bool,
+    /// Whether the last view had heartbeats: PALM then needs no more.
+    beats: bool,
 }
 
 impl Pack {
@@ -196,6 +198,7 @@ impl Pack {
             allowed: None,
             pinned: std::collections::BTreeSet::new(),
             noted: false,
+            beats: false,
         }
     }
 }
@@ -278,6 +281,11 @@ impl Policy for Pack {
         true
     }
 
+    fn progress_suffices(&self) -> bool {
+        // Heartbeats are the progress; CPU time would need /proc each turn.
+        self.kind == Packing::Palm && self.beats
+    }
+
     fn decide(&mut self, view: &View<'_>) -> Plan {
         let mut plan = Plan::default();
         // The K cores and their union, once per budget: the machine does not
@@ -337,6 +345,7 @@ impl Policy for Pack {
         // Progress: heartbeats where any task reports them (tasks that do
         // not are left out of the groups), else CPU time, summed over periods.
         let beats = view.snapshot.tasks.iter().any(|t| t.heartbeats.is_some());
+        self.beats = beats;
         let mut totals: Vec<(u64, u32, TaskId)> = Vec::new();
         for t in &view.snapshot.tasks {
             let p = self.progress.entry(t.id).or_insert(0);

@@ -145,6 +145,13 @@ pub struct Snapshot {
     /// their fixed `cores=`; `None`: no such controller.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget_cores: Option<u32>,
+    /// Only the thread set and heartbeats are fresh (a cheap turn, for a
+    /// policy that decides from progress alone: [`crate::Policy::progress_suffices`]).
+    /// Each task's `obs` is zero, and what it stands for accrues to the
+    /// next full snapshot, whose `period_ns` covers the time since the last
+    /// full one; `state` and `cpu` are as last seen.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub progress_only: bool,
 }
 
 /// What the profile store knows about a program before it runs.

@@ -14,6 +14,7 @@
 
 pub mod budget;
 mod clock;
+mod progress_turn;
 
 use std::collections::BTreeMap;
 use std::io;
@@ -286,6 +287,10 @@ pub struct LiveWorld {
     heartbeats: crate::heartbeats::Heartbeats,
     /// The core budget's file, when a controller sets one.
     budget: Option<budget::BudgetFile>,
+    /// When the last full snapshot was taken, and how many progress-only
+    /// turns since.
+    full_ns: u64,
+    cheap_turns: u32,
     /// What herd did.
     pub stats: LiveStats,
 }
@@ -364,6 +369,8 @@ impl LiveWorld {
             mbm_tried: Vec::new(),
             stats: LiveStats::default(),
             budget: None,
+            full_ns: 0,
+            cheap_turns: 0,
         }
     }
 
@@ -595,7 +602,11 @@ impl Sensor for LiveWorld {
         };
         self.refresh_numa_memory(now_ns, &mut jobs, rebuilt);
         let system = self.measure_memory_and_energy(&mut tasks);
-        let period_ns = now_ns.saturating_sub(self.snapshot.now_ns);
+        // Since the last full snapshot: progress-only ones between add no
+        // observations.
+        let period_ns = now_ns.saturating_sub(self.full_ns);
+        self.full_ns = now_ns;
+        self.cheap_turns = 0;
         self.snapshot = Snapshot {
             now_ns,
             period_ns,
@@ -603,12 +614,21 @@ impl Sensor for LiveWorld {
             jobs,
             system,
             budget_cores: self.budget.as_mut().and_then(|b| b.poll(now_ns)),
+            progress_only: false,
         };
         &self.snapshot
     }
 
     fn finished(&self) -> bool {
         self.stop.load(Ordering::Relaxed) || self.programs.iter().all(|p| !p.alive())
+    }
+
+    fn observe_progress(&mut self) -> &Snapshot {
+        if self.progress_turn() {
+            &self.snapshot
+        } else {
+            self.observe()
+        }
     }
 }
 
