@@ -6,12 +6,21 @@ variant's median runtime and the ratios PALM/TP and PALM/TR.
 
 Usage (after `make`): scripts/s4-barrier.py [--runs 10] [--total 1e7]
   [--phases 60] [--palm pack:palm:cores=2] [--no-realtime] [--static-best]
-Every variant runs under `herd run --realtime` unless --no-realtime (the
-same herd flags for all, so only the policy differs).
+  [--sweep] [--loop-share PCT]
+Every variant runs under `herd run --realtime` unless --no-realtime, and
+with --loop-share PCT if given (the same herd flags for all, so only the
+policy differs).
 
 --static-best adds S4's static best: first, offline, PALM at each fixed
 period from 0.125 to 64 ms (3 runs each, the best median kept), then that
 period as a fourth variant in the alternation.
+
+--sweep runs the comparison at barrier phases of about 1, 2, 5, 20 and 75 ms
+(the same total work, 6e8 units, in 300 to 4 phases; a phase is what TR
+takes per barrier) and prints one line per phase length: where each of the
+two targets holds. On the 2-CPU VM TP's loss to TR grows as phases shorten
+(a spinning thread holds the CPU its partner needs until the 4 ms tick)
+and so does PALM's, whose every decision costs herd's loop CPU.
 """
 import argparse
 import re
@@ -39,15 +48,41 @@ def main():
     ap.add_argument("--palm", default="pack:palm:cores=2")
     ap.add_argument("--no-realtime", action="store_true")
     ap.add_argument("--static-best", action="store_true")
+    ap.add_argument("--sweep", action="store_true")
+    ap.add_argument("--loop-share", default=None, help="herd run --loop-share PCT for every variant")
     a = ap.parse_args()
+    if a.sweep:
+        rows = []
+        # (units per phase, phases): 2e6 units are about 1 ms of TR here.
+        for per_phase, phases in [(2e6, 300), (4e6, 150), (1e7, 60), (4e7, 15), (1.5e8, 4)]:
+            print(f"--- phases of {per_phase:g} units ({phases} of them)", flush=True)
+            med = compare(a, str(per_phase), str(phases), static_best=False)
+            rows.append((per_phase / 2e6, med))
+        print(f"{'phase ms':>8} {'TR s':>7} {'TP/TR':>6} {'PALM/TR':>8} {'PALM vs TP':>11} {'both targets':>13}")
+        for ms, m in rows:
+            tp, palm = m["TP"] / m["TR"], m["PALM"] / m["TR"]
+            both = palm / tp <= 0.7 and palm <= 1.1
+            print(f"{ms:>8.0f} {m['TR']:>7.3f} {tp:>6.2f} {palm:>8.2f} {(palm / tp - 1) * 100:>+10.1f}% {str(both):>13}")
+        return
+    med = compare(a, a.total, a.phases, a.static_best)
+    print(f"PALM vs TP: {(med['PALM'] / med['TP'] - 1) * 100:+.1f}%  (target <= -30%)")
+    print(f"PALM vs TR: {(med['PALM'] / med['TR'] - 1) * 100:+.1f}%  (target within +10%)")
+    if "SB" in med:
+        print(f"PALM vs static best: {(med['PALM'] / med['SB'] - 1) * 100:+.1f}%")
+
+
+def compare(a, total, phases, static_best):
+    """Medians of a.runs alternating runs of each variant at this phase length."""
     rt = [] if a.no_realtime else ["--realtime"]
-    bench = [BENCH, "--total", a.total, "--phases", a.phases, "--mode", "spin"]
+    if a.loop_share:
+        rt += ["--loop-share", a.loop_share]
+    bench = [BENCH, "--total", total, "--phases", phases, "--mode", "spin"]
     variants = {
         "PALM": [HERD, "run", *rt, "--policy", a.palm, "--", *bench, "--threads", "3"],
         "TP": [HERD, "run", *rt, "--policy", "pack:tp:cores=2", "--", *bench, "--threads", "3"],
         "TR": [HERD, "run", *rt, "--threads", "2", "--policy", "pack:tr:cores=2", "--", *bench, "--threads", "{threads}"],
     }
-    if a.static_best:
+    if static_best:
         # Offline: every fixed period of PALM's range, the best median kept.
         best = None
         for period_us in [125 * 2**i for i in range(10)]:
@@ -65,10 +100,7 @@ def main():
         print(f"run {i + 1}: " + ", ".join(f"{k} {v[-1]:.3f} s" for k, v in times.items()), flush=True)
     med = {k: statistics.median(v) for k, v in times.items()}
     print("medians: " + ", ".join(f"{k} {v:.3f} s" for k, v in med.items()))
-    print(f"PALM vs TP: {(med['PALM'] / med['TP'] - 1) * 100:+.1f}%  (target <= -30%)")
-    print(f"PALM vs TR: {(med['PALM'] / med['TR'] - 1) * 100:+.1f}%  (target within +10%)")
-    if "SB" in med:
-        print(f"PALM vs static best: {(med['PALM'] / med['SB'] - 1) * 100:+.1f}%")
+    return med
 
 
 if __name__ == "__main__":

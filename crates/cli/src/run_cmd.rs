@@ -35,6 +35,12 @@ pub struct RunArgs {
     /// Needs root or CAP_SYS_NICE (`herd doctor`: realtime).
     #[arg(long)]
     realtime: bool,
+    /// The share of one CPU herd's own loop may use, in per cent: a period
+    /// shorter than the loop's cost per turn allows is stretched (the run
+    /// summary counts them). More lets pack:palm follow short barrier
+    /// phases at the cost of herd's CPU (scripts/s4-barrier.py --sweep).
+    #[arg(long, value_name = "PCT", default_value_t = crate::LIVE_LOOP_SHARE * 100.0)]
+    loop_share: f64,
     /// Write one JSON line per decision to FILE: each thread's CPU, state,
     /// CPU time and heartbeats, and the placements made (docs/json.md).
     #[arg(long, value_name = "FILE")]
@@ -148,7 +154,14 @@ pub enum Goal {
 
 /// `herd run`; returns the exit code to leave with (the program's).
 pub fn run(args: &RunArgs) -> Result<u8, Failure> {
-    let cfg = crate::period_config(args.period_ms)?;
+    let mut cfg = crate::period_config(args.period_ms)?;
+    if !(args.loop_share > 0.0 && args.loop_share <= 100.0) {
+        return Err(Failure::Input(anyhow::anyhow!(
+            "--loop-share must be a per cent in (0, 100], got {}",
+            args.loop_share
+        )));
+    }
+    cfg.loop_share = Some(args.loop_share / 100.0);
     let mut policy = herd_policy::build(&args.policy).map_err(|e| Failure::Input(e.into()))?;
     // Opened before the program starts, so a bad path costs no run.
     let mut trace = match &args.trace {
@@ -327,9 +340,8 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     if overhead.stretched_periods > 0 {
         let _ = write!(
             summary,
-            "; {} periods stretched to keep herd's loop under {:.0}% of a CPU",
-            overhead.stretched_periods,
-            crate::LIVE_LOOP_SHARE * 100.0
+            "; {} periods stretched to keep herd's loop under {}% of a CPU",
+            overhead.stretched_periods, args.loop_share
         );
     }
     if let Some(j) = s.energy_j {

@@ -222,6 +222,8 @@ fn bad_run_input_is_exit_2() {
         vec!["run", "--", "/nonexistent/program"],
         vec!["run", "--policy", "nope", "--", "true"],
         vec!["run", "--period-ms", "0", "--", "true"],
+        vec!["run", "--loop-share", "0", "--", "true"],
+        vec!["run", "--loop-share", "150", "--", "true"],
         vec!["run"],
     ] {
         let out = herd().args(&args).output().unwrap();
