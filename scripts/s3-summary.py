@@ -3,6 +3,9 @@
 geometric mean over the 8 tasks of each one's completion time (its first
 run's turnaround) relative to the same task under `linux`, as S3's Figures
 3-5 show it, plus makespan, migrations per minute and decision overhead.
+Each scenario runs several seeds, which change where linux puts each task
+(model.seeded_placement); a task's turnaround is its mean over them, as S3
+averaged three runs.
 
 Usage (after `cargo build --release`):
   scripts/s3-summary.py [--policy P ...] [--json]
@@ -37,20 +40,10 @@ def main():
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode:
             sys.exit(f"{f}: {r.stderr.strip()}")
-        d = json.loads(r.stdout)
-        base = {j["name"]: j["turnaround_s"] for j in d["policies"][0]["jobs"]}
         name = os.path.basename(f)[3:-5]
         platform, set_name = name.split("-", 1)
-        for p in d["policies"][1:]:
-            ratios = [j["turnaround_s"] / base[j["name"]] for j in p["jobs"]]
-            geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
-            rows.append({
-                "platform": platform, "set": set_name, "policy": p["name"],
-                "completion_vs_linux": geo,
-                "makespan_vs_linux": p["makespan_s"] / d["policies"][0]["makespan_s"],
-                "migrations_per_min": p["migrations_per_min"],
-                "decision_overhead_pct": p["decision_overhead_pct"],
-            })
+        for v in averaged(json.loads(r.stdout)):
+            rows.append({"platform": platform, "set": set_name, **v})
     if args.json:
         print(json.dumps(rows, indent=1))
         return
@@ -59,6 +52,36 @@ def main():
         print(f"{r['platform']:<8} {r['set']:<5} {r['policy']:<36} {r['completion_vs_linux']:>11.3f} "
               f"{r['makespan_vs_linux']:>9.3f} {r['migrations_per_min']:>9.1f} {r['decision_overhead_pct'] or 0:>11.4f}")
     print("completion: geometric mean over tasks of turnaround / turnaround under linux (S3's measure)")
+
+
+def averaged(d):
+    """From `herd sim --json` over several seeds (each seed's runs in one
+    block, linux first), per policy in the order run, linux left out:
+    (name, completion (geometric mean over tasks of mean turnaround over
+    linux's), makespan over linux's, migrations per minute and decision
+    overhead, each averaged over seeds)."""
+    seeds = sorted({p["seed"] for p in d["policies"]})
+    block = len(d["policies"]) // len(seeds)
+    runs = [d["policies"][i::block] for i in range(block)]
+    mean = lambda xs: sum(xs) / len(xs)
+    def turnarounds(ps):
+        return {j["name"]: mean([next(k["turnaround_s"] for k in p["jobs"] if k["name"] == j["name"]) for p in ps])
+                for j in ps[0]["jobs"]}
+    base = turnarounds(runs[0])
+    base_makespan = mean([p["makespan_s"] for p in runs[0]])
+    out = []
+    for ps in runs[1:]:
+        t = turnarounds(ps)
+        ratios = [t[j] / base[j] for j in t]
+        out.append({
+            "policy": ps[0]["name"],
+            "completion_vs_linux": math.exp(mean([math.log(x) for x in ratios])),
+            "makespan_vs_linux": mean([p["makespan_s"] for p in ps]) / base_makespan,
+            "migrations_per_min": mean([p["migrations_per_min"] for p in ps]),
+            "decision_overhead_pct": mean([p["decision_overhead_pct"] or 0 for p in ps]),
+            "seeds": len(ps),
+        })
+    return out
 
 
 def sweep():
@@ -76,12 +99,9 @@ def sweep():
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode:
             sys.exit(f"{f}: {r.stderr.strip()}")
-        d = json.loads(r.stdout)
-        base = {j["name"]: j["turnaround_s"] for j in d["policies"][0]["jobs"]}
-        for (a, b), p in zip([(a, b) for a in alphas for b in betas], d["policies"][1:]):
-            ratios = [j["turnaround_s"] / base[j["name"]] for j in p["jobs"]]
-            geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
-            by_platform.setdefault(platform, {}).setdefault((a, b), []).append(geo)
+        got = averaged(json.loads(r.stdout))
+        for (a, b), v in zip([(a, b) for a in alphas for b in betas], got):
+            by_platform.setdefault(platform, {}).setdefault((a, b), []).append(v["completion_vs_linux"])
     for platform, grid in sorted(by_platform.items()):
         print(f"{platform}: mean completion vs linux over HD and LD sets (rows alpha, columns beta)")
         print("alpha\\beta " + " ".join(f"{b:>6}" for b in betas))

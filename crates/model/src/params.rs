@@ -105,6 +105,13 @@ pub struct ModelParams {
     /// the memory demand, changes from slice to slice, and superlinear
     /// contention makes uneven demand cost more than its average.
     pub timeslice_ms: Option<f64>,
+    /// `false` (the default): a new task takes the lowest-numbered of
+    /// equally good idle CPUs. `true`: one in an order drawn from the run's
+    /// seed. On machines whose CPUs differ, list several seeds and average
+    /// (S3 averaged three runs): with two core kinds, the fixed order lets
+    /// the scenario's job order decide which programs get the fast cores
+    /// under `linux`.
+    pub seeded_placement: bool,
 }
 
 impl Default for ModelParams {
@@ -126,6 +133,7 @@ impl Default for ModelParams {
             balance_ms: 4.0,
             fairness_ms: 100.0,
             timeslice_ms: None,
+            seeded_placement: false,
         }
     }
 }

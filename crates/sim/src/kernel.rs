@@ -47,6 +47,9 @@ pub(crate) struct Kernel {
     /// Threads queued on each position.
     pub queues: Vec<Vec<usize>>,
     packages: usize,
+    /// Which of equally good CPUs placement takes first (lowest wins): the
+    /// position itself, or a seeded shuffle ([`Kernel::shuffle_ties`]).
+    tie: Vec<usize>,
 }
 
 impl Kernel {
@@ -72,6 +75,22 @@ impl Kernel {
             core_cpus,
             queues: vec![Vec::new(); cpus.len()],
             packages: m.packages().len(),
+            tie: (0..cpus.len()).collect(),
+        }
+    }
+
+    /// Breaks placement ties in an order drawn from `seed` instead of by
+    /// position. Which idle CPU a real kernel hands a new task depends on
+    /// where its parent runs and where the scan starts: luck, to whoever
+    /// runs the experiment. Where CPUs differ (S3's fast and slow cores),
+    /// by position the scenario's job order alone would decide which tasks
+    /// get the fast ones.
+    pub fn shuffle_ties(&mut self, seed: u64) {
+        let mut rng = herd_policy::Rng::new(seed);
+        // Fisher-Yates.
+        for i in (1..self.tie.len()).rev() {
+            let j = rng.below(i as u64 + 1) as usize;
+            self.tie.swap(i, j);
         }
     }
 
@@ -112,12 +131,13 @@ impl Kernel {
         }
         let idle = self.idle_per_package();
         let prev_llc = prev.and_then(|p| self.llc[p]);
-        // Lower is better: same LLC as before, then the idlest package, then position.
+        // Lower is better: same LLC as before, then the idlest package, then
+        // position (or the seeded order).
         let rank = |p: usize| {
             (
                 prev_llc.is_none() || self.llc[p] != prev_llc,
                 usize::MAX - idle[self.package[p]],
-                p,
+                self.tie[p],
             )
         };
         let allowed_pos = || allowed.iter().filter_map(|os| self.pos(os));
@@ -133,7 +153,7 @@ impl Kernel {
         {
             return Some(p);
         }
-        allowed_pos().min_by_key(|&p| (self.queues[p].len(), Some(p) != prev, p))
+        allowed_pos().min_by_key(|&p| (self.queues[p].len(), Some(p) != prev, self.tie[p]))
     }
 
     pub fn enqueue(&mut self, thread: usize, pos: usize) {
@@ -357,6 +377,34 @@ mod tests {
         let mut siblings = order[4..].to_vec();
         siblings.sort();
         assert_eq!(siblings, vec![1, 3, 5, 7]);
+    }
+
+    #[test]
+    fn seeded_ties_change_which_equal_cpu_comes_first_but_not_the_rules() {
+        let m = Machine::synthetic("package:1 core:4").unwrap();
+        let all = m.all_cpus().clone();
+        let first = |seed: Option<u64>| {
+            let mut k = Kernel::new(&m);
+            if let Some(s) = seed {
+                k.shuffle_ties(s);
+            }
+            let order: Vec<u32> = (0..4)
+                .map(|t| {
+                    let p = k.select(&all, None).unwrap();
+                    k.enqueue(t, p);
+                    k.os[p]
+                })
+                .collect();
+            // Still one task per idle CPU before any CPU gets two.
+            let mut sorted = order.clone();
+            sorted.sort();
+            assert_eq!(sorted, vec![0, 1, 2, 3]);
+            order
+        };
+        assert_eq!(first(None), vec![0, 1, 2, 3]);
+        let orders: std::collections::BTreeSet<Vec<u32>> = (1..=10).map(|s| first(Some(s))).collect();
+        assert!(orders.len() > 5, "{orders:?}");
+        assert_eq!(first(Some(3)), first(Some(3)));
     }
 
     #[test]

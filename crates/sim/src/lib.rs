@@ -234,7 +234,23 @@ pub fn run_learning<M: CostMeter>(
     trace: bool,
     on_decision: impl FnMut(&View<'_>, &Plan),
 ) -> Result<PolicyResult, PolicyError> {
-    let mut p = herd_policy::build(policy)?;
+    let p = herd_policy::build(policy)?;
+    Ok(run_with(s, p, seed, solo, profiles, meter, trace, on_decision))
+}
+
+/// [`run_learning`] with a policy built already: one no spec names, such as
+/// a fixed assignment an experiment enumerates (`examples/s3_bound.rs`).
+#[allow(clippy::too_many_arguments)] // run_learning's arguments.
+pub fn run_with<M: CostMeter>(
+    s: &Scenario,
+    mut p: Box<dyn herd_policy::Policy>,
+    seed: u64,
+    solo: &[f64],
+    profiles: Option<&mut Profiles>,
+    meter: Option<&mut M>,
+    trace: bool,
+    on_decision: impl FnMut(&View<'_>, &Plan),
+) -> PolicyResult {
     // A policy that sets the thread count at launch (thread reduction):
     // the same total work over that many threads.
     let jobs = match p.launch_threads(&s.machine) {
@@ -243,6 +259,9 @@ pub fn run_learning<M: CostMeter>(
     };
     let mut world = World::new(s, &jobs, trace);
     world.set_solo_times(solo);
+    if s.model.seeded_placement {
+        world.seed_placement(seed);
+    }
     let study = s.consolidation.as_ref().filter(|_| p.follows_budget());
     if let Some(c) = study {
         world.follow_consolidation(c);
@@ -345,7 +364,7 @@ pub fn run_learning<M: CostMeter>(
         ));
     }
     let energy_j = t.energy_j;
-    Ok(PolicyResult {
+    PolicyResult {
         name: p.name(),
         seed,
         makespan_s,
@@ -387,7 +406,7 @@ pub fn run_learning<M: CostMeter>(
         sim_reused_observations: t.reused_observations,
         consolidation,
         timeline: world.take_trace(),
-    })
+    }
 }
 
 /// Runs every policy under every seed, `linux` first. `meter` makes a cost

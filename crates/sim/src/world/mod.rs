@@ -557,6 +557,12 @@ impl<'a> World<'a> {
         self.dirty = true;
     }
 
+    /// Breaks the kernel's placement ties in an order drawn from `seed`
+    /// (`ModelParams::seeded_placement`).
+    pub fn seed_placement(&mut self, seed: u64) {
+        self.kernel.shuffle_ties(seed);
+    }
+
     /// Gives the oracle each job's solo time (index = job).
     pub fn set_solo_times(&mut self, solo_s: &[f64]) {
         self.solo_times_s = solo_s.to_vec();

@@ -1,0 +1,192 @@
+//! How far any fixed assignment can go on one of S3's experiments: every way
+//! to put the scenario's tasks two to a core (which tasks share the fast
+//! cores, and who pairs with whom), each simulated with the tasks pinned
+//! for the whole run, restarts included, against `linux`. The best of them
+//! bounds what a static policy such as HASS-S can reach in herd's model;
+//! a dynamic one can beat it only through the programs' phases.
+//!
+//! Usage: cargo run --release -p herd-sim --example s3_bound -- scenarios/s3-numa1-hd1.toml [...]
+//! Prints, per scenario, the best, median and worst assignment's completion
+//! time relative to a linux whose placement is luck (each task's mean
+//! turnaround over every assignment: `linux` never moves these tasks, so
+//! each of its runs is one of them), as a geometric mean over tasks of each
+//! one's first turnaround like scripts/s3-summary.py, and the scenario's
+//! own policies beside them, over its seeds.
+
+use std::collections::BTreeSet;
+
+use herd_engine::NoMeter;
+use herd_policy::{Plan, Policy, TaskId, View};
+use herd_sim::scenario::Scenario;
+use herd_topo::CpuSet;
+
+/// Each job's tasks pinned to one CPU, for the whole run.
+struct Pinned {
+    cpu_of_job: Vec<u32>,
+    placed: BTreeSet<TaskId>,
+}
+
+impl Policy for Pinned {
+    fn name(&self) -> String {
+        format!("pinned{:?}", self.cpu_of_job)
+    }
+    fn decide(&mut self, view: &View<'_>) -> Plan {
+        let mut plan = Plan::default();
+        for t in &view.snapshot.tasks {
+            if self.placed.insert(t.id) {
+                let cpu = self.cpu_of_job[t.job as usize];
+                plan.run(t.id, CpuSet::from_iter([cpu]), "fixed assignment");
+            }
+        }
+        plan
+    }
+}
+
+/// Each job's turnaround, averaged over runs.
+fn mean_turnarounds(runs: &[herd_sim::PolicyResult]) -> Vec<f64> {
+    let n = runs[0].jobs.len();
+    (0..n)
+        .map(|j| {
+            runs.iter()
+                .map(|r| r.jobs[j].turnaround_s.unwrap_or(f64::NAN))
+                .sum::<f64>()
+                / runs.len() as f64
+        })
+        .collect()
+}
+
+/// Geometric mean over jobs of turnaround / the baseline's.
+fn completion(t: &[f64], base: &[f64]) -> f64 {
+    let logs: Vec<f64> = t.iter().zip(base).map(|(a, b)| (a / b).ln()).collect();
+    (logs.iter().sum::<f64>() / logs.len().max(1) as f64).exp()
+}
+
+/// Every way to split `items` into unordered pairs.
+fn pairings(items: &[usize]) -> Vec<Vec<(usize, usize)>> {
+    let Some((&first, rest)) = items.split_first() else {
+        return vec![Vec::new()];
+    };
+    let mut out = Vec::new();
+    for (i, &other) in rest.iter().enumerate() {
+        let left: Vec<usize> = rest
+            .iter()
+            .enumerate()
+            .filter(|&(k, _)| k != i)
+            .map(|(_, &x)| x)
+            .collect();
+        for mut p in pairings(&left) {
+            p.push((first, other));
+            out.push(p);
+        }
+    }
+    out
+}
+
+fn main() {
+    let paths: Vec<String> = std::env::args().skip(1).collect();
+    if paths.is_empty() {
+        eprintln!("usage: s3_bound SCENARIO.toml ...");
+        std::process::exit(2);
+    }
+    for path in paths {
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+            eprintln!("{path}: {e}");
+            std::process::exit(2)
+        });
+        let s = Scenario::parse(&text, &path, &|_| Err("no XML machines here".into())).unwrap_or_else(|e| {
+            eprintln!("{e}");
+            std::process::exit(2)
+        });
+        let solo = herd_sim::solo_times(&s);
+        let run = |spec: &str| -> Vec<f64> {
+            let runs: Vec<_> = s
+                .seeds
+                .iter()
+                .map(|&seed| {
+                    herd_sim::run_policy::<NoMeter>(&s, spec, seed, &solo, None, false, |_, _| {})
+                        .expect("the scenario's policies build")
+                })
+                .collect();
+            mean_turnarounds(&runs)
+        };
+        // CPUs by kind, fastest kind first; two tasks to each.
+        let machine = &s.machine;
+        let mut kinds: Vec<usize> = machine.cpus().iter().map(|c| c.kind).collect();
+        kinds.sort_unstable();
+        kinds.dedup();
+        kinds.sort_by(|&a, &b| {
+            machine.kinds()[b]
+                .capacity
+                .total_cmp(&machine.kinds()[a].capacity)
+        });
+        let cpus_of = |k: usize| -> Vec<u32> {
+            machine
+                .cpus()
+                .iter()
+                .filter(|c| c.kind == k)
+                .map(|c| c.os)
+                .collect()
+        };
+        let n = s.jobs.len();
+        if kinds.len() != 2 || n != 2 * machine.cpus().len() {
+            eprintln!("{path}: expects two core kinds and two tasks per CPU");
+            continue;
+        }
+        let (fast, slow) = (cpus_of(kinds[0]), cpus_of(kinds[1]));
+        let mut results: Vec<(Vec<f64>, Vec<u32>)> = Vec::new();
+        // Which tasks get the fast cores, then who shares a core with whom
+        // (CPUs of one kind are alike on S3's machines: one pairing each).
+        for mask in 0u32..(1 << n) {
+            if mask.count_ones() as usize != 2 * fast.len() {
+                continue;
+            }
+            let on_fast: Vec<usize> = (0..n).filter(|j| mask & (1 << j) != 0).collect();
+            let on_slow: Vec<usize> = (0..n).filter(|j| mask & (1 << j) == 0).collect();
+            for pf in pairings(&on_fast) {
+                for ps in pairings(&on_slow) {
+                    let mut cpu_of_job = vec![0u32; n];
+                    for (pairs, cpus) in [(&pf, &fast), (&ps, &slow)] {
+                        for (&(a, b), &cpu) in pairs.iter().zip(cpus.iter()) {
+                            cpu_of_job[a] = cpu;
+                            cpu_of_job[b] = cpu;
+                        }
+                    }
+                    let policy = Box::new(Pinned {
+                        cpu_of_job: cpu_of_job.clone(),
+                        placed: BTreeSet::new(),
+                    });
+                    let r = herd_sim::run_with::<NoMeter>(&s, policy, 0, &solo, None, None, false, |_, _| {});
+                    results.push((mean_turnarounds(&[r]), cpu_of_job));
+                }
+            }
+        }
+        // Linux by luck: every assignment alike.
+        let base: Vec<f64> = (0..n)
+            .map(|j| results.iter().map(|(t, _)| t[j]).sum::<f64>() / results.len() as f64)
+            .collect();
+        let mut scored: Vec<(f64, &Vec<u32>)> =
+            results.iter().map(|(t, m)| (completion(t, &base), m)).collect();
+        scored.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let (best, best_map) = scored[0];
+        let names: Vec<String> = best_map
+            .iter()
+            .zip(&s.jobs)
+            .filter(|(cpu, _)| fast.contains(cpu))
+            .map(|(_, j)| j.name.clone())
+            .collect();
+        println!(
+            "{path}: {} fixed assignments; completion vs linux by luck: best {best:.3} (fast cores: {}), median {:.3}, worst {:.3}",
+            scored.len(),
+            names.join(" "),
+            scored[scored.len() / 2].0,
+            scored[scored.len() - 1].0
+        );
+        for spec in std::iter::once("linux").chain(s.policies.iter().map(String::as_str)) {
+            println!(
+                "  {spec} over {} seeds: {:.3}",
+                s.seeds.len(),
+                completion(&run(spec), &base)
+            );
+        }
+    }
+}
