@@ -259,9 +259,7 @@ pub fn run_with<M: CostMeter>(
     };
     let mut world = World::new(s, &jobs, trace);
     world.set_solo_times(solo);
-    if s.model.seeded_placement {
-        world.seed_placement(seed);
-    }
+    world.set_seed(seed);
     let study = s.consolidation.as_ref().filter(|_| p.follows_budget());
     if let Some(c) = study {
         world.follow_consolidation(c);

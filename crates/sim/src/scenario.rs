@@ -75,6 +75,10 @@ pub struct SensorSpec {
     pub mem_bandwidth: bool,
     /// Whole-machine energy (RAPL).
     pub energy: bool,
+    /// How much the LLC misses a thread reports vary within a phase: each
+    /// thread's count is scaled by a factor drawn from the run's seed every
+    /// 200 ms in [1 - j, 1 + j] (S3: up to 5%). 0: exact.
+    pub llc_jitter: f64,
 }
 
 impl Default for SensorSpec {
@@ -83,6 +87,7 @@ impl Default for SensorSpec {
             hw_counters: true,
             mem_bandwidth: true,
             energy: true,
+            llc_jitter: 0.0,
         }
     }
 }
@@ -516,6 +521,14 @@ impl Scenario {
         spec.model
             .validate(&machine)
             .map_err(|(f, why)| err(None, Some(format!("model.{f}")), why))?;
+        let jitter = spec.sensor.llc_jitter;
+        if !(0.0..1.0).contains(&jitter) {
+            return Err(err(
+                None,
+                Some("sensor.llc_jitter".into()),
+                format!("must be in [0, 1), got {jitter}"),
+            ));
+        }
         if spec.job.is_empty() {
             return Err(err(
                 None,

@@ -71,6 +71,7 @@ impl Sensor for World<'_> {
             && !self.tasks_changed
             && !self.jobs_changed
             && !self.has_heartbeats
+            && !self.jitter.active()
             && n > 2;
         self.observes = n;
         self.before_last_observe_ns = self.last_observe_ns;
@@ -91,6 +92,7 @@ impl Sensor for World<'_> {
         // Update in place: this runs every decision for every task.
         let threads = &mut self.threads;
         let os = &self.kernel.os;
+        let now_ns = self.now_ns;
         for (view, &t) in self.snapshot.tasks.iter_mut().zip(&self.present) {
             let th = &mut threads[t];
             let (d, s) = (&th.total, &th.seen);
@@ -109,7 +111,8 @@ impl Sensor for World<'_> {
                 instructions: hw.then(|| whole(d.instr - s.instr)),
                 cycles: hw.then(|| whole(d.cycles - s.cycles)),
                 llc_refs: hw.then(|| whole(d.llc_refs - s.llc_refs)),
-                llc_misses: hw.then(|| whole(mem / herd_model::params::LINE_BYTES)),
+                llc_misses: hw
+                    .then(|| whole(mem / herd_model::params::LINE_BYTES * self.jitter.factor(t, now_ns))),
                 mem_bytes: bw.then(|| whole(mem)),
                 migrations: d.migrations - s.migrations,
                 // The simulator models rates, not code: phases are found

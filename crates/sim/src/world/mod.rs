@@ -19,6 +19,7 @@ use herd_topo::{CpuSet, Machine};
 
 mod balance;
 mod engine_io;
+mod jitter;
 mod sync;
 
 use sync::phase_work;
@@ -172,6 +173,8 @@ pub struct World<'a> {
     machine: &'a Machine,
     model: &'a ModelParams,
     sensor: SensorSpec,
+    /// Within-phase variation of the reported LLC misses.
+    jitter: jitter::Jitter,
     mem: MemSystem,
     /// Each job's solo time, for the oracle (empty unless set).
     solo_times_s: Vec<f64>,
@@ -341,6 +344,7 @@ impl<'a> World<'a> {
             machine,
             model: &scenario.model,
             sensor: scenario.sensor.clone(),
+            jitter: jitter::Jitter::new(scenario.sensor.llc_jitter, 0),
             mem: scenario.model.mem_system(machine),
             solo_times_s: Vec::new(),
             oracle: herd_policy::Knowledge::default(),
@@ -557,10 +561,13 @@ impl<'a> World<'a> {
         self.dirty = true;
     }
 
-    /// Breaks the kernel's placement ties in an order drawn from `seed`
-    /// (`ModelParams::seeded_placement`).
-    pub fn seed_placement(&mut self, seed: u64) {
-        self.kernel.shuffle_ties(seed);
+    /// What the run's seed decides in the world: the kernel's placement
+    /// ties (with `ModelParams::seeded_placement`) and the sensor's jitter.
+    pub fn set_seed(&mut self, seed: u64) {
+        if self.model.seeded_placement {
+            self.kernel.shuffle_ties(seed);
+        }
+        self.jitter = jitter::Jitter::new(self.sensor.llc_jitter, seed);
     }
 
     /// Gives the oracle each job's solo time (index = job).
