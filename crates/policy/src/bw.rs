@@ -63,7 +63,7 @@ pub enum BwTarget {
     /// whole-run IABW, and a program that makes no memory requests keeps
     /// its whole solo time (its progress does not show). On S1's ten groups
     /// in simulation (`herd sim scenarios/s1-wl*.toml`) this averages
-    /// +4.32% over linux against +3.43% for the whole-run target: once
+    /// +3.96% over linux against +2.99% for the whole-run target: once
     /// programs finish at different times, the whole-run average is no
     /// longer the average of what is left to run.
     Remaining,

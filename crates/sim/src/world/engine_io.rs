@@ -5,7 +5,7 @@ use herd_policy::{
     JobId, JobView, Knowledge, Learned, Obs, Placement, Plan, Snapshot, SystemObs, TaskState, TaskView,
 };
 
-use super::World;
+use super::{Counters, World};
 
 /// A counter delta as a whole number, rounded to nearest. This runs for
 /// every field of every task every period, and Rust's saturating `as` casts
@@ -77,6 +77,12 @@ impl Sensor for World<'_> {
         self.before_last_observe_ns = self.last_observe_ns;
         if unchanged {
             self.totals.reused_observations += 1;
+            // What this observation reports has happened: the next full one
+            // must not report it again.
+            for &t in &self.present {
+                let th = &mut self.threads[t];
+                th.seen = th.seen.plus(&th.reported);
+            }
             let mem = self.snapshot.system.mem_bytes;
             self.seen_mem_bytes += mem.unwrap_or(0) as f64;
             self.snapshot.system.energy_j = self
@@ -121,6 +127,7 @@ impl Sensor for World<'_> {
             };
             // Heartbeats happen at whole multiples of k: floor, not round.
             view.heartbeats = th.heartbeat_every.map(|k| whole((d.instr / k).floor()));
+            th.reported = th.total.minus(&th.seen);
             th.seen = th.total;
         }
         if self.jobs_changed {
@@ -309,6 +316,34 @@ impl<'a> World<'a> {
         let mut marks = self.marks.clone();
         marks.push((self.now_ns, self.useful_instructions()));
         marks
+    }
+}
+
+impl Counters {
+    /// Field by field, `self + o`.
+    fn plus(&self, o: &Counters) -> Counters {
+        Counters {
+            instr: self.instr + o.instr,
+            cpu_ns: self.cpu_ns + o.cpu_ns,
+            wait_ns: self.wait_ns + o.wait_ns,
+            mem_bytes: self.mem_bytes + o.mem_bytes,
+            llc_refs: self.llc_refs + o.llc_refs,
+            cycles: self.cycles + o.cycles,
+            migrations: self.migrations + o.migrations,
+        }
+    }
+
+    /// Field by field, `self - o` (counters only grow: `o` is older).
+    fn minus(&self, o: &Counters) -> Counters {
+        Counters {
+            instr: self.instr - o.instr,
+            cpu_ns: self.cpu_ns - o.cpu_ns,
+            wait_ns: self.wait_ns - o.wait_ns,
+            mem_bytes: self.mem_bytes - o.mem_bytes,
+            llc_refs: self.llc_refs - o.llc_refs,
+            cycles: self.cycles - o.cycles,
+            migrations: self.migrations.saturating_sub(o.migrations),
+        }
     }
 }
 

@@ -74,6 +74,8 @@ struct Thread {
     class: Option<ClassId>,
     total: Counters,
     seen: Counters,
+    /// What the last full observation reported: a reused one reports it again.
+    reported: Counters,
 }
 
 impl Thread {
@@ -325,6 +327,7 @@ impl<'a> World<'a> {
                     class: None,
                     total: Counters::default(),
                     seen: Counters::default(),
+                    reported: Counters::default(),
                 });
                 allowed.push(if job.pin_threads {
                     CpuSet::single(pinned[rank as usize % pinned.len()])
