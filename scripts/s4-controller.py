@@ -43,7 +43,7 @@ def main():
                     f.write(SCENARIO.format(every=every))
                 policies = [
                     f"pack:tp:cores={k}",
-                    f"pack:palm:cores={k},epoch_us=0,tolerance=0,epoch_beats=0",
+                    f"pack:palm:cores={k},epoch_us=0,tolerance=0,epoch_beats=0,climb=0",
                     f"pack:palm:cores={k}",
                     f"static-best:pack:palm:cores={k}",
                 ]

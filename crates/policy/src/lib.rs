@@ -234,6 +234,11 @@ pub fn catalog() -> &'static [PolicyInfo] {
                     about: "heartbeats per thread an epoch waits for at least (0: none, S4's)",
                 },
                 ParamInfo {
+                    key: "climb",
+                    default: "1",
+                    about: "hill climbing: a better epoch repeats the last move, a worse one undoes it (0: double when better, halve when worse, S4's)",
+                },
+                ParamInfo {
                     key: "tolerance",
                     default: "0.02",
                     about: "relative change in progress rate within which the controller keeps the period (0: S4's)",
@@ -432,6 +437,7 @@ fn palm_controller(params: &Params) -> Result<Controller, PolicyError> {
             |x| x >= 0.0 && x.fract() == 0.0,
             "a whole number >= 0",
         )? as u64,
+        climb: params.number("climb", "1", |x| x == 0.0 || x == 1.0, "0 or 1")? == 1.0,
     })
 }
 

@@ -42,8 +42,9 @@ use crate::{JobDirective, JobId, Plan, Policy, TaskId, View};
 /// wanders off the best period. In simulation (scripts/s4-controller.py:
 /// 12 variations of S4's job, barriers every 1e6 to 4e6 instructions on 9
 /// to 15 cores) a 4 ms epoch with a 2% dead band (`DEFAULT_TOLERANCE`) was
-/// shorter than S4's controller in 11 of the 12 and matched the static best
-/// on s4-sync-15; `epoch_us=0,tolerance=0,epoch_beats=0` is S4's controller.
+/// shorter than S4's controller in 12 of the 12 and matched the static best
+/// on s4-sync-15; `epoch_us=0,tolerance=0,epoch_beats=0,climb=0` is S4's
+/// controller.
 pub const DEFAULT_EPOCH_US: f64 = 4000.0;
 /// The controller's dead band by default (see [`DEFAULT_EPOCH_US`]).
 pub const DEFAULT_TOLERANCE: f64 = 0.02;
@@ -69,6 +70,13 @@ pub struct Controller {
     pub tolerance: f64,
     /// Heartbeats per worker thread an epoch waits for: S4's waits for none.
     pub epoch_beats: u64,
+    /// Hill climbing: a better epoch repeats the last move, a worse one
+    /// undoes it, and the epoch after an undo holds if it is better (S4's
+    /// rule always doubles when better: after a doubling that made things
+    /// worse and the halving that undid it, the next epoch is better than
+    /// the bad one and it doubles again; on s4-sync-15 it swung between
+    /// 0.125 and 0.25 ms every epoch).
+    pub climb: bool,
 }
 
 impl Default for Controller {
@@ -80,6 +88,7 @@ impl Default for Controller {
             min_epoch_ns: (DEFAULT_EPOCH_US * 1e3) as u64,
             tolerance: DEFAULT_TOLERANCE,
             epoch_beats: DEFAULT_EPOCH_BEATS,
+            climb: true,
         }
     }
 }
@@ -92,6 +101,7 @@ impl Controller {
             min_epoch_ns: 0,
             tolerance: 0.0,
             epoch_beats: 0,
+            climb: false,
             ..Controller::default()
         }
     }
@@ -136,6 +146,9 @@ impl Controller {
         if self.epoch_beats != d.epoch_beats {
             p.push(format!("epoch_beats={}", self.epoch_beats));
         }
+        if self.climb != d.climb {
+            p.push(format!("climb={}", u8::from(self.climb)));
+        }
         p
     }
 }
@@ -176,6 +189,10 @@ pub struct Pack {
     noted: bool,
     /// Whether the last view had heartbeats: PALM then needs no more.
     beats: bool,
+    /// The controller's last move: +1 doubled, -1 halved, 0 held; and
+    /// whether that move undid the one before (it had made things worse).
+    last_step: i8,
+    undid: bool,
 }
 
 impl Pack {
@@ -199,6 +216,8 @@ impl Pack {
             pinned: std::collections::BTreeSet::new(),
             noted: false,
             beats: false,
+            last_step: 0,
+            undid: false,
         }
     }
 }
@@ -224,6 +243,43 @@ fn allowed_cores(view: &View<'_>, k: Option<usize>) -> Vec<(CpuSet, f64)> {
         .take(k)
         .map(|(_, cpus, cap)| (cpus, cap))
         .collect()
+}
+
+/// `base` (thread counts per core, from [`group_sizes`]) rearranged among
+/// cores of equal capacity so that the cores keep as many of the threads
+/// already on them (`current[g]`: the classes, capacity per thread as bits,
+/// they now want) as they can. Among cores of one capacity [`group_sizes`]
+/// gives sizes m and m + 1 only, so the best arrangement gives m + 1 to
+/// the cores that gain most from it: exact, and a sort.
+pub fn arrange_sizes(caps: &[f64], base: &[usize], current: &[Vec<u64>]) -> Vec<usize> {
+    let keep = |g: usize, n: usize| {
+        let class = (caps[g] / n.max(1) as f64).to_bits();
+        current[g].iter().filter(|&&c| c == class).count().min(n)
+    };
+    let mut out = base.to_vec();
+    let mut kinds: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+    for (g, cap) in caps.iter().enumerate().take(base.len()) {
+        kinds.entry(cap.to_bits()).or_default().push(g);
+    }
+    for cores in kinds.values() {
+        let small = cores.iter().map(|&g| base[g]).min().unwrap_or(0);
+        let big = cores.iter().filter(|&&g| base[g] > small).count();
+        debug_assert!(
+            cores.iter().all(|&g| base[g] <= small + 1),
+            "group_sizes differ by one at most"
+        );
+        let mut ranked = cores.clone();
+        // Most gained by the larger size first; then the core that had it
+        // (no change for nothing); then the lowest core.
+        ranked.sort_by_key(|&g| {
+            let gain = keep(g, small + 1) as i64 - keep(g, small) as i64;
+            (std::cmp::Reverse(gain), base[g] == small, g)
+        });
+        for (i, &g) in ranked.iter().enumerate() {
+            out[g] = if i < big { small + 1 } else { small };
+        }
+    }
+    out
 }
 
 /// Thread counts per group: one each, then each remaining thread to the
@@ -309,6 +365,8 @@ impl Policy for Pack {
             self.group_of.clear();
             self.epoch = None;
             self.last_rate = None;
+            self.last_step = 0;
+            self.undid = false;
             self.period_ns = self.controller.min_period_ns;
             plan.note = Some(format!("{}: the budget is now {k} cores", self.name()).into());
         }
@@ -381,11 +439,47 @@ impl Policy for Pack {
         if now.saturating_sub(start_ns) >= self.period_ns.max(c.min_epoch_ns) && enough {
             let rate = sum.saturating_sub(start_sum) as f64 / (now - start_ns) as f64;
             if let Some(prev) = self.last_rate {
-                if rate >= prev * (1.0 + c.tolerance) {
-                    self.period_ns = (self.period_ns * 2).min(c.max_period_ns);
-                } else if rate < prev * (1.0 - c.tolerance) {
-                    self.period_ns = (self.period_ns / 2).max(c.min_period_ns);
-                }
+                let (better, worse) = (
+                    rate >= prev * (1.0 + c.tolerance),
+                    rate < prev * (1.0 - c.tolerance),
+                );
+                // +1: double, -1: halve, 0: hold.
+                let step: i8 = if !c.climb {
+                    // S4: double when better, halve when worse.
+                    if better {
+                        1
+                    } else if worse {
+                        -1
+                    } else {
+                        0
+                    }
+                } else if better {
+                    // A move that helped is repeated; the recovery from
+                    // undoing one that hurt is not a reason to move on.
+                    if self.undid {
+                        0
+                    } else if self.last_step != 0 {
+                        self.last_step
+                    } else {
+                        1
+                    }
+                } else if worse {
+                    // Undo a move that hurt; otherwise look shorter.
+                    if self.last_step != 0 && !self.undid {
+                        -self.last_step
+                    } else {
+                        -1
+                    }
+                } else {
+                    0
+                };
+                self.undid = c.climb && worse && self.last_step != 0 && !self.undid;
+                self.period_ns = match step {
+                    1 => (self.period_ns * 2).min(c.max_period_ns),
+                    -1 => (self.period_ns / 2).max(c.min_period_ns),
+                    _ => self.period_ns,
+                };
+                self.last_step = step;
             }
             self.last_rate = Some(rate);
             self.epoch = Some((now, sum));
@@ -393,24 +487,44 @@ impl Policy for Pack {
         // Least progress first; ties by rank (locality: neighbours stay together).
         totals.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
         let caps: Vec<f64> = cores.iter().map(|(_, c)| *c).collect();
-        let sizes = group_sizes(&caps, totals.len());
+        let base = group_sizes(&caps, totals.len());
         // Slots in order of capacity per thread, most first; the threads
         // with the least progress take them in turn. That decides each
-        // thread's class (its capacity per thread), not its core: a thread
-        // whose class is unchanged stays in its group (locality, and no
-        // migration for nothing), and only the others fill what is left.
-        let per_thread = |g: usize| caps[g] / sizes[g].max(1) as f64;
-        let mut order: Vec<usize> = (0..cores.len()).collect();
-        order.sort_by(|&a, &b| per_thread(b).total_cmp(&per_thread(a)).then(a.cmp(&b)));
-        let slots: Vec<usize> = order
+        // thread's class (its capacity per thread), not its core.
+        let class = |cap: f64, size: usize| (cap / size.max(1) as f64).to_bits();
+        let mut by_class: Vec<usize> = (0..cores.len()).collect();
+        by_class.sort_by(|&a, &b| {
+            f64::from_bits(class(caps[b], base[b]))
+                .total_cmp(&f64::from_bits(class(caps[a], base[a])))
+                .then(a.cmp(&b))
+        });
+        let wants: Vec<u64> = by_class
             .iter()
-            .flat_map(|&g| std::iter::repeat_n(g, sizes[g]))
+            .flat_map(|&g| std::iter::repeat_n(class(caps[g], base[g]), base[g]))
             .collect();
-        let class_of = |g: usize| per_thread(g).to_bits();
+        // Which of the cores of one capacity shares its core among more
+        // threads is free: give the sizes to the cores whose threads already
+        // want them, so fewer threads move (locality, and fewer migrations:
+        // with 3 threads on 2 cores, one move a turn instead of two).
+        let mut current: Vec<Vec<u64>> = vec![Vec::new(); cores.len()];
+        for ((_, _, id), &want) in totals.iter().zip(&wants) {
+            if let Some(&g) = self.group_of.get(id).filter(|&&g| g < cores.len()) {
+                current[g].push(want);
+            }
+        }
+        let sizes = arrange_sizes(&caps, &base, &current);
+        let class_of = |g: usize| class(caps[g], sizes[g]);
+        let mut order: Vec<usize> = (0..cores.len()).collect();
+        order.sort_by(|&a, &b| {
+            f64::from_bits(class_of(b))
+                .total_cmp(&f64::from_bits(class_of(a)))
+                .then(a.cmp(&b))
+        });
+        // A thread whose class its group still has stays; the others fill
+        // what is left.
         let mut room = sizes.clone();
         let mut pending: Vec<(TaskId, u64)> = Vec::new();
-        for ((_, _, id), &slot) in totals.iter().zip(&slots) {
-            let want = class_of(slot);
+        for ((_, _, id), &want) in totals.iter().zip(&wants) {
             match self.group_of.get(id) {
                 Some(&g) if g < room.len() && class_of(g) == want && room[g] > 0 => room[g] -= 1,
                 _ => pending.push((*id, want)),
@@ -602,6 +716,59 @@ mod tests {
         assert_eq!(period_at(3000, 331), 250_000);
         // Much slower: halve.
         assert_eq!(period_at(4000, 381), 125_000);
+    }
+
+    #[test]
+    fn a_better_epoch_after_an_undone_move_holds_where_s4s_rule_doubles_again() {
+        let m = Machine::synthetic("core:2").unwrap();
+        let c = Controller {
+            min_epoch_ns: 1_000_000,
+            epoch_beats: 0,
+            ..Controller::default()
+        };
+        for (climb, want) in [(true, 125_000), (false, 250_000)] {
+            let mut p = Pack::new(Packing::Palm, Some(2), Controller { climb, ..c });
+            let mut beats = 0;
+            let mut period = 0;
+            // Beats per ms, epoch after epoch: better (double), worse
+            // (back), better again (the recovery).
+            for (ms, rate) in [100, 100, 120, 90, 120].into_iter().enumerate() {
+                beats += rate;
+                let s = snap(
+                    ms as u64 * 1_000_000,
+                    &[Some(beats), Some(beats), Some(beats), None],
+                );
+                period = crate::testkit::decide_once(&mut p, &m, &s)
+                    .next_period_ns
+                    .unwrap();
+            }
+            assert_eq!(period, want, "climb={climb}");
+        }
+    }
+
+    #[test]
+    fn one_thread_moves_when_the_laggard_changes_among_three_on_two_cores() {
+        let m = Machine::synthetic("core:2").unwrap();
+        let mut p = Pack::new(Packing::Palm, Some(2), Controller::fixed(125_000));
+        let first = crate::testkit::decide_once(&mut p, &m, &snap(0, &[Some(10), Some(5), Some(8), None]));
+        let alone = cpu_of(&first, 2).unwrap();
+        assert_ne!(cpu_of(&first, 1), Some(alone));
+        // Thread 3 falls behind: it keeps its core and gets it alone; one of
+        // the others joins the former laggard, who stays where it is.
+        let next =
+            crate::testkit::decide_once(&mut p, &m, &snap(125_000, &[Some(20), Some(15), Some(9), None]));
+        let moved: Vec<_> = next.tasks.iter().filter(|(t, _)| *t != 4).collect();
+        assert_eq!(moved.len(), 1, "{moved:?}");
+        assert!(cpu_of(&next, 3).is_none(), "the new laggard is not moved");
+        assert!(cpu_of(&next, 2).is_none(), "the old laggard is not moved");
+        assert_eq!(
+            arrange_sizes(
+                &[1.0, 1.0],
+                &[2, 1],
+                &[vec![1.0f64.to_bits(), 0.5f64.to_bits()], vec![0.5f64.to_bits()]]
+            ),
+            vec![1, 2]
+        );
     }
 
     #[test]

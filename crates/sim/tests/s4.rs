@@ -65,16 +65,21 @@ fn palm_beats_thread_packing_with_one_core_short_and_on_mixed_cores() {
         makespan("s4-sync-15", "pack:tp:cores=15"),
         makespan("s4-sync-15", "pack:palm:cores=15"),
     );
-    // S4: 47% shorter; herd's controller (4 ms epochs, a 2% dead band)
-    // gets 40%, as the best fixed period does.
-    assert!(palm < tp * 0.65, "16 threads on 15 cores: palm {palm} vs tp {tp}");
+    // S4: 47% shorter; issue 9 asks for 40%. herd's controller (4 ms
+    // epochs, a 2% dead band, hill climbing) gets 40.2%, as the best fixed
+    // period does (0.0637 s against 0.1065 s when written).
+    assert!(palm < tp * 0.6, "16 threads on 15 cores: palm {palm} vs tp {tp}");
     let best = makespan("s4-sync-15", "static-best:pack:palm:cores=15");
     assert!(
         best <= palm && palm < best * 1.02,
         "palm {palm} vs static best {best}"
     );
-    // S4's own controller (one-period epochs, no dead band) wanders off it.
-    let s4 = makespan("s4-sync-15", "pack:palm:cores=15,epoch_us=0,tolerance=0");
+    // S4's own controller (one-period epochs, no dead band, double when
+    // better) wanders off it.
+    let s4 = makespan(
+        "s4-sync-15",
+        "pack:palm:cores=15,epoch_us=0,tolerance=0,epoch_beats=0,climb=0",
+    );
     assert!(s4 > palm * 1.1, "S4's controller {s4} vs herd's {palm}");
     let (tp, palm) = (
         makespan("s4-sync-hetero", "pack:tp:cores=15"),
