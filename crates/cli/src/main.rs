@@ -105,8 +105,8 @@ pub fn period_config(period_ms: f64) -> Result<herd_engine::Config, Failure> {
     // On a real machine the loop keeps to 5% of one CPU, whatever period a
     // policy asks for (PALM starts at 0.125 ms, which observing and moving
     // 3 threads would turn into half a CPU). On the barrier benchmark with
-    // 75 ms phases PALM took 1.06x TR's time at 5% and 1.10x at 20%; with
-    // 2 ms phases 1.63x and 1.43x (medians of 10, scripts/s4-barrier.py
+    // 75 ms phases PALM took 1.04x TR's time at 5% and 1.11x at 20%; with
+    // 2 ms phases 1.22x and 1.19x (medians of 10, scripts/s4-barrier.py
     // --sweep [--loop-share 20]): a share that suits every program does not
     // exist, and herd's CPU is the user's. `herd run --loop-share` sets it.
     cfg.loop_share = Some(LIVE_LOOP_SHARE);
