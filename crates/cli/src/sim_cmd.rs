@@ -294,7 +294,7 @@ fn table(c: &Comparison) -> String {
             ("decision_overhead_pct", &|r| r.decision_overhead_pct, false),
             ("decision_wall_us", &|r| r.decision_wall_us, false),
         ];
-        let width = runs.iter().map(|r| r.name.len()).max().unwrap_or(8).max(22);
+        let width = runs.iter().map(|r| r.name.len() + 2).max().unwrap_or(8).max(22);
         let _ = write!(s, "{:<24}", "metric");
         for r in &runs {
             let _ = write!(s, "{:>width$}", r.name);
@@ -332,7 +332,88 @@ fn table(c: &Comparison) -> String {
         }
         s.push('\n');
     }
+    if let Some(summary) = over_seeds(c) {
+        s.push_str(&summary);
+    }
     s
+}
+
+/// With several seeds, each policy's means over them: makespan, migrations
+/// per minute, and completion against linux (the geometric mean over jobs
+/// of each job's mean turnaround over linux's, as S3 reports; scenarios
+/// whose seeds move where linux puts tasks need the average, not one run).
+fn over_seeds(c: &Comparison) -> Option<String> {
+    let mut names: Vec<&str> = Vec::new();
+    for r in &c.policies {
+        if !names.contains(&r.name.as_str()) {
+            names.push(&r.name);
+        }
+    }
+    let runs_of =
+        |name: &str| -> Vec<&PolicyResult> { c.policies.iter().filter(|r| r.name == name).collect() };
+    let n = runs_of("linux").len();
+    if n < 2 {
+        return None;
+    }
+    let mean = |xs: &[f64]| xs.iter().sum::<f64>() / xs.len().max(1) as f64;
+    // Each job's mean turnaround; None where a run left it unfinished.
+    let turnarounds = |runs: &[&PolicyResult]| -> Vec<Option<f64>> {
+        (0..runs[0].jobs.len())
+            .map(|j| {
+                let ts: Option<Vec<f64>> = runs
+                    .iter()
+                    .map(|r| r.jobs.get(j).and_then(|x| x.turnaround_s))
+                    .collect();
+                ts.map(|ts| mean(&ts))
+            })
+            .collect()
+    };
+    let base_runs = runs_of("linux");
+    let base_t = turnarounds(&base_runs);
+    let base_makespan = mean(&base_runs.iter().map(|r| r.makespan_s).collect::<Vec<_>>());
+    let width = names.iter().map(|x| x.len() + 2).max().unwrap_or(8).max(22);
+    let mut s = format!("scenario {}: means over {n} seeds\n{:<24}", c.scenario, "metric");
+    for name in &names {
+        let _ = write!(s, "{name:>width$}");
+    }
+    s.push('\n');
+    type Row<'a> = (&'a str, &'a dyn Fn(&[&PolicyResult]) -> String);
+    let rows: [Row; 3] = [
+        ("makespan_s", &|runs| {
+            let m = mean(&runs.iter().map(|r| r.makespan_s).collect::<Vec<_>>());
+            format!(
+                "{m:.3}{}",
+                if runs[0].name == "linux" {
+                    String::new()
+                } else {
+                    ratio(m, base_makespan)
+                }
+            )
+        }),
+        ("completion_vs_linux", &|runs| {
+            let logs: Option<Vec<f64>> = turnarounds(runs)
+                .iter()
+                .zip(&base_t)
+                .map(|(t, b)| Some((t.as_ref()? / b.as_ref()?).ln()))
+                .collect();
+            logs.map_or("-".into(), |l| format!("{:.3}", mean(&l).exp()))
+        }),
+        ("migrations_per_min", &|runs| {
+            format!(
+                "{:.1}",
+                mean(&runs.iter().map(|r| r.migrations_per_min).collect::<Vec<_>>())
+            )
+        }),
+    ];
+    for (label, cell) in rows {
+        let _ = write!(s, "{label:<24}");
+        for name in &names {
+            let _ = write!(s, "{:>width$}", cell(&runs_of(name)));
+        }
+        s.push('\n');
+    }
+    s.push_str("completion_vs_linux: geometric mean over jobs of each job's mean turnaround / linux's\n");
+    Some(s)
 }
 
 /// S4's consolidation study: the service's SLO violations and the batch

@@ -162,6 +162,39 @@ fn table_report_and_explain() {
 }
 
 #[test]
+fn several_seeds_end_with_their_means_and_completion_against_linux() {
+    let path = scenarios().join("s3-uma-hd1.toml");
+    let sim = |seeds: &[&str]| {
+        let mut args = vec!["sim", path.to_str().unwrap(), "--policy", "amp:hass-s"];
+        for s in seeds {
+            args.extend(["--seed", s]);
+        }
+        let out = herd(&args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let text = sim(&["1", "2", "3"]);
+    let summary = text
+        .split("means over 3 seeds")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no summary in:\n{text}"));
+    let row = summary
+        .lines()
+        .find(|l| l.starts_with("completion_vs_linux "))
+        .expect("a completion row");
+    let cells: Vec<f64> = row
+        .split_whitespace()
+        .skip(1)
+        .map(|c| c.parse().unwrap())
+        .collect();
+    assert_eq!(cells.len(), 2, "{row}");
+    assert_eq!(cells[0], 1.0);
+    assert!(cells[1] < 1.0, "hass-s beats linux on HD1: {row}");
+    // One seed: no summary.
+    assert!(!sim(&["1"]).contains("means over"));
+}
+
+#[test]
 fn the_consolidation_study_prints_its_service_and_draws_its_batch_work() {
     let tmp = tempfile::tempdir().unwrap();
     let report = tmp.path().join("c.html");
