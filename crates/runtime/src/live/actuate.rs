@@ -1,0 +1,190 @@
+//! The live world's actuator: applies a plan's placements and pauses to
+//! real threads (affinity, cgroup cpusets, the freezer or stop signals).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use herd_engine::Actuator;
+use herd_policy::{Placement, Plan};
+use herd_topo::CpuSet;
+
+use super::{LiveWorld, Program};
+use crate::cgroup::Cgroups;
+use crate::{control, procfs};
+
+impl Actuator for LiveWorld {
+    fn apply(&mut self, plan: &Plan) {
+        self.apply_plan(plan);
+        // Programs that started held run once a policy has had its say,
+        // unless it paused them; a policy that says nothing lets them all go.
+        for p in &mut self.programs {
+            if p.held {
+                p.held = false;
+                if !p.paused && p.alive() {
+                    let _ = control::signal(p.pid, libc::SIGCONT);
+                }
+            }
+        }
+    }
+}
+
+impl LiveWorld {
+    fn apply_plan(&mut self, plan: &Plan) {
+        self.confine(plan);
+        // Pauses first, then runs: a co-scheduler's limit on how many
+        // programs run at once holds even while a plan is being applied.
+        let pauses = plan
+            .tasks
+            .iter()
+            .filter(|(_, p)| matches!(p, Placement::Pause { .. }));
+        let runs = plan
+            .tasks
+            .iter()
+            .filter(|(_, p)| matches!(p, Placement::Run { .. }));
+        let ordered: Vec<_> = pauses.chain(runs).collect();
+        let n_pauses = ordered
+            .iter()
+            .filter(|(_, p)| matches!(p, Placement::Pause { .. }))
+            .count();
+        let mut stopping = Vec::new();
+        let mut freezing = Vec::new();
+        for (i, (id, placement)) in ordered.into_iter().enumerate() {
+            if i == n_pauses && !(stopping.is_empty() && freezing.is_empty()) {
+                // A stop signal to a runnable process waiting for a CPU is
+                // only acted on once it is scheduled, and a freeze once each
+                // task returns to user space; continuing others before then
+                // would let more run than the plan allows.
+                wait_stopped(&self.proc_root, &stopping, &freezing, self.cgroups.as_ref());
+            }
+            let tid = *id as i32;
+            let Some(track) = self.tasks.get_mut(&tid) else {
+                continue;
+            };
+            let job = track.job;
+            let Some(p) = self.programs.get_mut(job) else {
+                continue;
+            };
+            match placement {
+                Placement::Run { cpus, .. } => {
+                    if p.paused && !p.held {
+                        resume(p, job, self.cgroups.as_mut());
+                    }
+                    if track.placed.as_ref() == Some(cpus) {
+                        continue;
+                    }
+                    match control::set_affinity(tid, cpus) {
+                        Ok(()) => {
+                            track.placed = Some(cpus.clone());
+                            self.stats.placements += 1;
+                        }
+                        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                        Err(_) => self.stats.failed_placements += 1,
+                    }
+                }
+                // A pause stops a whole process (SIGSTOP) or its whole
+                // cgroup: pausing one of its tasks pauses the program.
+                Placement::Pause { .. } => {
+                    if p.held {
+                        // Already stopped: just keep it so.
+                        p.paused = true;
+                        p.held = false;
+                        self.stats.pauses += 1;
+                    } else if !p.paused {
+                        let freezer = self.cgroups.as_mut().filter(|c| c.freezes() && c.has(job));
+                        if let Some(cg) = freezer {
+                            if cg.freeze(job, true).is_ok() {
+                                p.paused = true;
+                                p.frozen = true;
+                                self.stats.pauses += 1;
+                                freezing.push(job);
+                            }
+                        } else if control::signal(p.pid, libc::SIGSTOP).is_ok() {
+                            p.paused = true;
+                            self.stats.pauses += 1;
+                            stopping.push(p.pid);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sets each cgrouped program's cpuset to the union of its threads'
+    /// placements after `plan`, before any thread is placed (a thread cannot
+    /// be given CPUs outside its cpuset). A program with a thread herd has
+    /// not placed keeps its cpuset, so that thread is not squeezed.
+    fn confine(&mut self, plan: &Plan) {
+        let Some(cg) = self.cgroups.as_mut().filter(|c| c.confines()) else {
+            return;
+        };
+        let named: BTreeMap<i32, &Placement> = plan.tasks.iter().map(|(id, p)| (*id as i32, p)).collect();
+        let mut want: Vec<Option<Option<CpuSet>>> = vec![Some(None); self.programs.len()];
+        for (&tid, track) in &self.tasks {
+            let Some(slot) = want.get_mut(track.job) else {
+                continue;
+            };
+            let placed = match named.get(&tid) {
+                Some(Placement::Run { cpus, .. }) => Some(cpus),
+                _ => track.placed.as_ref(),
+            };
+            match (slot.as_mut(), placed) {
+                (Some(acc), Some(cpus)) => *acc = Some(acc.take().map_or(cpus.clone(), |a| a.union(cpus))),
+                (Some(_), None) => *slot = None,
+                (None, _) => {}
+            }
+        }
+        for (job, union) in want.into_iter().enumerate() {
+            let Some(Some(cpus)) = union else {
+                continue;
+            };
+            if !cg.has(job) || !matches!(cg.set_cpus(job, &cpus), Ok(true)) {
+                continue;
+            }
+            // A v1 cpuset write resets every task's affinity to the cpuset:
+            // place the job's threads again (those in the plan are placed
+            // by apply_plan, the others here).
+            for (&tid, track) in self.tasks.iter_mut().filter(|(_, t)| t.job == job) {
+                let Some(cpus) = track.placed.take() else {
+                    continue;
+                };
+                if !named.contains_key(&tid) && control::set_affinity(tid, &cpus).is_ok() {
+                    track.placed = Some(cpus);
+                }
+            }
+        }
+    }
+}
+
+/// Lets a paused program run again, the way it was paused.
+fn resume(p: &mut Program, job: usize, cgroups: Option<&mut Cgroups>) {
+    if p.frozen {
+        if let Some(cg) = cgroups {
+            if cg.freeze(job, false).is_ok() {
+                p.paused = false;
+                p.frozen = false;
+            }
+        }
+    } else if control::signal(p.pid, libc::SIGCONT).is_ok() {
+        p.paused = false;
+    }
+}
+
+/// Waits until every process in `pids` shows state T (stopped) or is gone
+/// and every job in `jobs` is frozen, for at most STOP_WAIT: a process that
+/// ignores the wait (it cannot block SIGSTOP, but it may be in
+/// uninterruptible sleep) does not hold herd up.
+fn wait_stopped(proc_root: &std::path::Path, pids: &[i32], jobs: &[usize], cgroups: Option<&Cgroups>) {
+    let deadline = Instant::now() + STOP_WAIT;
+    while Instant::now() < deadline {
+        let pending = pids.iter().any(
+            |&pid| matches!(procfs::state(proc_root, pid), Some(st) if !matches!(st, 'T' | 't' | 'Z' | 'X')),
+        ) || cgroups.is_some_and(|cg| jobs.iter().any(|&j| !cg.is_frozen(j)));
+        if !pending {
+            return;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// The longest `apply` waits for stop signals to take effect.
+const STOP_WAIT: Duration = Duration::from_millis(50);
