@@ -21,6 +21,9 @@ mod balance;
 mod engine_io;
 mod jitter;
 mod sync;
+mod timeline;
+
+pub use timeline::{MAX_SEGMENTS, Segment};
 
 use sync::phase_work;
 
@@ -119,24 +122,6 @@ struct JobState {
     finished_ns: Option<u64>,
     runs: u32,
 }
-
-/// One CPU's occupancy over an interval, for the report's timeline.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Segment {
-    /// OS index of the CPU.
-    pub cpu: u32,
-    /// Start.
-    pub start_ns: u64,
-    /// End.
-    pub end_ns: u64,
-    /// The job at the head of the CPU's queue.
-    pub job: usize,
-    /// How many threads shared the CPU.
-    pub sharing: usize,
-}
-
-/// Most timeline segments kept per run; the report says when it was cut.
-pub const MAX_SEGMENTS: usize = 20_000;
 
 /// Totals the metrics are computed from.
 #[derive(Debug, Clone, Default)]
@@ -416,26 +401,6 @@ impl<'a> World<'a> {
     /// When each job finished its first run (`None`: not within the run).
     pub fn finish_times(&self) -> Vec<Option<u64>> {
         self.job_state.iter().map(|s| s.finished_ns).collect()
-    }
-
-    /// The recorded timeline, closed at the current time.
-    pub fn take_trace(&mut self) -> Option<Vec<Segment>> {
-        let now = self.now_ns;
-        let mut trace = self.trace.take()?;
-        for (pos, open) in self.open_segments.iter_mut().enumerate() {
-            if let Some((start, job, sharing)) = open.take() {
-                if trace.len() < MAX_SEGMENTS && now > start {
-                    trace.push(Segment {
-                        cpu: self.kernel.os[pos],
-                        start_ns: start,
-                        end_ns: now,
-                        job,
-                        sharing,
-                    });
-                }
-            }
-        }
-        Some(trace)
     }
 
     fn queued(&self, t: usize) -> bool {
@@ -740,32 +705,6 @@ impl<'a> World<'a> {
                 Memory::Node(k) => Target::Node(k),
             },
         })
-    }
-
-    fn record_timeline(&mut self) {
-        let Some(trace) = self.trace.as_mut() else {
-            return;
-        };
-        for pos in 0..self.kernel.len() {
-            let q = &self.kernel.queues[pos];
-            let now_state = q.first().map(|&t| (self.threads[t].job, q.len()));
-            let open = self.open_segments[pos];
-            if open.map(|(_, j, s)| (j, s)) == now_state {
-                continue;
-            }
-            if let Some((start, job, sharing)) = open {
-                if trace.len() < MAX_SEGMENTS && self.now_ns > start {
-                    trace.push(Segment {
-                        cpu: self.kernel.os[pos],
-                        start_ns: start,
-                        end_ns: self.now_ns,
-                        job,
-                        sharing,
-                    });
-                }
-            }
-            self.open_segments[pos] = now_state.map(|(j, s)| (self.now_ns, j, s));
-        }
     }
 
     /// When the next thread event is due, from the threads' settled state.
