@@ -464,7 +464,10 @@ fn record_run(
 /// empty period.
 fn period_power_w(power: &herd_model::PowerModel, view: &herd_policy::View<'_>) -> Option<f64> {
     let period_ns = view.snapshot.period_ns;
-    if period_ns == 0 {
+    // A progress-only snapshot carries no CPU time; the next full one
+    // covers its time (Snapshot::progress_only), so counting it here would
+    // count that time twice, once as idle.
+    if period_ns == 0 || view.snapshot.progress_only {
         return None;
     }
     let mut busy_ns: std::collections::BTreeMap<u32, u64> = Default::default();

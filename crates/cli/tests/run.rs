@@ -688,6 +688,21 @@ ts = [threading.Thread(target=work) for _ in range(3)]\n\
     let seen = beats_in_trace(&trace);
     assert!(seen.iter().any(|(n, _)| *n == 3), "three threads beat: {seen:?}");
     assert!(seen.windows(2).any(|w| w[1].1 > w[0].1), "{seen:?}");
+    // The power model's estimate covers the run once: energy over average
+    // power is the run's length (progress-only turns counted twice once).
+    let err = String::from_utf8_lossy(&out.stderr);
+    let num_before = |text: &str, unit: &str| -> f64 {
+        let at = text.find(unit).unwrap_or_else(|| panic!("no {unit:?} in {text}"));
+        let start = text[..at].rfind(' ').map_or(0, |i| i + 1);
+        text[start..at].trim().trim_start_matches('(').parse().unwrap()
+    };
+    let run_s = num_before(&err[err.find(" for ").unwrap() + 5..], " s:");
+    let tail = &err[err.find("estimates").unwrap()..];
+    let (energy_j, power_w) = (num_before(tail, " J"), num_before(tail, " W)"));
+    assert!(
+        energy_j / power_w < run_s * 1.3 + 0.05,
+        "{energy_j} J at {power_w} W over {run_s} s"
+    );
     // Once PALM sees heartbeats, turns read only them; the full turns
     // between still carry every thread's CPU time (3 threads sharing one
     // GIL for 1.5 s: about 1.5 s).
