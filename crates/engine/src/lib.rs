@@ -89,11 +89,12 @@ pub struct Config {
     /// the loop's recent cost per turn (observing, deciding, acting and
     /// waking from the clock's wait, as the meter measures them) over this
     /// share. The meter must count CPU time, not wall time, or the wait
-    /// itself would count (live runs meter the loop thread's CPU clock). On a real machine observing a
-    /// thread and moving one cost ~10 µs each (`cargo bench -p herd-runtime
-    /// --bench affinity`), so a policy asking for 0.125 ms periods would
-    /// otherwise spend half a CPU on itself. `None`: no floor (the
-    /// simulator, whose meter measures the host, not the modelled machine).
+    /// itself would count (live runs meter the loop thread's CPU clock).
+    /// On a real machine observing a thread and moving one cost ~10 µs each
+    /// (`cargo bench -p herd-runtime --bench affinity`), so a policy asking
+    /// for 0.125 ms periods would otherwise spend half a CPU on itself.
+    /// `None`: no floor (the simulator, whose meter measures the host, not
+    /// the modelled machine).
     pub loop_share: Option<f64>,
 }
 

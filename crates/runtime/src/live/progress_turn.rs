@@ -1,9 +1,10 @@
 //! Progress-only turns: for a policy that decides from heartbeats alone
 //! (PALM), most turns read only the heartbeat files, not each thread's /proc
 //! files. On this project's 2-CPU VM a full observation of a 3-thread
-//! program costs about 55 µs and a heartbeat read about 1 µs; under the 5%
-//! cap on herd's own loop that is the difference between a 1.5 ms and a
-//! 0.4 ms period, and S4's benchmark phases last a few milliseconds.
+//! program costs about 55 µs and a heartbeat read about 1 µs; a whole turn
+//! of herd's loop, waking included, then costs about 40 µs instead of 80,
+//! which under the 5% cap on the loop's CPU is a 0.8 ms period instead of
+//! 1.6 ms, and S4's benchmark phases last a few milliseconds.
 
 use herd_engine::Clock;
 
