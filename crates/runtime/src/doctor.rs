@@ -176,6 +176,7 @@ pub fn probe(machine: &Machine, roots: &Roots) -> Report {
     caps.extend([v1_cpuset, v2_cpuset, v1_freezer, v2_freeze]);
     caps.push(probe_resctrl(&mounts, roots));
     caps.push(probe_rapl(roots));
+    caps.push(probe_tick(roots));
     caps.extend(probe_machine(machine, roots));
     // Tried for real, on a thread of its own that then exits.
     let rt = std::thread::spawn(|| {
@@ -447,6 +448,74 @@ fn probe_cgroups(mounts: &[Mount], roots: &Roots) -> (Capability, Capability, Ca
 }
 
 /// The root cgroup has no cgroup.freeze; only a child shows whether the
+/// The kernel's tick, from its build configuration (`/proc/config.gz`, else
+/// `/boot/config-RELEASE`). Threads that share a CPU take turns of up to a
+/// tick: the scheduler checks for preemption at ticks unless HRTICK is on,
+/// which only the debugfs feature switch (root, and not locked down) turns
+/// on. So on a 250 Hz kernel a policy that wants finer sharing than 4 ms
+/// (PALM with short barrier phases) gets it only from its own moves.
+fn probe_tick(roots: &Roots) -> Capability {
+    let boot = roots.proc_dir.parent().unwrap_or(Path::new("/")).join("boot");
+    let release = fs::read_to_string(roots.proc_dir.join("sys/kernel/osrelease")).unwrap_or_default();
+    let gz = roots.proc_dir.join("config.gz");
+    let plain = boot.join(format!("config-{}", release.trim()));
+    let read_gz = |p: &Path| -> Option<String> {
+        let mut text = String::new();
+        std::io::Read::read_to_string(
+            &mut flate2::read::GzDecoder::new(fs::File::open(p).ok()?),
+            &mut text,
+        )
+        .ok()?;
+        Some(text)
+    };
+    let found = read_gz(&gz)
+        .map(|t| (t, gz.clone()))
+        .or_else(|| fs::read_to_string(&plain).ok().map(|t| (t, plain.clone())));
+    let Some((config, path)) = found else {
+        return cap(
+            "fine_tick",
+            false,
+            format!(
+                "the kernel's build configuration is not readable ({} or {}): the tick, which bounds how finely threads sharing a CPU take turns, is unknown",
+                gz.display(),
+                plain.display()
+            ),
+            None,
+        );
+    };
+    let hz = config
+        .lines()
+        .find_map(|l| l.strip_prefix("CONFIG_HZ="))
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .filter(|&hz| hz > 0);
+    let Some(hz) = hz else {
+        return cap(
+            "fine_tick",
+            false,
+            "the kernel's configuration names no CONFIG_HZ",
+            Some(&path),
+        );
+    };
+    let turn_ms = 1000.0 / hz as f64;
+    if hz >= 1000 {
+        cap(
+            "fine_tick",
+            true,
+            format!("{hz} Hz: threads sharing a CPU take turns of up to {turn_ms} ms"),
+            Some(&path),
+        )
+    } else {
+        cap(
+            "fine_tick",
+            false,
+            format!(
+                "{hz} Hz: threads sharing a CPU take turns of up to {turn_ms} ms; pack:palm rotates them itself every period, which herd run --loop-share can shorten at the cost of herd's CPU"
+            ),
+            Some(&path),
+        )
+    }
+}
+
 /// kernel offers it. Creates and removes an empty child when allowed to.
 fn probe_child_freeze(v2_root: &Path) -> Option<PathBuf> {
     if !writable(v2_root) {
@@ -688,5 +757,38 @@ broken-line
         assert!(probe_rapl(&roots).available);
         let s = probe_schedstat(&roots);
         assert!(!s.available && s.reason.contains("all zero"), "{s:?}");
+    }
+
+    #[test]
+    fn the_tick_comes_from_the_kernels_configuration_gzipped_or_in_boot() {
+        let tmp = tempfile::tempdir().unwrap();
+        let proc_dir = tmp.path().join("proc");
+        fs::create_dir_all(proc_dir.join("sys/kernel")).unwrap();
+        fs::write(proc_dir.join("sys/kernel/osrelease"), "6.1.0-test\n").unwrap();
+        let roots = Roots {
+            proc_dir: proc_dir.clone(),
+            sys_dir: tmp.path().join("sys"),
+        };
+        let none = probe_tick(&roots);
+        assert!(!none.available && none.reason.contains("unknown"), "{none:?}");
+        // Debian's way: a plain file in /boot.
+        fs::create_dir_all(tmp.path().join("boot")).unwrap();
+        fs::write(
+            tmp.path().join("boot/config-6.1.0-test"),
+            "CONFIG_HZ_250=y\nCONFIG_HZ=250\n",
+        )
+        .unwrap();
+        let coarse = probe_tick(&roots);
+        assert!(
+            !coarse.available && coarse.reason.starts_with("250 Hz") && coarse.reason.contains("4 ms"),
+            "{coarse:?}"
+        );
+        // /proc/config.gz first, where the kernel offers it.
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        std::io::Write::write_all(&mut gz, b"# comment\nCONFIG_HZ=1000\n").unwrap();
+        fs::write(proc_dir.join("config.gz"), gz.finish().unwrap()).unwrap();
+        let fine = probe_tick(&roots);
+        assert!(fine.available && fine.reason.starts_with("1000 Hz"), "{fine:?}");
+        assert!(fine.path.unwrap().ends_with("config.gz"));
     }
 }
