@@ -12,7 +12,7 @@
 //! | 8 | 4 | version (1) |
 //! | 12 | 4 | capacity: slots in the file |
 //! | 16 | 4 | slots handed out so far (atomic) |
-//! | 64 + 64 i | 64 | slot i: thread id (i32, atomic; 0 until set), 4 bytes padding, beats (u64, atomic) |
+//! | 64 + 64 i | 64 | slot i: thread id (i32, atomic; 0 until set), exited (u32, atomic; 1 once the thread has exited, where the writer can tell), beats (u64, atomic) |
 //!
 //! A thread claims a slot on its first beat (one atomic add on the header)
 //! and keeps it in a thread-local; every later beat is one relaxed atomic
@@ -65,7 +65,10 @@ struct Header {
 #[repr(C, align(64))]
 struct Slot {
     tid: AtomicI32,
-    _pad: u32,
+    /// 1 once the thread has exited (this library's threads say so from a
+    /// thread-exit destructor; the Python module's never do). Files from
+    /// before had zero padding here, which reads as "running".
+    exited: AtomicU32,
     beats: AtomicU64,
 }
 
@@ -165,6 +168,20 @@ extern "C" fn remove_at_exit() {
 thread_local! {
     /// This thread's slot, once claimed; `u32::MAX`: none available.
     static SLOT: std::cell::Cell<Option<u32>> = const { std::cell::Cell::new(None) };
+    /// Marks the slot exited when the thread ends, so herd's cheap turns
+    /// (heartbeats only, no /proc) stop counting a thread that is gone.
+    static EXIT: ExitMark = const { ExitMark(std::cell::Cell::new(None)) };
+}
+
+/// Sets its slot's `exited` when the thread's thread-locals are destroyed.
+struct ExitMark(std::cell::Cell<Option<u32>>);
+
+impl Drop for ExitMark {
+    fn drop(&mut self) {
+        if let (Some(i), Some(Ok(f))) = (self.0.get(), FILE.get()) {
+            f.slot(i).exited.store(1, Ordering::Release);
+        }
+    }
 }
 
 fn file() -> Result<&'static Mapped, i32> {
@@ -205,6 +222,9 @@ pub fn beat_n(n: u64) -> bool {
             // SAFETY: gettid has no preconditions.
             let tid = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
             f.slot(i).tid.store(tid, Ordering::Release);
+            // A thread already being torn down has no thread-locals left to
+            // register; then its exit simply goes unmarked.
+            let _ = EXIT.try_with(|m| m.0.set(Some(i)));
             i
         } else {
             u32::MAX
@@ -326,7 +346,7 @@ impl Reader {
         Ok(r)
     }
 
-    /// Every thread that has beaten: (thread id, beats so far).
+    /// Every thread that has beaten and not exited: (thread id, beats so far).
     pub fn beats(&self) -> Vec<(i32, u64)> {
         // SAFETY: the header lies in the mapping.
         let h = unsafe { &*(self.base as *const Header) };
@@ -336,7 +356,8 @@ impl Reader {
                 // SAFETY: i < capacity, checked against the file length at open.
                 let s = unsafe { &*(self.base.add(LINE * (1 + i as usize)) as *const Slot) };
                 let tid = s.tid.load(Ordering::Acquire);
-                (tid != 0).then(|| (tid, s.beats.load(Ordering::Relaxed)))
+                (tid != 0 && s.exited.load(Ordering::Acquire) == 0)
+                    .then(|| (tid, s.beats.load(Ordering::Relaxed)))
             })
             .collect()
     }
@@ -361,25 +382,37 @@ mod tests {
         // other test only opens files by explicit path.
         unsafe { std::env::set_var("HERD_HEARTBEAT_DIR", tmp.path()) };
         init().unwrap();
+        // The threads beat, report their ids, and wait to be read.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let read = std::sync::Arc::new(std::sync::Barrier::new(5));
         let handles: Vec<_> = (0..4u64)
             .map(|k| {
+                let (tx, read) = (tx.clone(), std::sync::Arc::clone(&read));
                 std::thread::spawn(move || {
                     for _ in 0..1000 * (k + 1) {
                         assert!(beat());
                     }
                     // SAFETY: gettid has no preconditions.
-                    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+                    tx.send((unsafe { libc::syscall(libc::SYS_gettid) as i32 }, k))
+                        .unwrap();
+                    read.wait();
                 })
             })
             .collect();
-        let tids: Vec<i32> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let mut want: Vec<(i32, u64)> = (0..4)
+            .map(|_| rx.recv().unwrap())
+            .map(|(t, k)| (t, 1000 * (k + 1)))
+            .collect();
+        want.sort();
         let path = path_of(tmp.path(), std::process::id() as i32);
         let r = Reader::open(&path).unwrap();
         let mut seen = r.beats();
         seen.sort();
-        let mut want: Vec<(i32, u64)> = tids.iter().zip(1..).map(|(t, k)| (*t, 1000 * k)).collect();
-        want.sort();
         assert_eq!(seen, want);
+        // Once they have exited, they are no longer listed.
+        read.wait();
+        handles.into_iter().for_each(|h| h.join().unwrap());
+        assert_eq!(r.beats(), Vec::new());
         assert!(beat_n(5));
         close().unwrap();
         assert!(!path.exists());
