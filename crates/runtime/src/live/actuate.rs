@@ -197,8 +197,8 @@ impl LiveWorld {
     /// from threads that share a CPU anyway, not from one a policy gave a
     /// CPU alone (PALM's laggard). On the 2-CPU VM, 3 barrier threads with
     /// 2 ms phases under pack:palm took 1.14-1.17x TR's time instead of
-    /// 1.20-1.25x (medians of 10, alternated: in six comparisons of seven;
-    /// with 5 and 75 ms phases no difference). `--loop-cpu any` turns it off.
+    /// 1.21-1.25x (medians of 10, alternated, five times in six; with 5 and
+    /// 75 ms phases no difference): `herd run --loop-cpu any` turns it off.
     fn loop_to_crowd(&mut self) {
         let Some((original, at)) = self.crowd.as_mut() else {
             return;
