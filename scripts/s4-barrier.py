@@ -6,9 +6,9 @@ variant's median runtime and the ratios PALM/TP and PALM/TR.
 
 Usage (after `make`): scripts/s4-barrier.py [--runs 10] [--total 1e7]
   [--phases 60] [--palm pack:palm:cores=2] [--no-realtime] [--static-best]
-  [--sweep] [--loop-share PCT] [--loop-cpu crowded|any]
+  [--sweep] [--loop-share PCT]
 Every variant runs under `herd run --realtime` unless --no-realtime, and
-with --loop-share PCT and --loop-cpu WHERE if given (the same herd flags for all, so only the
+with --loop-share PCT if given (the same herd flags for all, so only the
 policy differs).
 
 --static-best adds S4's static best: first, offline, PALM at each fixed
@@ -50,7 +50,6 @@ def main():
     ap.add_argument("--static-best", action="store_true")
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--loop-share", default=None, help="herd run --loop-share PCT for every variant")
-    ap.add_argument("--loop-cpu", default=None, help="herd run --loop-cpu crowded|any for every variant")
     a = ap.parse_args()
     if a.sweep:
         rows = []
@@ -77,8 +76,6 @@ def compare(a, total, phases, static_best):
     rt = [] if a.no_realtime else ["--realtime"]
     if a.loop_share:
         rt += ["--loop-share", a.loop_share]
-    if a.loop_cpu:
-        rt += ["--loop-cpu", a.loop_cpu]
     bench = [BENCH, "--total", total, "--phases", phases, "--mode", "spin"]
     variants = {
         "PALM": [HERD, "run", *rt, "--policy", a.palm, "--", *bench, "--threads", "3"],

@@ -41,9 +41,6 @@ pub struct RunArgs {
     /// phases at the cost of herd's CPU (scripts/s4-barrier.py --sweep).
     #[arg(long, value_name = "PCT", default_value_t = crate::LIVE_LOOP_SHARE * 100.0)]
     loop_share: f64,
-    /// Where herd's own loop runs.
-    #[arg(long, value_enum, default_value_t = LoopCpu::Crowded)]
-    loop_cpu: LoopCpu,
     /// Write one JSON line per decision to FILE: each thread's CPU, state,
     /// CPU time and heartbeats, and the placements made (docs/json.md).
     #[arg(long, value_name = "FILE")]
@@ -125,17 +122,6 @@ fn trace_line(
         line["progress_only"] = true.into();
     }
     writeln!(f, "{line}")
-}
-
-/// `--loop-cpu`: where herd's loop thread runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LoopCpu {
-    /// On the CPU the most of the program's threads are pinned to, when two
-    /// or more are: its wake-ups then spare a thread given a CPU alone
-    /// (PALM's laggard). Elsewhere, wherever the kernel puts it.
-    Crowded,
-    /// Wherever the kernel puts it.
-    Any,
 }
 
 /// `--threads`: a count or `auto`.
@@ -224,10 +210,6 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     let key = crate::units::program_key(&args.cmd);
     let program = Program::new(name.clone(), key.clone(), child.id() as i32, Some(child));
     let mut world = LiveWorld::new(vec![program], Arc::clone(&sig.stop));
-    // The one program is started: herd's loop may pin itself.
-    if args.loop_cpu == LoopCpu::Crowded {
-        world.loop_beside_crowd();
-    }
     let mechanism = mechanism.attach(&mut world);
     if let Some(f) = progress {
         world.follow_progress(0, f);
@@ -360,13 +342,6 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
             summary,
             "; {} periods stretched to keep herd's loop under {}% of a CPU",
             overhead.stretched_periods, args.loop_share
-        );
-    }
-    if s.loop_moves > 0 {
-        let _ = write!(
-            summary,
-            "; herd's loop moved {} times to the CPU most threads shared",
-            s.loop_moves
         );
     }
     if let Some(j) = s.energy_j {

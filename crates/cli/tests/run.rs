@@ -224,7 +224,6 @@ fn bad_run_input_is_exit_2() {
         vec!["run", "--period-ms", "0", "--", "true"],
         vec!["run", "--loop-share", "0", "--", "true"],
         vec!["run", "--loop-share", "150", "--", "true"],
-        vec!["run", "--loop-cpu", "nowhere", "--", "true"],
         vec!["run"],
     ] {
         let out = herd().args(&args).output().unwrap();
@@ -697,9 +696,6 @@ ts = [threading.Thread(target=work) for _ in range(3)]\n\
         let start = text[..at].rfind(' ').map_or(0, |i| i + 1);
         text[start..at].trim().trim_start_matches('(').parse().unwrap()
     };
-    // Three threads on two cores: two share one, and herd's loop sits
-    // there (--loop-cpu crowded, the default).
-    assert!(err.contains("herd's loop moved"), "{err}");
     let run_s = num_before(&err[err.find(" for ").unwrap() + 5..], " s:");
     let tail = &err[err.find("estimates").unwrap()..];
     let (energy_j, power_w) = (num_before(tail, " J"), num_before(tail, " W)"));

@@ -15,7 +15,6 @@ use crate::{control, procfs};
 impl Actuator for LiveWorld {
     fn apply(&mut self, plan: &Plan) {
         self.apply_plan(plan);
-        self.loop_to_crowd();
         // Programs that started held run once a policy has had its say,
         // unless it paused them; a policy that says nothing lets them all go.
         for p in &mut self.programs {
@@ -189,49 +188,3 @@ fn wait_stopped(proc_root: &std::path::Path, pids: &[i32], jobs: &[usize], cgrou
 
 /// The longest `apply` waits for stop signals to take effect.
 const STOP_WAIT: Duration = Duration::from_millis(50);
-
-impl LiveWorld {
-    /// With [`LiveWorld::loop_beside_crowd`]: moves herd's own loop thread
-    /// to the CPU the most managed threads are pinned to, when two or more
-    /// are, else back to where it was. herd's wake-ups then take their time
-    /// from threads that share a CPU anyway, not from one a policy gave a
-    /// CPU alone (PALM's laggard). On the 2-CPU VM, 3 barrier threads with
-    /// 2 ms phases under pack:palm took 1.14-1.17x TR's time instead of
-    /// 1.21-1.25x (medians of 10, alternated, five times in six; with 5 and
-    /// 75 ms phases no difference): `herd run --loop-cpu any` turns it off.
-    fn loop_to_crowd(&mut self) {
-        let Some((original, at)) = self.crowd.as_mut() else {
-            return;
-        };
-        let mut pinned: BTreeMap<u32, usize> = BTreeMap::new();
-        for t in self.tasks.values() {
-            if let Some(cpus) = t.placed.as_ref().filter(|c| c.len() == 1) {
-                *pinned.entry(cpus.iter().next().expect("one CPU")).or_default() += 1;
-            }
-        }
-        // The lowest of the most crowded CPUs, if any has two threads.
-        let crowded = pinned
-            .iter()
-            .filter(|(_, n)| **n >= 2)
-            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
-            .map(|(&cpu, _)| cpu);
-        if crowded == *at {
-            return;
-        }
-        let target = crowded.map_or_else(|| original.clone(), |cpu| CpuSet::from_iter([cpu]));
-        // 0: the calling thread, which is the loop's.
-        if control::set_affinity(0, &target).is_ok() {
-            *at = crowded;
-            self.stats.loop_moves += 1;
-        }
-    }
-
-    /// From now on herd's loop thread (the caller's) follows the most
-    /// crowded CPU ([`LiveWorld::restore`] puts it back). Only for a world
-    /// that starts no more programs: a child would inherit the pin.
-    pub fn loop_beside_crowd(&mut self) {
-        if let Ok(original) = control::affinity(0) {
-            self.crowd = Some((original, None));
-        }
-    }
-}

@@ -98,8 +98,6 @@ pub struct LiveStats {
     /// Bytes the managed programs moved to and from memory (resctrl MBM, else
     /// LLC misses x 64 B), where the machine can tell.
     pub mem_bytes: Option<u64>,
-    /// Times herd's loop thread moved beside the most crowded CPU.
-    pub loop_moves: u64,
 }
 
 impl Program {
@@ -294,9 +292,6 @@ pub struct LiveWorld {
     /// turns since.
     full_ns: u64,
     cheap_turns: u32,
-    /// With `loop_beside_crowd`: herd's own affinity before, and the CPU
-    /// its loop is pinned to now.
-    crowd: Option<(CpuSet, Option<u32>)>,
     /// What herd did.
     pub stats: LiveStats,
 }
@@ -377,7 +372,6 @@ impl LiveWorld {
             budget: None,
             full_ns: 0,
             cheap_turns: 0,
-            crowd: None,
         }
     }
 
@@ -444,11 +438,6 @@ impl LiveWorld {
     /// Continues every program herd stopped and gives every thread whose
     /// affinity herd changed its original affinity back.
     pub fn restore(&mut self) {
-        if let Some((original, at)) = self.crowd.take() {
-            if at.is_some() {
-                let _ = control::set_affinity(0, &original);
-            }
-        }
         // Out of herd's groups first: that thaws frozen programs, and in v1
         // resets affinities, which the loop below then puts back.
         if let Some(cg) = self.cgroups.as_mut() {
