@@ -11,7 +11,8 @@ system call per beat.
 Pure Python (mmap), no build: it writes the same shared-memory file as
 herd's C and Rust library (format in crates/heartbeat/src/lib.rs): a file
 herd-hb.<pid> in $HERD_HEARTBEAT_DIR (default /dev/shm), a 64-byte header,
-then one 64-byte slot per thread (its thread id, its beats). A thread
+then one 64-byte slot per thread (its thread id, whether it has exited,
+its beats). A thread
 claims a slot on its first beat, under a lock (the C library uses an
 atomic add; in Python a lock is the atomic step); every later beat is one
 8-byte aligned store to the thread's own slot, which only that thread
@@ -77,6 +78,24 @@ def _open():
         return _state
 
 
+class _ExitMark:
+    """Sets a slot's exited flag when the thread that owns it ends."""
+
+    def __init__(self, mapping, offset):
+        self.mapping, self.offset, self.pid = mapping, offset, os.getpid()
+
+    def __del__(self):
+        # A forked child drops the parent's thread-locals too, but its
+        # parent's threads live on: only the process that made the mark
+        # sets it.
+        if os.getpid() != self.pid:
+            return
+        try:
+            struct.pack_into("=I", self.mapping, self.offset, 1)
+        except (ValueError, TypeError):
+            pass  # the mapping is already closed (interpreter exit)
+
+
 def _after_fork():
     # The child is another process: its own file, its threads new slots.
     global _state
@@ -108,6 +127,10 @@ def beat(n=1):
             _local.index = -1
             return False
         struct.pack_into("=i", state[0], LINE * (1 + slot), threading.get_native_id())
+        # When the thread ends, its thread-locals go, and this marks the
+        # slot exited (4 bytes into it), as the C library's destructor does:
+        # herd then stops counting the thread between its /proc reads.
+        _local.exit_mark = _ExitMark(state[0], LINE * (1 + slot) + 4)
         # The beats field: 8 bytes into the slot, as a u64 index.
         index = _local.index = (LINE * (1 + slot) + 8) // 8
     if index < 0:

@@ -739,6 +739,38 @@ ts = [threading.Thread(target=work) for _ in range(3)]\n\
 }
 
 #[test]
+fn the_python_module_marks_a_thread_exited_when_it_ends_and_not_from_a_fork() {
+    let tmp = tempfile::tempdir().unwrap();
+    let program = "import os, struct, threading, herd_heartbeat as hb\n\
+def work():\n\
+\x20   for _ in range(10): hb.beat()\n\
+t = threading.Thread(target=work); t.start(); t.join()\n\
+stay, go = threading.Event(), threading.Event()\n\
+def live():\n\
+\x20   hb.beat(); stay.set(); go.wait()\n\
+u = threading.Thread(target=live); u.start(); stay.wait()\n\
+flag = lambda slot: struct.unpack_from('=I', hb._state[0], 64 * (1 + slot) + 4)[0]\n\
+pid = os.fork()\n\
+if pid == 0: os._exit(0)\n\
+os.waitpid(pid, 0)\n\
+print('exited', flag(0), 'live', flag(1))\n\
+go.set(); u.join()\n\
+print('after', flag(1))\n";
+    let out = Command::new("python3")
+        .args(["-c", program])
+        .env("HERD_HEARTBEAT_DIR", tmp.path())
+        .env(
+            "PYTHONPATH",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../../integrations/python"),
+        )
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(text, "exited 1 live 0\nafter 1\n");
+}
+
+#[test]
 fn progress_written_to_a_pipe_or_file_reaches_palm() {
     let tmp = tempfile::tempdir().unwrap();
     for (kind, path) in [
