@@ -173,12 +173,16 @@ thread_local! {
     static EXIT: ExitMark = const { ExitMark(std::cell::Cell::new(None)) };
 }
 
-/// Sets its slot's `exited` when the thread's thread-locals are destroyed.
-struct ExitMark(std::cell::Cell<Option<u32>>);
+/// Sets its slot's `exited` when the thread's thread-locals are destroyed:
+/// (slot, the process that claimed it). A forked child shares the parent's
+/// mapping, and its copy of the forking thread must not mark the parent's.
+struct ExitMark(std::cell::Cell<Option<(u32, u32)>>);
 
 impl Drop for ExitMark {
     fn drop(&mut self) {
-        if let (Some(i), Some(Ok(f))) = (self.0.get(), FILE.get()) {
+        if let (Some((i, pid)), Some(Ok(f))) = (self.0.get(), FILE.get())
+            && pid == std::process::id()
+        {
             f.slot(i).exited.store(1, Ordering::Release);
         }
     }
@@ -224,7 +228,7 @@ pub fn beat_n(n: u64) -> bool {
             f.slot(i).tid.store(tid, Ordering::Release);
             // A thread already being torn down has no thread-locals left to
             // register; then its exit simply goes unmarked.
-            let _ = EXIT.try_with(|m| m.0.set(Some(i)));
+            let _ = EXIT.try_with(|m| m.0.set(Some((i, std::process::id()))));
             i
         } else {
             u32::MAX
