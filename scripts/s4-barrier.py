@@ -6,10 +6,14 @@ variant's median runtime and the ratios PALM/TP and PALM/TR.
 
 Usage (after `make`): scripts/s4-barrier.py [--runs 10] [--total 1e7]
   [--phases 60] [--palm pack:palm:cores=2] [--no-realtime] [--static-best]
-  [--sweep] [--loop-share PCT]
+  [--sweep] [--loop-share PCT] [--also-herd PATH]
 Every variant runs under `herd run --realtime` unless --no-realtime, and
 with --loop-share PCT if given (the same herd flags for all, so only the
 policy differs).
+
+--also-herd PATH adds PALM run by another herd binary (a build of an
+earlier commit) to the alternation, for before/after comparisons that
+the machine's drift from hour to hour would otherwise swamp.
 
 --static-best adds S4's static best: first, offline, PALM at each fixed
 period from 0.125 to 64 ms (3 runs each, the best median kept), then that
@@ -50,6 +54,7 @@ def main():
     ap.add_argument("--static-best", action="store_true")
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--loop-share", default=None, help="herd run --loop-share PCT for every variant")
+    ap.add_argument("--also-herd", default=None, help="another herd binary whose PALM joins the alternation")
     a = ap.parse_args()
     if a.sweep:
         rows = []
@@ -69,6 +74,8 @@ def main():
     print(f"PALM vs TR: {(med['PALM'] / med['TR'] - 1) * 100:+.1f}%  (target within +10%)")
     if "SB" in med:
         print(f"PALM vs static best: {(med['PALM'] / med['SB'] - 1) * 100:+.1f}%")
+    if "PALM-also" in med:
+        print(f"PALM/TR: {med['PALM'] / med['TR']:.3f} with this herd, {med['PALM-also'] / med['TR']:.3f} with {a.also_herd}")
 
 
 def compare(a, total, phases, static_best):
@@ -82,6 +89,8 @@ def compare(a, total, phases, static_best):
         "TP": [HERD, "run", *rt, "--policy", "pack:tp:cores=2", "--", *bench, "--threads", "3"],
         "TR": [HERD, "run", *rt, "--threads", "2", "--policy", "pack:tr:cores=2", "--", *bench, "--threads", "{threads}"],
     }
+    if a.also_herd:
+        variants["PALM-also"] = [a.also_herd, *variants["PALM"][1:]]
     if static_best:
         # Offline: every fixed period of PALM's range, the best median kept.
         best = None

@@ -463,11 +463,10 @@ fn record_run(
 /// CPU busy for the CPU time of the tasks last seen on it. `None` for an
 /// empty period.
 fn period_power_w(power: &herd_model::PowerModel, view: &herd_policy::View<'_>) -> Option<f64> {
+    // A progress-only snapshot covers no time (its period is 0): the next
+    // full one covers it, and counting both would count that time twice.
     let period_ns = view.snapshot.period_ns;
-    // A progress-only snapshot carries no CPU time; the next full one
-    // covers its time (Snapshot::progress_only), so counting it here would
-    // count that time twice, once as idle.
-    if period_ns == 0 || view.snapshot.progress_only {
+    if period_ns == 0 {
         return None;
     }
     let mut busy_ns: std::collections::BTreeMap<u32, u64> = Default::default();

@@ -166,10 +166,8 @@ where
     let mut period = config.period_ns;
     let nothing_learned = Knowledge::default();
     let wants_oracle = policy.wants_oracle();
-    // The loop's cost per turn, smoothed over the last few turns, and this
-    // turn's.
+    // The loop's cost per turn, smoothed over the last few turns.
     let mut turn_ns = 0.0f64;
-    let mut cost_ns: u64;
     // What the last wait cost beyond the wait itself: waking, the clock's
     // system calls (half of herd's CPU per turn at 0.3 ms periods here).
     let mut woke_ns = 0u64;
@@ -180,7 +178,8 @@ where
             break;
         }
         meter.start();
-        let plan = {
+        // The plan, and what observing and deciding it cost.
+        let (plan, observed_and_spent) = {
             let (snapshot, oracle) = if wants_oracle {
                 world.observe_with_oracle()
             } else if policy.progress_suffices() {
@@ -213,14 +212,13 @@ where
             overhead.decide_ns_total += spent;
             overhead.decide_ns_max = overhead.decide_ns_max.max(spent);
             on_decision(&view, &plan);
-            cost_ns = observed + spent;
-            plan
+            (plan, observed + spent)
         };
         meter.start();
         world.apply(&plan);
         let applied = meter.stop();
         overhead.apply_ns_total += applied;
-        cost_ns += applied + woke_ns;
+        let cost_ns = observed_and_spent + applied + woke_ns;
         // The first turn opens every thread's files and counters (on the
         // 2-CPU VM the kernel's first perf event alone took 5.8 ms): a
         // one-off, which would otherwise stretch the next dozen periods

@@ -245,6 +245,19 @@ fn allowed_cores(view: &View<'_>, k: Option<usize>) -> Vec<(CpuSet, f64)> {
         .collect()
 }
 
+/// A group's class: its capacity per thread, as bits (an exact key).
+fn class_key(cap: f64, size: usize) -> u64 {
+    (cap / size.max(1) as f64).to_bits()
+}
+
+/// The groups in order of capacity per thread, most first (ties: lowest).
+fn most_per_thread_first(caps: &[f64], sizes: &[usize]) -> Vec<usize> {
+    let per_thread = |g: usize| caps[g] / sizes[g].max(1) as f64;
+    let mut order: Vec<usize> = (0..caps.len()).collect();
+    order.sort_by(|&a, &b| per_thread(b).total_cmp(&per_thread(a)).then(a.cmp(&b)));
+    order
+}
+
 /// `base` (thread counts per core, from [`group_sizes`]) rearranged among
 /// cores of equal capacity so that the cores keep as many of the threads
 /// already on them (`current[g]`: the classes, capacity per thread as bits,
@@ -253,7 +266,7 @@ fn allowed_cores(view: &View<'_>, k: Option<usize>) -> Vec<(CpuSet, f64)> {
 /// the cores that gain most from it: exact, and a sort.
 pub fn arrange_sizes(caps: &[f64], base: &[usize], current: &[Vec<u64>]) -> Vec<usize> {
     let keep = |g: usize, n: usize| {
-        let class = (caps[g] / n.max(1) as f64).to_bits();
+        let class = class_key(caps[g], n);
         current[g].iter().filter(|&&c| c == class).count().min(n)
     };
     let mut out = base.to_vec();
@@ -491,16 +504,9 @@ impl Policy for Pack {
         // Slots in order of capacity per thread, most first; the threads
         // with the least progress take them in turn. That decides each
         // thread's class (its capacity per thread), not its core.
-        let class = |cap: f64, size: usize| (cap / size.max(1) as f64).to_bits();
-        let mut by_class: Vec<usize> = (0..cores.len()).collect();
-        by_class.sort_by(|&a, &b| {
-            f64::from_bits(class(caps[b], base[b]))
-                .total_cmp(&f64::from_bits(class(caps[a], base[a])))
-                .then(a.cmp(&b))
-        });
-        let wants: Vec<u64> = by_class
-            .iter()
-            .flat_map(|&g| std::iter::repeat_n(class(caps[g], base[g]), base[g]))
+        let wants: Vec<u64> = most_per_thread_first(&caps, &base)
+            .into_iter()
+            .flat_map(|g| std::iter::repeat_n(class_key(caps[g], base[g]), base[g]))
             .collect();
         // Which of the cores of one capacity shares its core among more
         // threads is free: give the sizes to the cores whose threads already
@@ -513,13 +519,8 @@ impl Policy for Pack {
             }
         }
         let sizes = arrange_sizes(&caps, &base, &current);
-        let class_of = |g: usize| class(caps[g], sizes[g]);
-        let mut order: Vec<usize> = (0..cores.len()).collect();
-        order.sort_by(|&a, &b| {
-            f64::from_bits(class_of(b))
-                .total_cmp(&f64::from_bits(class_of(a)))
-                .then(a.cmp(&b))
-        });
+        let class_of = |g: usize| class_key(caps[g], sizes[g]);
+        let order = most_per_thread_first(&caps, &sizes);
         // A thread whose class its group still has stays; the others fill
         // what is left.
         let mut room = sizes.clone();

@@ -147,9 +147,9 @@ pub struct Snapshot {
     pub budget_cores: Option<u32>,
     /// Only the thread set and heartbeats are fresh (a cheap turn, for a
     /// policy that decides from progress alone: [`crate::Policy::progress_suffices`]).
-    /// Each task's `obs` is zero, and what it stands for accrues to the
-    /// next full snapshot, whose `period_ns` covers the time since the last
-    /// full one; `state` and `cpu` are as last seen.
+    /// Its `period_ns` and each task's `obs` are zero: what they stand for
+    /// accrues to the next full snapshot, whose `period_ns` covers the time
+    /// since the last full one; `state` and `cpu` are as last seen.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub progress_only: bool,
 }

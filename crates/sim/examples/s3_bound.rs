@@ -155,7 +155,8 @@ fn main() {
                         cpu_of_job: cpu_of_job.clone(),
                         placed: BTreeSet::new(),
                     });
-                    let r = herd_sim::run_with::<NoMeter>(&s, policy, 0, &solo, None, None, false, |_, _| {});
+                    let r =
+                        herd_sim::run_learning::<NoMeter>(&s, policy, 0, &solo, None, None, false, |_, _| {});
                     results.push((mean_turnarounds(&[r]), cpu_of_job));
                 }
             }

@@ -153,7 +153,7 @@ pub fn learning_runs(
             let mut note = None;
             let r = run_learning::<NoMeter>(
                 &jittered,
-                name,
+                herd_policy::build(name)?,
                 seed,
                 &solo,
                 Some(store),
@@ -164,7 +164,7 @@ pub fn learning_runs(
                         note = plan.note.as_ref().map(|n| n.to_string());
                     }
                 },
-            )?;
+            );
             if name == "linux" {
                 linux_s = r.makespan_s;
             }
@@ -245,14 +245,14 @@ fn train(s: &Scenario, seed: u64, solo: &[f64]) -> Result<(Profiles, u32), Polic
         let sub = jitter(&sub, seed, 10_000 + k);
         run_learning::<NoMeter>(
             &sub,
-            "linux",
+            Box::new(herd_policy::Linux),
             seed,
             &sub_solo,
             Some(&mut store),
             None,
             false,
             |_, _| {},
-        )?;
+        );
     }
     let runs = s.train_runs;
     Ok((store, runs))

@@ -192,56 +192,62 @@ pub fn run_policy<M: CostMeter>(
     trace: bool,
     on_decision: impl FnMut(&View<'_>, &Plan),
 ) -> Result<PolicyResult, PolicyError> {
-    let Some((inner, periods)) = static_best::inner(policy)? else {
-        return run_learning(s, policy, seed, solo, None, meter, trace, on_decision);
-    };
-    // S4's static best: every fixed period, then the best again with the
-    // meter, trace and callback the caller asked for.
-    let mut best: Option<(f64, f64)> = None;
-    for &p in &periods {
-        let spec = static_best::with_period(inner, p);
-        let r = run_learning::<NoMeter>(s, &spec, seed, solo, None, None, false, |_, _| {})?;
-        let cost = r
-            .consolidation
-            .as_ref()
-            .map_or(r.makespan_s, |c| -c.batch_ginstr_per_s);
-        if best.is_none_or(|(b, _)| cost < b) {
-            best = Some((cost, p));
+    // S4's static best: every fixed period first, then the best again with
+    // the meter, trace and callback the caller asked for.
+    let mut chosen = None;
+    if let Some((inner, periods)) = static_best::inner(policy)? {
+        let mut best: Option<(f64, f64)> = None;
+        for &p in &periods {
+            let spec = static_best::with_period(inner, p);
+            let r = run_learning::<NoMeter>(
+                s,
+                herd_policy::build(&spec)?,
+                seed,
+                solo,
+                None,
+                None,
+                false,
+                |_, _| {},
+            );
+            let cost = r
+                .consolidation
+                .as_ref()
+                .map_or(r.makespan_s, |c| -c.batch_ginstr_per_s);
+            if best.is_none_or(|(b, _)| cost < b) {
+                best = Some((cost, p));
+            }
         }
+        let (_, p) = best.expect("a PALM spec has at least one period");
+        chosen = Some((static_best::with_period(inner, p), p, periods.len()));
     }
-    let (_, p) = best.expect("a PALM spec has at least one period");
-    let spec = static_best::with_period(inner, p);
-    let mut r = run_learning(s, &spec, seed, solo, None, meter, trace, on_decision)?;
-    r.name = policy.to_string();
-    r.notes.push(format!(
-        "static best: period_us={p}, the best of {} fixed periods tried",
-        periods.len()
-    ));
+    let spec = chosen.as_ref().map_or(policy, |(spec, _, _)| spec.as_str());
+    let mut r = run_learning(
+        s,
+        herd_policy::build(spec)?,
+        seed,
+        solo,
+        None,
+        meter,
+        trace,
+        on_decision,
+    );
+    if let Some((_, p, tried)) = chosen {
+        r.name = policy.to_string();
+        r.notes.push(format!(
+            "static best: period_us={p}, the best of {tried} fixed periods tried"
+        ));
+    }
     Ok(r)
 }
 
-/// [`run_policy`] with learning: the run starts from `profiles` (the
-/// profile store, by program key), the policy sees what is learned, and
-/// `profiles` holds the updated profiles afterwards. `None`: no learning.
+/// [`run_policy`] with learning and a policy built already (by
+/// `herd_policy::build`, or one no spec names, such as a fixed assignment
+/// an experiment enumerates: `examples/s3_bound.rs`): the run starts from
+/// `profiles` (the profile store, by program key), the policy sees what is
+/// learned, and `profiles` holds the updated profiles afterwards. `None`:
+/// no learning.
 #[allow(clippy::too_many_arguments)] // run_policy's arguments and the store.
 pub fn run_learning<M: CostMeter>(
-    s: &Scenario,
-    policy: &str,
-    seed: u64,
-    solo: &[f64],
-    profiles: Option<&mut Profiles>,
-    meter: Option<&mut M>,
-    trace: bool,
-    on_decision: impl FnMut(&View<'_>, &Plan),
-) -> Result<PolicyResult, PolicyError> {
-    let p = herd_policy::build(policy)?;
-    Ok(run_with(s, p, seed, solo, profiles, meter, trace, on_decision))
-}
-
-/// [`run_learning`] with a policy built already: one no spec names, such as
-/// a fixed assignment an experiment enumerates (`examples/s3_bound.rs`).
-#[allow(clippy::too_many_arguments)] // run_learning's arguments.
-pub fn run_with<M: CostMeter>(
     s: &Scenario,
     mut p: Box<dyn herd_policy::Policy>,
     seed: u64,

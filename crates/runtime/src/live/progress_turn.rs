@@ -53,10 +53,10 @@ impl LiveWorld {
         if beats.iter().all(Option::is_none) {
             return false;
         }
-        let period_ns = now_ns.saturating_sub(self.snapshot.now_ns);
         let snapshot = &mut self.snapshot;
         snapshot.now_ns = now_ns;
-        snapshot.period_ns = period_ns;
+        // Its observations cover no time: the next full snapshot covers it.
+        snapshot.period_ns = 0;
         snapshot.progress_only = true;
         snapshot.system = Default::default();
         for t in &mut snapshot.tasks {
