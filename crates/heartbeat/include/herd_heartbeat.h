@@ -6,6 +6,8 @@
  * atomic add on the thread's own cache line: no system call, no lock.
  * Every function is safe to call from any thread; before herd_hb_init() the
  * first beat initialises. Errors never stop the program: beats are dropped.
+ * A forked child beats into a file of its own (herd-hb.<child pid>), never
+ * into its parent's.
  */
 #ifndef HERD_HEARTBEAT_H
 #define HERD_HEARTBEAT_H

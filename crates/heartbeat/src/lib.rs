@@ -21,14 +21,18 @@
 //! loses the later ones' beats, which is reported by [`beat_n`] returning
 //! false, never by stopping the program.
 //!
+//! A child made by `fork` beats into a file of its own (`herd-hb.<child
+//! pid>`, created at its first beat), as the Python module's children do:
+//! never into its parent's slots, and its exit never removes its parent's
+//! file.
+//!
 //! herd's side is [`Reader`]: it maps the file read-only and copies the
 //! counters. Written here because no crate offers this format (the original
 //! heartbeats library logs to files, one syscall per record).
 
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 /// The file's first 8 bytes.
 pub const MAGIC: [u8; 8] = *b"HERDHB\0\x01";
@@ -141,7 +145,8 @@ fn create(path: &Path, capacity: u32) -> std::io::Result<Mapped> {
         p as *mut u8
     };
     // SAFETY: the mapping is len bytes, zero-filled by ftruncate; the header
-    // is written before any slot is handed out (the OnceLock orders it).
+    // is written before any slot is handed out (file() publishes READY
+    // after it).
     unsafe {
         let h = base as *mut Header;
         (*h).version = VERSION;
@@ -155,19 +160,61 @@ fn create(path: &Path, capacity: u32) -> std::io::Result<Mapped> {
     })
 }
 
-static FILE: OnceLock<Result<Mapped, i32>> = OnceLock::new();
+/// The file of this process: [`NONE`] until a thread creates it, then
+/// [`READY`] (with [`CURRENT`]) or [`FAILED`] (with [`FAILED_ERRNO`]).
+/// Not a `OnceLock`: a forked child must start over with a file of its own
+/// (see [`after_fork_in_child`]), and a once-cell cannot be reset.
+static STATE: AtomicU32 = AtomicU32::new(NONE);
+const NONE: u32 = 0;
+const CREATING: u32 = 1;
+const READY: u32 = 2;
+const FAILED: u32 = 3;
+/// The mapping once [`READY`]: leaked, so references to it stay valid for
+/// the process.
+static CURRENT: AtomicPtr<Mapped> = AtomicPtr::new(std::ptr::null_mut());
+static FAILED_ERRNO: AtomicI32 = AtomicI32::new(0);
+/// Bumped in a forked child: slots claimed before it belong to the parent's
+/// file, so each thread-local slot carries the generation it was claimed in.
+static GENERATION: AtomicU32 = AtomicU32::new(0);
+/// atexit and pthread_atfork handlers, registered once per process tree
+/// (a child inherits them).
+static HOOKED: AtomicBool = AtomicBool::new(false);
+
+/// The mapping, if this process has created its file.
+fn current() -> Option<&'static Mapped> {
+    if STATE.load(Ordering::Acquire) != READY {
+        return None;
+    }
+    // SAFETY: READY is stored after CURRENT, which then points at a leaked
+    // Box that is never freed.
+    unsafe { CURRENT.load(Ordering::Acquire).as_ref() }
+}
 
 /// Removes this process's file at a normal exit, for programs that never
-/// call [`close`] (a file left in /dev/shm outlives the program).
+/// call [`close`] (a file left in /dev/shm outlives the program). A forked
+/// child that exits removes only a file of its own, never its parent's.
 extern "C" fn remove_at_exit() {
-    if let Some(Ok(f)) = FILE.get() {
+    if let Some(f) = current() {
         let _ = std::fs::remove_file(&f.path);
     }
 }
 
+/// pthread_atfork's child handler. The child shares the parent's mapping:
+/// beating into it would credit the child's work to a parent thread's slot
+/// (and a child's exit used to remove the parent's file). The child drops
+/// it (left mapped: a stale reference is harmless) and makes its own file,
+/// `herd-hb.<child pid>`, at its first beat. It runs in the child's only
+/// thread and only stores atomics.
+extern "C" fn after_fork_in_child() {
+    CURRENT.store(std::ptr::null_mut(), Ordering::Release);
+    STATE.store(NONE, Ordering::Release);
+    GENERATION.fetch_add(1, Ordering::AcqRel);
+}
+
 thread_local! {
-    /// This thread's slot, once claimed; `u32::MAX`: none available.
-    static SLOT: std::cell::Cell<Option<u32>> = const { std::cell::Cell::new(None) };
+    /// This thread's slot and the generation it was claimed in, once
+    /// claimed; slot `u32::MAX`: none available.
+    static SLOT: std::cell::Cell<Option<(u32, u32)>> = const { std::cell::Cell::new(None) };
     /// Marks the slot exited when the thread ends, so herd's cheap turns
     /// (heartbeats only, no /proc) stop counting a thread that is gone.
     static EXIT: ExitMark = const { ExitMark(std::cell::Cell::new(None)) };
@@ -180,7 +227,7 @@ struct ExitMark(std::cell::Cell<Option<(u32, u32)>>);
 
 impl Drop for ExitMark {
     fn drop(&mut self) {
-        if let (Some((i, pid)), Some(Ok(f))) = (self.0.get(), FILE.get())
+        if let (Some((i, pid)), Some(f)) = (self.0.get(), current())
             && pid == std::process::id()
         {
             f.slot(i).exited.store(1, Ordering::Release);
@@ -189,18 +236,42 @@ impl Drop for ExitMark {
 }
 
 fn file() -> Result<&'static Mapped, i32> {
-    FILE.get_or_init(|| {
-        let pid = std::process::id() as i32;
-        let made = create(&path_of(&dir(), pid), CAPACITY).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO));
-        if made.is_ok() {
-            // SAFETY: registers a plain extern "C" function with no
-            // arguments; it only reads the OnceLock, set by then.
-            unsafe { libc::atexit(remove_at_exit) };
+    loop {
+        match STATE.load(Ordering::Acquire) {
+            READY => return current().ok_or(libc::EIO),
+            FAILED => return Err(FAILED_ERRNO.load(Ordering::Acquire)),
+            NONE => {
+                if STATE
+                    .compare_exchange(NONE, CREATING, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+                {
+                    continue;
+                }
+                let pid = std::process::id() as i32;
+                match create(&path_of(&dir(), pid), CAPACITY) {
+                    Ok(m) => {
+                        CURRENT.store(Box::into_raw(Box::new(m)), Ordering::Release);
+                        if !HOOKED.swap(true, Ordering::AcqRel) {
+                            // SAFETY: both register plain extern "C"
+                            // functions without arguments that touch only
+                            // atomics and the leaked mapping.
+                            unsafe {
+                                libc::atexit(remove_at_exit);
+                                libc::pthread_atfork(None, None, Some(after_fork_in_child));
+                            }
+                        }
+                        STATE.store(READY, Ordering::Release);
+                    }
+                    Err(e) => {
+                        FAILED_ERRNO.store(e.raw_os_error().unwrap_or(libc::EIO), Ordering::Release);
+                        STATE.store(FAILED, Ordering::Release);
+                    }
+                }
+            }
+            // Another thread is creating it: a few microseconds, once.
+            _ => std::thread::yield_now(),
         }
-        made
-    })
-    .as_ref()
-    .map_err(|e| *e)
+    }
 }
 
 /// Creates the file now rather than at the first beat; an errno on failure.
@@ -217,8 +288,11 @@ pub fn beat() -> bool {
 /// not be recorded (no file, or every slot taken).
 pub fn beat_n(n: u64) -> bool {
     let Ok(f) = file() else { return false };
+    let generation = GENERATION.load(Ordering::Acquire);
     let slot = SLOT.with(|s| {
-        if let Some(i) = s.get() {
+        if let Some((i, g)) = s.get()
+            && g == generation
+        {
             return i;
         }
         let i = f.header().next.fetch_add(1, Ordering::Relaxed);
@@ -233,7 +307,7 @@ pub fn beat_n(n: u64) -> bool {
         } else {
             u32::MAX
         };
-        s.set(Some(i));
+        s.set(Some((i, generation)));
         i
     });
     if slot == u32::MAX {
