@@ -6,7 +6,7 @@ variant's median runtime and the ratios PALM/TP and PALM/TR.
 
 Usage (after `make`): scripts/s4-barrier.py [--runs 10] [--total 1e7]
   [--phases 60] [--palm pack:palm:cores=2] [--no-realtime] [--static-best]
-  [--sweep] [--loop-share PCT] [--also-herd PATH]
+  [--sweep] [--loop-share PCT] [--also-herd PATH] [--palm-loop-shares 10,20]
 Every variant runs under `herd run --realtime` unless --no-realtime, and
 with --loop-share PCT if given (the same herd flags for all, so only the
 policy differs).
@@ -14,6 +14,9 @@ policy differs).
 --also-herd PATH adds PALM run by another herd binary (a build of an
 earlier commit) to the alternation, for before/after comparisons that
 the machine's drift from hour to hour would otherwise swamp.
+
+--palm-loop-shares 10,20 adds PALM under each of those --loop-share values
+(as "PALM@10" and so on) to the alternation: what more of herd's CPU buys.
 
 --static-best adds S4's static best: first, offline, PALM at each fixed
 period from 0.125 to 64 ms (3 runs each, the best median kept), then that
@@ -55,6 +58,7 @@ def main():
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--loop-share", default=None, help="herd run --loop-share PCT for every variant")
     ap.add_argument("--also-herd", default=None, help="another herd binary whose PALM joins the alternation")
+    ap.add_argument("--palm-loop-shares", default=None, help="PCT,PCT,...: PALM under each --loop-share joins the alternation")
     a = ap.parse_args()
     if a.sweep:
         rows = []
@@ -74,6 +78,8 @@ def main():
     print(f"PALM vs TR: {(med['PALM'] / med['TR'] - 1) * 100:+.1f}%  (target within +10%)")
     if "SB" in med:
         print(f"PALM vs static best: {(med['PALM'] / med['SB'] - 1) * 100:+.1f}%")
+    for k in (k for k in med if k.startswith("PALM@")):
+        print(f"{k}/TR: {med[k] / med['TR']:.3f} (PALM/TR {med['PALM'] / med['TR']:.3f})")
     if "PALM-also" in med:
         print(f"PALM/TR: {med['PALM'] / med['TR']:.3f} with this herd, {med['PALM-also'] / med['TR']:.3f} with {a.also_herd}")
 
@@ -91,6 +97,9 @@ def compare(a, total, phases, static_best):
     }
     if a.also_herd:
         variants["PALM-also"] = [a.also_herd, *variants["PALM"][1:]]
+    for pct in a.palm_loop_shares.split(",") if a.palm_loop_shares else []:
+        plain = ["--realtime"] if not a.no_realtime else []
+        variants[f"PALM@{pct}"] = [HERD, "run", *plain, "--loop-share", pct, "--policy", a.palm, "--", *bench, "--threads", "3"]
     if static_best:
         # Offline: every fixed period of PALM's range, the best median kept.
         best = None
