@@ -16,7 +16,7 @@ HERD := target/release/herd
 .PHONY: run test deps build workloads
 
 # Small real programs for tests and demos (see workloads/).
-WORKLOADS := stream compute phases barrier amdahl switch_probe
+WORKLOADS := stream compute phases barrier amdahl switch_probe palm_bound
 WORKLOAD_BINS := $(addprefix target/workloads/,$(WORKLOADS))
 # Workloads that report progress through herd's heartbeat library (S4).
 HB_LIB := target/release/libherd_heartbeat.a

@@ -7,6 +7,7 @@ variant's median runtime and the ratios PALM/TP and PALM/TR.
 Usage (after `make`): scripts/s4-barrier.py [--runs 10] [--total 1e7]
   [--phases 60] [--palm pack:palm:cores=2] [--no-realtime] [--static-best]
   [--sweep] [--loop-share PCT] [--also-herd PATH] [--palm-loop-shares 10,20]
+  [--bound]
 Every variant runs under `herd run --realtime` unless --no-realtime, and
 with --loop-share PCT if given (the same herd flags for all, so only the
 policy differs).
@@ -17,6 +18,12 @@ the machine's drift from hour to hour would otherwise swamp.
 
 --palm-loop-shares 10,20 adds PALM under each of those --loop-share values
 (as "PALM@10" and so on) to the alternation: what more of herd's CPU buys.
+
+--bound adds workloads/palm_bound.c to the alternation, the same benchmark
+packed from inside the process, without herd: "bound-rotate" (PALM's rule
+by affinity, every 250 us) and "bound-plan-rt" (McNaughton's schedule of the
+work left to the barrier, applied with SCHED_FIFO priorities): what a
+packer with perfect progress information gets here with each mechanism.
 
 --static-best adds S4's static best: first, offline, PALM at each fixed
 period from 0.125 to 64 ms (3 runs each, the best median kept), then that
@@ -37,10 +44,16 @@ import sys
 
 HERD = "target/release/herd"
 BENCH = "target/workloads/barrier-hb"
+BOUND = "target/workloads/palm_bound"
 
 
 def runtime(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        # Generous: the slowest variant takes a few seconds; a run that
+        # hangs (a bug under test) should end the experiment, not stall it.
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        sys.exit(f"{' '.join(cmd)}: still running after 120 s, killed")
     m = re.search(r"runtime ([0-9.]+) s", r.stdout)
     if r.returncode != 0 or not m:
         sys.exit(f"{' '.join(cmd)}: exit {r.returncode}\n{r.stderr}")
@@ -58,6 +71,7 @@ def main():
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--loop-share", default=None, help="herd run --loop-share PCT for every variant")
     ap.add_argument("--also-herd", default=None, help="another herd binary whose PALM joins the alternation")
+    ap.add_argument("--bound", action="store_true", help="add the in-process packers of workloads/palm_bound.c")
     ap.add_argument("--palm-loop-shares", default=None, help="PCT,PCT,...: PALM under each --loop-share joins the alternation")
     a = ap.parse_args()
     if a.sweep:
@@ -78,6 +92,8 @@ def main():
     print(f"PALM vs TR: {(med['PALM'] / med['TR'] - 1) * 100:+.1f}%  (target within +10%)")
     if "SB" in med:
         print(f"PALM vs static best: {(med['PALM'] / med['SB'] - 1) * 100:+.1f}%")
+    for k in (k for k in med if k.startswith("bound-")):
+        print(f"{k}/TR: {med[k] / med['TR']:.3f}, vs TP {(med[k] / med['TP'] - 1) * 100:+.1f}% (PALM/TR {med['PALM'] / med['TR']:.3f})")
     for k in (k for k in med if k.startswith("PALM@")):
         print(f"{k}/TR: {med[k] / med['TR']:.3f} (PALM/TR {med['PALM'] / med['TR']:.3f})")
     if "PALM-also" in med:
@@ -97,6 +113,9 @@ def compare(a, total, phases, static_best):
     }
     if a.also_herd:
         variants["PALM-also"] = [a.also_herd, *variants["PALM"][1:]]
+    if a.bound:
+        for mode in ["rotate", "plan-rt"]:
+            variants[f"bound-{mode}"] = [BOUND, "--total", total, "--phases", phases, "--threads", "3", "--mode", mode]
     for pct in a.palm_loop_shares.split(",") if a.palm_loop_shares else []:
         plain = ["--realtime"] if not a.no_realtime else []
         variants[f"PALM@{pct}"] = [HERD, "run", *plain, "--loop-share", pct, "--policy", a.palm, "--", *bench, "--threads", "3"]

@@ -29,16 +29,6 @@ static atomic_int generation;
 static atomic_ullong sink;
 static double *waited_s;
 
-static void spin_barrier(void) {
-    int gen = atomic_load(&generation);
-    if (atomic_fetch_add(&arrived, 1) + 1 == threads) {
-        atomic_store(&arrived, 0);
-        atomic_fetch_add(&generation, 1);
-    } else {
-        while (atomic_load(&generation) == gen) { /* busy-wait */ }
-    }
-}
-
 static void *worker(void *arg) {
     uint64_t x = (uintptr_t)arg + 1;
     for (int p = 0; p < phases; p++) {
@@ -50,7 +40,7 @@ static void *worker(void *arg) {
             BEAT();
         }
         double arrived_s = now_s();
-        if (spin) spin_barrier(); else pthread_barrier_wait(&barrier);
+        if (spin) spin_barrier_wait(&arrived, &generation, threads); else pthread_barrier_wait(&barrier);
         waited_s[(uintptr_t)arg] += now_s() - arrived_s;
         if ((uintptr_t)arg == 0 && phases >= 10 && (p + 1) % (phases / 10) == 0) {
             printf("barrier: %d/%d phases\n", p + 1, phases);

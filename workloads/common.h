@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
 #include <time.h>
 
 static inline double now_s(void) {
@@ -32,5 +33,17 @@ static inline const char *arg_str(int argc, char **argv, const char *name, const
     for (int i = 1; i + 1 < argc; i++)
         if (argv[i][0] == '-' && argv[i][1] == '-' && strcmp(argv[i] + 2, name) == 0) return argv[i + 1];
     return fallback;
+}
+/* A spinning barrier for n threads: the last to arrive resets the count and
+ * starts the next generation; the others busy-wait for it (as OpenMP
+ * runtimes do by default). */
+static inline void spin_barrier_wait(atomic_int *arrived, atomic_int *generation, int n) {
+    int gen = atomic_load(generation);
+    if (atomic_fetch_add(arrived, 1) + 1 == n) {
+        atomic_store(arrived, 0);
+        atomic_fetch_add(generation, 1);
+    } else {
+        while (atomic_load(generation) == gen) { /* busy-wait */ }
+    }
 }
 #endif
