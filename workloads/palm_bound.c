@@ -24,10 +24,7 @@
  * barrier.c does, so scripts/s4-barrier.py --bound can alternate it with
  * herd's runs. Needs root or CAP_SYS_NICE for the controller (and plan-rt),
  * and two CPUs. The threads die with the process, so a killed run leaves
- * nothing running at real-time priority. In about 2 runs of 10, plan-rt
- * falls into a mode with 6 to 15 times the changes and about 1.5 times the
- * runtime (not yet understood; the medians of scripts/s4-barrier.py --bound
- * are robust to it).
+ * nothing running at real-time priority.
  *
  * What it shows (issue 9): with these two mechanisms, how close packing can
  * come to thread reduction. And a hazard herd must guard against before it
@@ -151,8 +148,15 @@ static int plan(const double *left, int held, double *next) {
 static void plan_rt(void) {
     for (int k = 0; k < 3; k++) fifo(tids[k], 2);
     int held = -1;
-    /* Beats per nanosecond of a running thread, learned as it goes. */
-    double rate = 0, last_t = now_s();
+    /* Beats per nanosecond of a running thread, learned as it goes: the
+     * beats of the threads that ran with work left since the last wake over
+     * their time, both sums decaying, so that intervals shorter than a beat
+     * still count (from the second wake on: the first has none behind it).
+     * A thread that finished its work left within the interval spun for an
+     * unknown part of it, so its interval only says the rate is at least
+     * that much: it can raise the estimate, not feed the sums (feeding them
+     * locks in an estimate too low: long sleeps, more spinning counted). */
+    double rate = 0, beats_sum = 0, ns_sum = 0, last_t = 0, last_left[3] = {0};
     unsigned long last[3] = {0};
     while (!atomic_load(&done)) {
         double left[3], t = now_s();
@@ -166,12 +170,19 @@ static void plan_rt(void) {
         unsigned long barrier = (least / BEATS_PER_PHASE + 1) * BEATS_PER_PHASE;
         for (int k = 0; k < 3; k++) {
             left[k] = b[k] >= barrier ? 0 : (double)(barrier - b[k]);
-            if (k != held && b[k] > last[k] + 1 && b[k] % BEATS_PER_PHASE != 0) {
-                double r = (double)(b[k] - last[k]) / ((t - last_t) * 1e9);
-                rate = rate > 0 ? 0.9 * rate + 0.1 * r : r;
+            if (last_t > 0 && k != held && last_left[k] > 0) {
+                double did = (double)(b[k] - last[k]), ns = (t - last_t) * 1e9;
+                if (did < last_left[k]) {
+                    beats_sum = 0.98 * beats_sum + did;
+                    ns_sum = 0.98 * ns_sum + ns;
+                } else if (did / ns > rate) {
+                    beats_sum = did / ns * ns_sum;
+                }
             }
             last[k] = b[k];
+            last_left[k] = left[k];
         }
+        if (beats_sum >= 4) rate = beats_sum / ns_sum;
         last_t = t;
         double next;
         int hold = plan(left, held, &next);
