@@ -55,7 +55,8 @@ pub struct RunArgs {
     /// Take the program's progress (S4's heartbeats, for pack:palm) from
     /// PATH instead of herd's heartbeat library: the program finds PATH in
     /// $HERD_PROGRESS and writes lines `TID COUNT` (a thread's id and its
-    /// beats so far). PATH may be a file it appends to or a named pipe;
+    /// beats so far), and `TID exit` when a thread is done. PATH may be a
+    /// file it appends to or a named pipe;
     /// if nothing is there, herd makes a pipe and removes it afterwards.
     #[arg(long, value_name = "PATH")]
     progress_from: Option<std::path::PathBuf>,

@@ -9,8 +9,11 @@
 //!
 //! the thread's id (`gettid()`, Python's `threading.get_native_id()`; a
 //! single-threaded program's pid) and its cumulative heartbeats. Later
-//! lines replace earlier ones for the same thread. Lines are short (a few
-//! dozen bytes) so a write of one line is atomic on a pipe.
+//! lines replace earlier ones for the same thread. A thread that is done
+//! says so with `TID exit`: herd stops counting it at once, where it
+//! would otherwise wait for its next look at /proc (as the heartbeat
+//! library's exit mark does). Lines are short (a few dozen bytes) so a
+//! write of one line is atomic on a pipe.
 //!
 //! PATH may be a regular file the program appends to (herd reads what was
 //! added since the last look, from the file's end when herd started) or a named pipe; when PATH does not exist,
@@ -32,21 +35,33 @@ pub const ENV: &str = "HERD_PROGRESS";
 /// Longest line kept: anything longer is not a report.
 const MAX_LINE: usize = 256;
 
-/// One report line: `TID COUNT`.
-pub fn parse_line(line: &str) -> Result<(i32, u64), String> {
+/// One report line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Report {
+    /// `TID COUNT`: the thread's beats so far.
+    Beats(i32, u64),
+    /// `TID exit`: the thread is done.
+    Exited(i32),
+}
+
+/// Parses one report line: `TID COUNT` or `TID exit`.
+pub fn parse_line(line: &str) -> Result<Report, String> {
     let mut parts = line.split_whitespace();
     let (Some(tid), Some(count), None) = (parts.next(), parts.next(), parts.next()) else {
-        return Err("not 'TID COUNT'".into());
+        return Err("not 'TID COUNT' or 'TID exit'".into());
     };
     let tid: i32 = tid
         .parse()
         .ok()
         .filter(|&t| t > 0)
         .ok_or_else(|| format!("thread id '{tid}' is not a positive whole number"))?;
+    if count == "exit" {
+        return Ok(Report::Exited(tid));
+    }
     let count: u64 = count
         .parse()
-        .map_err(|_| format!("count '{count}' is not a whole number >= 0"))?;
-    Ok((tid, count))
+        .map_err(|_| format!("count '{count}' is not a whole number >= 0 (nor 'exit')"))?;
+    Ok(Report::Beats(tid, count))
 }
 
 /// A program's progress file or pipe and what it has said so far.
@@ -116,7 +131,7 @@ impl ProgressFile {
     }
 
     /// Reads what was written since the last call; each thread's beats so
-    /// far, sorted by thread id.
+    /// far, sorted by thread id, leaving out threads that said `exit`.
     pub fn poll(&mut self) -> Vec<(i32, u64)> {
         let mut buf = [0u8; 4096];
         if !self.pipe {
@@ -164,8 +179,13 @@ impl ProgressFile {
                 continue;
             }
             match (line.len() <= MAX_LINE).then(|| parse_line(&text)) {
-                Some(Ok((tid, count))) => {
+                Some(Ok(Report::Beats(tid, count))) => {
                     self.beats.insert(tid, count);
+                }
+                Some(Ok(Report::Exited(tid))) => {
+                    // Thread ids are reused: a later report under this id
+                    // is a new thread's.
+                    self.beats.remove(&tid);
                 }
                 problem => {
                     self.bad_lines += 1;
@@ -208,9 +228,11 @@ mod tests {
     use std::io::Write;
 
     #[test]
-    fn lines_are_tid_and_count() {
-        assert_eq!(parse_line("123 45"), Ok((123, 45)));
-        assert_eq!(parse_line("  7\t0 "), Ok((7, 0)));
+    fn lines_are_tid_and_count_or_exit() {
+        assert_eq!(parse_line("123 45"), Ok(Report::Beats(123, 45)));
+        assert_eq!(parse_line("  7\t0 "), Ok(Report::Beats(7, 0)));
+        assert_eq!(parse_line("123 exit"), Ok(Report::Exited(123)));
+        assert!(parse_line("123 Exit").unwrap_err().contains("nor 'exit'"));
         assert!(parse_line("123").unwrap_err().contains("TID COUNT"));
         assert!(parse_line("1 2 3").is_err());
         assert!(parse_line("0 5").unwrap_err().contains("thread id"));
@@ -232,6 +254,13 @@ mod tests {
         assert_eq!(p.poll(), vec![(10, 1), (11, 4)]);
         w.write_all(b"3\nhello\n").unwrap();
         assert_eq!(p.poll(), vec![(10, 3), (11, 4)]);
+        // A thread that is done leaves the list; its id may come back as a
+        // new thread's.
+        w.write_all(b"12 1\n12 exit\n").unwrap();
+        assert_eq!(p.poll(), vec![(10, 3), (11, 4)]);
+        w.write_all(b"12 2\n").unwrap();
+        assert_eq!(p.poll(), vec![(10, 3), (11, 4), (12, 2)]);
+        w.write_all(b"12 exit\n").unwrap();
         // The writer closes: herd's own write end keeps the pipe from ending.
         drop(w);
         assert_eq!(p.poll(), vec![(10, 3), (11, 4)]);
