@@ -122,6 +122,14 @@ fn trace_line(
     if view.snapshot.progress_only {
         line["progress_only"] = true.into();
     }
+    if !plan.lanes.is_empty() {
+        line["lanes"] = plan
+            .lanes
+            .iter()
+            .map(|(id, lane)| serde_json::json!({"id": id, "lane": lane}))
+            .collect::<Vec<_>>()
+            .into();
+    }
     writeln!(f, "{line}")
 }
 
@@ -244,6 +252,9 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
                 false
             }
         };
+    if realtime {
+        world.allow_lanes();
+    }
     let overhead = herd_engine::run(
         policy.as_mut(),
         &machine,
@@ -284,6 +295,9 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
                 };
                 eprintln!("{line}");
             }
+            for (task, lane) in &plan.lanes {
+                eprintln!("herd: task {task} -> lane {lane:?}");
+            }
             if view.decision == 0 {
                 if let Some(note) = &plan.note {
                     eprintln!("herd: {note}");
@@ -310,6 +324,13 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     // The run's tail after the last observation, at the last power seen.
     model_energy_j += last_w * (wall - modelled_s).max(0.0);
     let s = world.stats;
+    if s.lanes_ignored > 0 {
+        eprintln!(
+            "herd: warning: {} asked for lanes (SCHED_FIFO priorities), which need herd's loop above them: \
+             run with --realtime; they were ignored",
+            policy.name()
+        );
+    }
     let mut summary = String::new();
     let _ = write!(
         summary,
@@ -326,6 +347,10 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
         s.migrations,
         if s.pauses > 0 {
             format!(", {} pauses", s.pauses)
+        } else {
+            String::new()
+        } + &if s.lane_changes > 0 {
+            format!(", {} lane changes", s.lane_changes)
         } else {
             String::new()
         },

@@ -477,18 +477,62 @@ fn realtime_never_reaches_the_program() {
     );
     assert!(out.status.success(), "{stderr}");
     assert!(stdout.contains("SCHED_OTHER"), "{stdout}");
-    // Allowed exactly when herd doctor's probe says so (root alone is not
-    // enough in a cgroup without a real-time budget).
+    assert_eq!(!stderr.contains("--realtime:"), realtime_allowed(), "{stderr}");
+}
+
+/// Whether SCHED_FIFO is allowed here, as herd doctor's probe says (root
+/// alone is not enough in a cgroup without a real-time budget).
+fn realtime_allowed() -> bool {
     let doctor = herd().args(["doctor", "--json"]).output().unwrap();
     let report: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap();
-    let allowed = report["capabilities"]
+    report["capabilities"]
         .as_array()
         .unwrap()
         .iter()
         .find(|c| c["name"] == "realtime")
         .map(|c| c["available"] == true)
-        .expect("doctor reports realtime");
-    assert_eq!(!stderr.contains("--realtime:"), allowed, "{stderr}");
+        .expect("doctor reports realtime")
+}
+
+/// PALM with a plan (`barrier_beats`) puts threads in lanes (SCHED_FIFO)
+/// only when herd's loop runs above them (`--realtime`), and says so when
+/// it cannot; under `--realtime` the trace shows front and back lanes.
+#[test]
+fn palm_with_a_plan_uses_lanes_only_under_realtime() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("t.jsonl");
+    let bench = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/workloads/barrier-hb");
+    let args = ["--policy", "pack:palm:cores=2,barrier_beats=16", "--", bench];
+    let job = [
+        "--threads",
+        "3",
+        "--total",
+        "1e6",
+        "--phases",
+        "100",
+        "--mode",
+        "spin",
+    ];
+    let out = herd().arg("run").args(args).args(job).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("run with --realtime; they were ignored"), "{err}");
+    if !realtime_allowed() {
+        eprintln!("skipped the --realtime half: SCHED_FIFO is not allowed here");
+        return;
+    }
+    let out = herd()
+        .args(["run", "--realtime", "--trace"])
+        .arg(&trace)
+        .args(args)
+        .args(job)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("lane changes") && !err.contains("ignored"), "{err}");
+    let text = std::fs::read_to_string(&trace).unwrap();
+    assert!(text.contains(r#""lane":"front""#) && text.contains(r#""lane":"back""#));
 }
 
 /// The power model's average is over the window its energy covers: a run of

@@ -85,15 +85,16 @@ pub struct Config {
     pub seed: u64,
     /// Stop after this long even if tasks remain.
     pub horizon_ns: Option<u64>,
-    /// The share of one CPU the loop may take: each period lasts at least
-    /// the loop's recent cost per turn (observing, deciding, acting and
-    /// waking from the clock's wait, as the meter measures them) over this
-    /// share. The meter must count CPU time, not wall time, or the wait
+    /// The share of one CPU the loop may take, as a budget: each turn's
+    /// cost (observing, deciding, acting and waking from the clock's wait,
+    /// as the meter measures them) is paid from this share of the time
+    /// since the last turn, and a period is stretched while the budget is
+    /// overdrawn (savings capped at 10 ms' worth). The meter must count CPU time, not wall time, or the wait
     /// itself would count (live runs meter the loop thread's CPU clock).
     /// On a real machine observing a thread and moving one cost ~10 µs each
     /// (`cargo bench -p herd-runtime --bench affinity`), so a policy asking
     /// for 0.125 ms periods would otherwise spend half a CPU on itself.
-    /// `None`: no floor (the simulator, whose meter measures the host, not
+    /// `None`: no budget (the simulator, whose meter measures the host, not
     /// the modelled machine).
     pub loop_share: Option<f64>,
 }
@@ -166,8 +167,10 @@ where
     let mut period = config.period_ns;
     let nothing_learned = Knowledge::default();
     let wants_oracle = policy.wants_oracle();
-    // The loop's cost per turn, smoothed over the last few turns.
-    let mut turn_ns = 0.0f64;
+    // The loop's CPU budget (`Config::loop_share`) and when it was last
+    // topped up.
+    let mut credit_ns = 0.0f64;
+    let mut last_turn_ns: Option<u64> = None;
     // What the last wait cost beyond the wait itself: waking, the clock's
     // system calls (half of herd's CPU per turn at 0.3 ms periods here).
     let mut woke_ns = 0u64;
@@ -219,24 +222,32 @@ where
         let applied = meter.stop();
         overhead.apply_ns_total += applied;
         let cost_ns = observed_and_spent + applied + woke_ns;
-        // The first turn opens every thread's files and counters (on the
-        // 2-CPU VM the kernel's first perf event alone took 5.8 ms): a
-        // one-off, which would otherwise stretch the next dozen periods
-        // while the average forgets it.
-        if overhead.decisions == 2 {
-            turn_ns = cost_ns as f64;
-        } else if overhead.decisions > 2 {
-            turn_ns = 0.8 * turn_ns + 0.2 * cost_ns as f64;
-        }
         if let Some(p) = plan.next_period_ns {
             period = p.clamp(config.min_period_ns, config.max_period_ns);
         }
         let mut this_period = period;
         if let Some(share) = config.loop_share.filter(|s| *s > 0.0) {
-            let floor = (turn_ns / share) as u64;
-            if floor > this_period {
-                this_period = floor;
-                overhead.stretched_periods += 1;
+            // A budget, not a floor on every period: the share of the time
+            // since the last turn comes in, the turn's cost goes out, and
+            // the next turn waits only while the budget is overdrawn. A
+            // policy may then take a few short periods where they matter
+            // (PALM's plan at the moments its schedule changes) as long as
+            // the loop's average stays within the share; savings are capped
+            // at BURST_NS of it. The first turn opens every thread's files
+            // and counters (on the 2-CPU VM the kernel's first perf event
+            // alone took 5.8 ms): set-up, not charged.
+            let now = world.now_ns();
+            if let Some(then) = last_turn_ns {
+                credit_ns += share * now.saturating_sub(then) as f64 - cost_ns as f64;
+                credit_ns = credit_ns.min(share * BURST_NS);
+            }
+            last_turn_ns = Some(now);
+            if credit_ns < 0.0 {
+                let wait = (-credit_ns / share) as u64;
+                if wait > this_period {
+                    this_period = wait;
+                    overhead.stretched_periods += 1;
+                }
             }
         }
         let mut next = world.now_ns().saturating_add(this_period);
@@ -253,6 +264,10 @@ where
     }
     overhead
 }
+
+/// The most of its share the loop may save for later turns: at 5%, half a
+/// millisecond of CPU, a dozen turns of PALM's plan on the 2-CPU VM.
+const BURST_NS: f64 = 10e6;
 
 #[cfg(test)]
 mod tests {

@@ -18,6 +18,7 @@ pub mod node;
 mod numa_model;
 pub mod order;
 mod pack;
+mod pack_plan;
 mod plan;
 mod smt;
 mod view;
@@ -29,7 +30,7 @@ pub use bw::{BwCosched, BwSource, BwTarget, COVERAGE_GATE};
 pub use cosched::CoschedFair;
 pub use numa_model::NumaModel;
 pub use pack::{Controller, Pack, Packing, group_sizes};
-pub use plan::{JobDirective, Placement, Plan, Reason};
+pub use plan::{JobDirective, Lane, Placement, Plan, Reason};
 pub use smt::{SmtGoal, SmtPlace};
 pub use view::{
     Estimate, Estimates, JobId, JobView, Knowledge, Learned, Level, Obs, Rng, Snapshot, SystemObs, TaskId,
@@ -247,6 +248,11 @@ pub fn catalog() -> &'static [PolicyInfo] {
                     key: "period_us",
                     default: "adaptive",
                     about: "a fixed period, the controller off (S4's static best: the period found offline; herd sim's static-best: prefix finds it)",
+                },
+                ParamInfo {
+                    key: "barrier_beats",
+                    default: "0",
+                    about: "the beats each thread makes between barriers: with heartbeats, more threads than cores and identical cores, run McNaughton's schedule of the work left to the next barrier through lanes (live: SCHED_FIFO, needs --realtime) instead of the groups' turns (0: off)",
                 },
             ],
         },
@@ -543,7 +549,17 @@ pub fn build(spec: &str) -> Result<Box<dyn Policy>, PolicyError> {
             } else {
                 Controller::default()
             };
-            Box::new(Pack::new(kind, cores, controller))
+            let barrier_beats = if kind == Packing::Palm {
+                params.number(
+                    "barrier_beats",
+                    "0",
+                    |x| x >= 0.0 && x.fract() == 0.0,
+                    "a whole number >= 0",
+                )? as u64
+            } else {
+                0
+            };
+            Box::new(Pack::new(kind, cores, controller).with_barrier_beats(barrier_beats))
         }
         "amp:ff" => Box::new(FastFirst::default()),
         "amp:hass-s" => Box::new(HassStatic::default()),
@@ -636,6 +652,36 @@ pub(crate) mod testkit {
             seed: 1,
             decision: 0,
         })
+    }
+
+    /// One job's threads with these heartbeats (`None`: a thread that
+    /// reports none), ids from 1, ranks from 0, at `now_ns`.
+    pub(crate) fn beats_snapshot(now_ns: u64, beats: &[Option<u64>]) -> Snapshot {
+        Snapshot {
+            now_ns,
+            tasks: beats
+                .iter()
+                .enumerate()
+                .map(|(i, b)| TaskView {
+                    id: i as u64 + 1,
+                    job: 0,
+                    rank: i as u32,
+                    state: TaskState::Runnable,
+                    cpu: None,
+                    obs: Obs::default(),
+                    heartbeats: *b,
+                })
+                .collect(),
+            jobs: vec![JobView {
+                id: 0,
+                name: "b".into(),
+                program: "b".into(),
+                arrival_ns: 0,
+                memory_hint: None,
+                memory_kb: None,
+            }],
+            ..Snapshot::default()
+        }
     }
 }
 

@@ -33,7 +33,8 @@ use std::collections::BTreeMap;
 
 use herd_topo::CpuSet;
 
-use crate::{JobDirective, JobId, Plan, Policy, TaskId, View};
+use crate::pack_plan::BarrierPlan;
+use crate::{JobDirective, JobId, Lane, Plan, Policy, TaskId, View};
 
 /// The controller's shortest epoch by default, in µs. An epoch of one
 /// 0.125 ms period holds a couple of heartbeats per thread and a fraction
@@ -164,6 +165,9 @@ pub enum Packing {
     Tr,
 }
 
+/// `group_of` for a thread the plan lets use all K cores.
+const PLANNED: usize = usize::MAX - 1;
+
 /// The K cores as (CPUs, capacity), and all their CPUs.
 type Allowed = std::sync::Arc<(Vec<(CpuSet, f64)>, CpuSet)>;
 
@@ -193,6 +197,11 @@ pub struct Pack {
     /// whether that move undid the one before (it had made things worse).
     last_step: i8,
     undid: bool,
+    /// `barrier_beats` (0: off) and the plan it drives.
+    barrier_beats: u64,
+    planned: Option<BarrierPlan>,
+    /// Each task's lane as last set.
+    lanes: BTreeMap<TaskId, Lane>,
 }
 
 impl Pack {
@@ -218,7 +227,83 @@ impl Pack {
             beats: false,
             last_step: 0,
             undid: false,
+            barrier_beats: 0,
+            planned: None,
+            lanes: BTreeMap::new(),
         }
+    }
+
+    /// PALM with a plan for threads that beat `n` times between barriers
+    /// (0: off; see `pack_plan`).
+    pub fn with_barrier_beats(mut self, n: u64) -> Self {
+        self.barrier_beats = if self.kind == Packing::Palm { n } else { 0 };
+        self
+    }
+
+    /// Sets `task`'s lane in `plan` if it changes.
+    fn set_lane(&mut self, plan: &mut Plan, task: TaskId, lane: Lane) {
+        if self.lanes.get(&task).copied().unwrap_or_default() != lane {
+            self.lanes.insert(task, lane);
+            plan.lane(task, lane);
+        }
+    }
+
+    /// The plan's turn, when it applies: PALM's threads with heartbeats,
+    /// more of them than cores, all cores alike.
+    fn planned_turn(
+        &mut self,
+        plan: &mut Plan,
+        now_ns: u64,
+        totals: &[(u64, u32, TaskId)],
+        cores: &[(CpuSet, f64)],
+        all: &CpuSet,
+    ) -> bool {
+        let alike = cores.windows(2).all(|w| w[0].1 == w[1].1);
+        if self.barrier_beats == 0 || !self.beats || totals.len() <= cores.len() || !alike {
+            self.planned = None;
+            let raised: Vec<TaskId> = self
+                .lanes
+                .iter()
+                .filter(|(_, l)| **l != Lane::Fair)
+                .map(|(t, _)| *t)
+                .collect();
+            for t in raised {
+                self.set_lane(plan, t, Lane::Fair);
+            }
+            return false;
+        }
+        let workers: Vec<(TaskId, u64, u32)> = totals.iter().map(|&(p, rank, id)| (id, p, rank)).collect();
+        let turn = self
+            .planned
+            .get_or_insert_with(|| BarrierPlan::new(self.barrier_beats))
+            .turn(now_ns, &workers, cores.len());
+        // Every worker may use all K cores: the kernel's real-time balancing
+        // gives each Front thread a core of its own at once (it pushes one
+        // to a core running a lower priority), which costs herd no move.
+        for &(_, _, id) in totals {
+            if self.group_of.insert(id, PLANNED) != Some(PLANNED) {
+                plan.run(
+                    id,
+                    all.clone(),
+                    "pack:palm: the plan runs it on any of the K cores",
+                );
+            }
+        }
+        // A held thread leaves the front before a runner takes it (the
+        // actuator keeps that order too): never more runners than cores.
+        for &h in &turn.held {
+            self.set_lane(plan, h, Lane::Back);
+        }
+        for &r in &turn.runners {
+            self.set_lane(plan, r, Lane::Front);
+        }
+        let c = self.controller;
+        plan.next_period_ns = Some(
+            turn.next_ns
+                .unwrap_or(c.min_period_ns)
+                .clamp(c.min_period_ns, c.max_period_ns),
+        );
+        true
     }
 }
 
@@ -330,6 +415,9 @@ impl Policy for Pack {
         }
         if self.kind == Packing::Palm {
             p.extend(self.controller.params());
+            if self.barrier_beats > 0 {
+                p.push(format!("barrier_beats={}", self.barrier_beats));
+            }
         }
         if p.is_empty() {
             base.into()
@@ -440,9 +528,12 @@ impl Policy for Pack {
             }
             totals.push((*p, t.rank, t.id));
         }
+        let now = view.now_ns();
+        if self.planned_turn(&mut plan, now, &totals, cores, all) {
+            return plan;
+        }
         // The period controller: once per epoch (one current period),
         // compare total progress per second with the epoch before.
-        let now = view.now_ns();
         let sum: u64 = self.progress.values().fold(0u64, |a, p| a.saturating_add(*p));
         let (start_ns, start_sum) = *self.epoch.get_or_insert((now, sum));
         // With heartbeats, an epoch also waits for enough of them: a rate
@@ -572,35 +663,11 @@ impl Policy for Pack {
 mod tests {
     use super::*;
 
-    use crate::{JobView, Obs, Snapshot, TaskState, TaskView};
+    use crate::Snapshot;
     use herd_topo::Machine;
 
     fn snap(now_ns: u64, beats: &[Option<u64>]) -> Snapshot {
-        Snapshot {
-            now_ns,
-            tasks: beats
-                .iter()
-                .enumerate()
-                .map(|(i, b)| TaskView {
-                    id: i as u64 + 1,
-                    job: 0,
-                    rank: i as u32,
-                    state: TaskState::Runnable,
-                    cpu: None,
-                    obs: Obs::default(),
-                    heartbeats: *b,
-                })
-                .collect(),
-            jobs: vec![JobView {
-                id: 0,
-                name: "b".into(),
-                program: "b".into(),
-                arrival_ns: 0,
-                memory_hint: None,
-                memory_kb: None,
-            }],
-            ..Snapshot::default()
-        }
+        crate::testkit::beats_snapshot(now_ns, beats)
     }
 
     fn cpu_of(plan: &Plan, task: TaskId) -> Option<u32> {

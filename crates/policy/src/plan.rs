@@ -56,6 +56,28 @@ pub struct Plan {
     pub next_period_ns: Option<u64>,
     /// A note about the decision as a whole (e.g. why the policy fell back).
     pub note: Option<Reason>,
+    /// Lane changes: which tasks go first where they share a CPU. A task
+    /// not named keeps its lane; every task starts in [`Lane::Fair`].
+    pub lanes: Vec<(TaskId, Lane)>,
+}
+
+/// Which task runs where several share a CPU. Between ticks the kernel
+/// leaves a busy thread running whatever its fair share says (on the
+/// 2-CPU VM, `workloads/switch_probe`: up to the 4 ms tick), so a policy
+/// that must decide who runs *now* (S4's packing with a plan) says it with
+/// lanes: `Front` runs before `Back` at once, and both before `Fair`. Live,
+/// they are SCHED_FIFO priorities 2 and 1, set only under `--realtime`
+/// (herd's loop above them) and reset when the run ends.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Lane {
+    /// The kernel's fair sharing.
+    #[default]
+    Fair,
+    /// Runs first on its CPUs.
+    Front,
+    /// Runs where no `Front` task wants the CPU.
+    Back,
 }
 
 impl Plan {
@@ -68,6 +90,10 @@ impl Plan {
                 why: why.into(),
             },
         ));
+    }
+    /// Puts `task` in `lane`.
+    pub fn lane(&mut self, task: TaskId, lane: Lane) {
+        self.lanes.push((task, lane));
     }
     /// Pauses `task`.
     pub fn pause(&mut self, task: TaskId, why: impl Into<Reason>) {

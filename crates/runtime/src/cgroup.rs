@@ -315,6 +315,7 @@ pub fn release_tree(base: &Path, home: &Path) {
         .map(|e| e.path())
         .filter(|p| p.is_dir())
     {
+        reset_lane_threads(&dir);
         // Thaw first: a v1 task cannot leave a frozen group.
         if dir.join("cgroup.freeze").exists() {
             let _ = set_frozen(&dir, Version::V2, false);
@@ -343,6 +344,22 @@ pub fn release_tree(base: &Path, home: &Path) {
         }
     }
     let _ = fs::remove_dir(base);
+}
+
+/// Puts every thread in group `dir` that runs SCHED_FIFO at a lane's
+/// priority back under the normal policy. herd resets its lanes when a run
+/// ends; this is for when it dies first (the guard): spinning threads left
+/// at real-time priority would starve everything else on their CPUs, and a
+/// held one would wait behind them for good.
+pub(crate) fn reset_lane_threads(dir: &Path) {
+    let list = fs::read_to_string(dir.join("cgroup.threads"))
+        .or_else(|_| fs::read_to_string(dir.join("tasks")))
+        .unwrap_or_default();
+    for tid in list.split_whitespace().filter_map(|t| t.parse::<i32>().ok()) {
+        if crate::control::in_lane(tid) {
+            let _ = crate::control::set_thread_priority(tid, 0);
+        }
+    }
 }
 
 fn spawn_guard(exe: &Path, groups: &[(PathBuf, PathBuf)]) -> io::Result<(Child, ChildStdin)> {
@@ -413,6 +430,36 @@ mod tests {
         assert_eq!(own_path(text, None).as_deref(), Some("user.slice/s.scope"));
         assert_eq!(own_path("3:cpuset:/\n", None), None);
         assert_eq!(own_path("0::/\n", Some("freezer")), None);
+    }
+
+    /// A thread a plan left in a lane is put back under the normal policy
+    /// from its group's thread list (root only: SCHED_FIFO needs it).
+    #[test]
+    fn threads_left_in_a_lane_are_reset_from_the_group_list() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: SCHED_FIFO needs root");
+            return;
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            tx.send(unsafe { libc::syscall(libc::SYS_gettid) } as i32)
+                .unwrap();
+            let _ = done_rx.recv();
+        });
+        let tid = rx.recv().unwrap();
+        crate::control::set_thread_priority(tid, crate::control::LANE_FRONT).unwrap();
+        assert!(crate::control::in_lane(tid));
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("tasks"), format!("{tid}\n")).unwrap();
+        reset_lane_threads(dir.path());
+        assert!(!crate::control::in_lane(tid));
+        // SAFETY: a plain system call on a live thread.
+        assert_eq!(unsafe { libc::sched_getscheduler(tid) }, libc::SCHED_OTHER);
+        done_tx.send(()).unwrap();
+        t.join().unwrap();
     }
 
     /// The v1 freezer and v1 cpuset, for real, where this machine mounts

@@ -54,6 +54,48 @@ pub fn set_realtime(priority: i32) -> io::Result<()> {
     }
 }
 
+/// The SCHED_FIFO priorities of a plan's lanes (`herd_policy::Lane`):
+/// below herd's own loop (10 under `--realtime`), so the loop always gets
+/// to change them.
+pub const LANE_FRONT: i32 = 2;
+/// See [`LANE_FRONT`].
+pub const LANE_BACK: i32 = 1;
+
+/// Whether thread `tid` runs SCHED_FIFO at a lane's priority: a thread a
+/// plan put in a lane (or one of the program's own at that priority).
+pub fn in_lane(tid: i32) -> bool {
+    // SAFETY: plain system calls on a thread id; param is written by the kernel.
+    unsafe {
+        let policy = libc::sched_getscheduler(tid);
+        let mut param = libc::sched_param { sched_priority: 0 };
+        policy >= 0
+            && policy & !SCHED_RESET_ON_FORK == libc::SCHED_FIFO
+            && libc::sched_getparam(tid, &mut param) == 0
+            && (LANE_BACK..=LANE_FRONT).contains(&param.sched_priority)
+    }
+}
+
+/// Puts thread `tid` under `SCHED_FIFO` at `priority` (1..=99), with
+/// `SCHED_RESET_ON_FORK`, or back under the normal policy for priority 0:
+/// a policy's lanes (`herd_policy::Lane`). ESRCH if the thread is gone.
+pub fn set_thread_priority(tid: i32, priority: i32) -> io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    let policy = if priority > 0 {
+        libc::SCHED_FIFO | SCHED_RESET_ON_FORK
+    } else {
+        libc::SCHED_OTHER
+    };
+    // SAFETY: param is a valid sched_param; tid is a plain id.
+    let rc = unsafe { libc::sched_setscheduler(tid, policy, &param) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Puts the calling thread back under the normal policy.
 pub fn set_normal() -> io::Result<()> {
     let param = libc::sched_param { sched_priority: 0 };

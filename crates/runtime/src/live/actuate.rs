@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use herd_engine::Actuator;
-use herd_policy::{Placement, Plan};
+use herd_policy::{Lane, Placement, Plan};
 use herd_topo::CpuSet;
 
 use super::{LiveWorld, Program};
@@ -30,6 +30,57 @@ impl Actuator for LiveWorld {
 
 impl LiveWorld {
     fn apply_plan(&mut self, plan: &Plan) {
+        // A held thread leaves the front before anything moves, and the
+        // runners take it last: at no moment do more threads run first than
+        // the plan has cores for.
+        self.set_lanes(plan, |l| l != Lane::Front);
+        self.apply_placements(plan);
+        self.set_lanes(plan, |l| l == Lane::Front);
+    }
+
+    /// Applies `plan`'s lanes that `which` selects: SCHED_FIFO priorities
+    /// (Front 2, Back 1) or the normal policy (Fair).
+    fn set_lanes(&mut self, plan: &Plan, which: impl Fn(Lane) -> bool) {
+        if !self.lanes_allowed {
+            self.stats.lanes_ignored += plan.lanes.iter().filter(|(_, l)| which(*l)).count() as u64;
+            return;
+        }
+        for &(id, lane) in plan.lanes.iter().filter(|(_, l)| which(*l)) {
+            let tid = id as i32;
+            let Some(track) = self.tasks.get_mut(&tid) else {
+                continue;
+            };
+            if track.lane == lane {
+                continue;
+            }
+            let priority = match lane {
+                Lane::Front => control::LANE_FRONT,
+                Lane::Back => control::LANE_BACK,
+                Lane::Fair => 0,
+            };
+            match control::set_thread_priority(tid, priority) {
+                Ok(()) => {
+                    track.lane = lane;
+                    self.stats.lane_changes += 1;
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                Err(_) => self.stats.failed_placements += 1,
+            }
+        }
+    }
+
+    /// Every thread herd put in a lane back under the normal policy: at the
+    /// end of a run, so no thread of the program outlives it at real-time
+    /// priority.
+    pub(crate) fn reset_lanes(&mut self) {
+        for (&tid, track) in self.tasks.iter_mut().filter(|(_, t)| t.lane != Lane::Fair) {
+            if control::set_thread_priority(tid, 0).is_ok() {
+                track.lane = Lane::Fair;
+            }
+        }
+    }
+
+    fn apply_placements(&mut self, plan: &Plan) {
         self.confine(plan);
         // Pauses first, then runs: a co-scheduler's limit on how many
         // programs run at once holds even while a plan is being applied.

@@ -8,7 +8,10 @@
 //!   and, if herd dies without restoring, by the kernel (children are
 //!   spawned with `PR_SET_PDEATHSIG = SIGCONT`, see [`spawn`]) or by herd's
 //!   cgroup guard;
-//! - affinities herd changed are put back by `restore`;
+//! - affinities herd changed are put back by `restore`, and so are the
+//!   normal policies of threads a plan put in lanes (SCHED_FIFO); if herd
+//!   dies first, its cgroup guard resets every real-time thread in herd's
+//!   groups;
 //! - a thread or program that vanishes between two looks is skipped, never
 //!   an error.
 
@@ -77,6 +80,8 @@ struct Track {
     last: ThreadSample,
     original: Option<CpuSet>,
     placed: Option<CpuSet>,
+    /// Its lane as herd last set it (`Fair`: herd never touched its policy).
+    lane: herd_policy::Lane,
 }
 
 /// What herd did, for the run summary.
@@ -91,6 +96,11 @@ pub struct LiveStats {
     pub migrations: u64,
     /// Times a program was stopped.
     pub pauses: u64,
+    /// Lane changes applied (a thread's SCHED_FIFO priority set or reset).
+    pub lane_changes: u64,
+    /// Lane changes ignored because herd's loop does not run under
+    /// SCHED_FIFO (`--realtime`) above them.
+    pub lanes_ignored: u64,
     /// Most threads seen at once.
     pub max_threads: usize,
     /// Energy the machine used while herd watched (RAPL), where it can tell.
@@ -292,6 +302,10 @@ pub struct LiveWorld {
     /// turns since.
     full_ns: u64,
     cheap_turns: u32,
+    /// Whether a plan's lanes may be applied: only when herd's loop runs
+    /// under SCHED_FIFO above them (`--realtime`), or a thread held back
+    /// behind spinning ones would wait for a loop that never runs.
+    lanes_allowed: bool,
     /// What herd did.
     pub stats: LiveStats,
 }
@@ -372,6 +386,7 @@ impl LiveWorld {
             budget: None,
             full_ns: 0,
             cheap_turns: 0,
+            lanes_allowed: false,
         }
     }
 
@@ -435,9 +450,17 @@ impl LiveWorld {
         }
     }
 
-    /// Continues every program herd stopped and gives every thread whose
-    /// affinity herd changed its original affinity back.
+    /// Lets plans put threads in lanes (SCHED_FIFO priorities): call once
+    /// herd's loop runs under SCHED_FIFO above them.
+    pub fn allow_lanes(&mut self) {
+        self.lanes_allowed = true;
+    }
+
+    /// Continues every program herd stopped, gives every thread whose
+    /// affinity herd changed its original affinity back, and puts every
+    /// thread herd gave a lane back under the normal policy.
     pub fn restore(&mut self) {
+        self.reset_lanes();
         // Out of herd's groups first: that thaws frozen programs, and in v1
         // resets affinities, which the loop below then puts back.
         if let Some(cg) = self.cgroups.as_mut() {
@@ -518,6 +541,7 @@ impl Sensor for LiveWorld {
                             },
                             original: control::affinity(tid).ok(),
                             placed: None,
+                            lane: herd_policy::Lane::Fair,
                         }
                     }
                 };

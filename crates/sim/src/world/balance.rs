@@ -1,6 +1,8 @@
 //! The simulated kernel's periodic work on the world: load balancing and,
 //! with `timeslice_ms`, tasks taking turns on shared CPUs.
 
+use herd_policy::Lane;
+
 use super::World;
 
 impl World<'_> {
@@ -46,6 +48,7 @@ impl World<'_> {
         if !moves.is_empty() {
             self.settle_all();
             self.apply_moves(moves);
+            self.push_front_lanes();
         }
     }
 
@@ -75,5 +78,43 @@ impl World<'_> {
                 self.dirty = true;
             }
         }
+    }
+
+    /// Real-time balancing for lanes: a CPU with two `Front` threads gives
+    /// one to an allowed CPU that has none, at once, as the kernel pushes
+    /// SCHED_FIFO tasks to CPUs running lower priorities.
+    pub(super) fn push_front_lanes(&mut self) {
+        let fronts = |w: &World<'_>, pos: usize| {
+            w.kernel.queues[pos]
+                .iter()
+                .filter(|&&q| w.threads[q].lane == Lane::Front)
+                .count()
+        };
+        let n = self.kernel.queues.len();
+        if !(0..n).any(|p| fronts(self, p) >= 2) {
+            return;
+        }
+        self.settle_all();
+        let mut moves = Vec::new();
+        // Each move empties a slot on a CPU that had none: at most n moves.
+        for _ in 0..n {
+            let Some(from) = (0..n).find(|&p| fronts(self, p) >= 2) else {
+                break;
+            };
+            let t = *self.kernel.queues[from]
+                .iter()
+                .rev()
+                .find(|&&q| self.threads[q].lane == Lane::Front)
+                .expect("two fronts here");
+            let Some(to) = (0..n)
+                .find(|&p| p != from && fronts(self, p) == 0 && self.allowed[t].contains(self.kernel.os[p]))
+            else {
+                break;
+            };
+            self.kernel.queues[from].retain(|&q| q != t);
+            self.kernel.queues[to].push(t);
+            moves.push((t, from, to));
+        }
+        self.apply_moves(moves);
     }
 }

@@ -228,8 +228,18 @@ impl Sensor for World<'_> {
 
 impl Actuator for World<'_> {
     fn apply(&mut self, plan: &Plan) {
-        if !plan.tasks.is_empty() {
+        if !plan.tasks.is_empty() || !plan.lanes.is_empty() {
             self.settle_all();
+        }
+        for (id, lane) in &plan.lanes {
+            if let Some(&t) = self.index_of.get(id) {
+                self.threads[t].lane = *lane;
+                // Every thread on its CPU gets a new share.
+                if let Some(pos) = self.threads[t].cpu {
+                    self.touched_cpus.push(pos);
+                }
+                self.touch(t);
+            }
         }
         for (id, placement) in &plan.tasks {
             let Some(&t) = self.index_of.get(id) else {
@@ -259,6 +269,9 @@ impl Actuator for World<'_> {
                 }
             }
             self.dirty = true;
+        }
+        if !plan.lanes.is_empty() || !plan.tasks.is_empty() {
+            self.push_front_lanes();
         }
     }
 }

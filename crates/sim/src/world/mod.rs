@@ -79,6 +79,10 @@ struct Thread {
     seen: Counters,
     /// What the last full observation reported: a reused one reports it again.
     reported: Counters,
+    /// Its lane (`Plan::lanes`): on a shared CPU only the highest lane
+    /// present runs, its members sharing equally (live these are SCHED_FIFO
+    /// priorities, which herd gives one thread a CPU).
+    lane: herd_policy::Lane,
 }
 
 impl Thread {
@@ -313,6 +317,7 @@ impl<'a> World<'a> {
                     total: Counters::default(),
                     seen: Counters::default(),
                     reported: Counters::default(),
+                    lane: herd_policy::Lane::Fair,
                 });
                 allowed.push(if job.pin_threads {
                     CpuSet::single(pinned[rank as usize % pinned.len()])
@@ -666,19 +671,32 @@ impl<'a> World<'a> {
     /// `smt` holds each CPU's SMT share of its core.
     fn stream_of(&mut self, t: usize, smt: &[f64]) -> Option<Stream> {
         let progressing = self.progressing(t);
-        let th = &mut self.threads[t];
-        th.rate = 0.0;
-        let Some(pos) = th.cpu else {
-            th.share = 0.0;
+        self.threads[t].rate = 0.0;
+        let Some(pos) = self.threads[t].cpu else {
+            self.threads[t].share = 0.0;
             return None;
         };
         let queue = &self.kernel.queues[pos];
-        let share = if self.model.timeslice_ms.is_some() {
+        let rank = |t: usize| match self.threads[t].lane {
+            herd_policy::Lane::Front => 2,
+            herd_policy::Lane::Back => 1,
+            herd_policy::Lane::Fair => 0,
+        };
+        let top = queue.iter().map(|&q| rank(q)).max().unwrap_or(0);
+        let share = if top > 0 {
+            // Lanes: the highest present runs, shared among its members.
+            if rank(t) == top {
+                1.0 / queue.iter().filter(|&&q| rank(q) == top).count() as f64
+            } else {
+                0.0
+            }
+        } else if self.model.timeslice_ms.is_some() {
             // Turns: only the head of the queue runs now.
             if queue[0] == t { 1.0 } else { 0.0 }
         } else {
             1.0 / queue.len() as f64
         };
+        let th = &mut self.threads[t];
         let phase = &self.jobs[th.job].phases[th.phase];
         th.share = share;
         th.bytes_per_instr = phase.requests_per_instr * herd_model::params::LINE_BYTES;
