@@ -85,16 +85,17 @@ pub struct Config {
     pub seed: u64,
     /// Stop after this long even if tasks remain.
     pub horizon_ns: Option<u64>,
-    /// The share of one CPU the loop may take, as a budget: each turn's
-    /// cost (observing, deciding, acting and waking from the clock's wait,
-    /// as the meter measures them) is paid from this share of the time
-    /// since the last turn, and a period is stretched while the budget is
-    /// overdrawn (savings capped at 10 ms' worth). The meter must count CPU time, not wall time, or the wait
+    /// The share of one CPU the loop may take: each period lasts at least
+    /// the loop's recent cost per turn (observing, deciding, acting and
+    /// waking from the clock's wait, as the meter measures them) over this
+    /// share; for a policy with timed turns (`Policy::timed_turns`) it is a
+    /// budget instead, each turn's cost paid from the share of the time
+    /// since the last, a period stretched only while it is overdrawn. The meter must count CPU time, not wall time, or the wait
     /// itself would count (live runs meter the loop thread's CPU clock).
     /// On a real machine observing a thread and moving one cost ~10 µs each
     /// (`cargo bench -p herd-runtime --bench affinity`), so a policy asking
     /// for 0.125 ms periods would otherwise spend half a CPU on itself.
-    /// `None`: no budget (the simulator, whose meter measures the host, not
+    /// `None`: no floor (the simulator, whose meter measures the host, not
     /// the modelled machine).
     pub loop_share: Option<f64>,
 }
@@ -167,8 +168,10 @@ where
     let mut period = config.period_ns;
     let nothing_learned = Knowledge::default();
     let wants_oracle = policy.wants_oracle();
-    // The loop's CPU budget (`Config::loop_share`) and when it was last
-    // topped up.
+    // The loop's cost per turn, smoothed over the last few turns.
+    let mut turn_ns = 0.0f64;
+    // For policies with timed turns: the loop's CPU budget and when it was
+    // last topped up.
     let mut credit_ns = 0.0f64;
     let mut last_turn_ns: Option<u64> = None;
     // What the last wait cost beyond the wait itself: waking, the clock's
@@ -222,32 +225,39 @@ where
         let applied = meter.stop();
         overhead.apply_ns_total += applied;
         let cost_ns = observed_and_spent + applied + woke_ns;
+        // The first turn opens every thread's files and counters (on the
+        // 2-CPU VM the kernel's first perf event alone took 5.8 ms): a
+        // one-off, which would otherwise stretch the next dozen periods
+        // while the average forgets it.
+        if overhead.decisions == 2 {
+            turn_ns = cost_ns as f64;
+        } else if overhead.decisions > 2 {
+            turn_ns = 0.8 * turn_ns + 0.2 * cost_ns as f64;
+        }
         if let Some(p) = plan.next_period_ns {
             period = p.clamp(config.min_period_ns, config.max_period_ns);
         }
         let mut this_period = period;
         if let Some(share) = config.loop_share.filter(|s| *s > 0.0) {
-            // A budget, not a floor on every period: the share of the time
-            // since the last turn comes in, the turn's cost goes out, and
-            // the next turn waits only while the budget is overdrawn. A
-            // policy may then take a few short periods where they matter
-            // (PALM's plan at the moments its schedule changes) as long as
-            // the loop's average stays within the share; savings are capped
-            // at BURST_NS of it. The first turn opens every thread's files
-            // and counters (on the 2-CPU VM the kernel's first perf event
-            // alone took 5.8 ms): set-up, not charged.
+            // The budget: the share of the time since the last turn comes
+            // in, this turn's cost goes out (not the first, set-up turn's),
+            // savings capped at BURST_NS' worth. Kept for every policy so
+            // that one switching to timed turns starts from the truth.
             let now = world.now_ns();
             if let Some(then) = last_turn_ns {
                 credit_ns += share * now.saturating_sub(then) as f64 - cost_ns as f64;
                 credit_ns = credit_ns.min(share * BURST_NS);
             }
             last_turn_ns = Some(now);
-            if credit_ns < 0.0 {
-                let wait = (-credit_ns / share) as u64;
-                if wait > this_period {
-                    this_period = wait;
-                    overhead.stretched_periods += 1;
-                }
+            let floor = if policy.timed_turns() {
+                // Wait only while the budget is overdrawn.
+                (-credit_ns / share).max(0.0) as u64
+            } else {
+                (turn_ns / share) as u64
+            };
+            if floor > this_period {
+                this_period = floor;
+                overhead.stretched_periods += 1;
             }
         }
         let mut next = world.now_ns().saturating_add(this_period);
@@ -265,7 +275,7 @@ where
     overhead
 }
 
-/// The most of its share the loop may save for later turns: at 5%, half a
+/// The most of its share the loop may save for timed turns: at 5%, half a
 /// millisecond of CPU, a dozen turns of PALM's plan on the 2-CPU VM.
 const BURST_NS: f64 = 10e6;
 
@@ -309,6 +319,54 @@ mod tests {
         fn stop(&mut self) -> u64 {
             50_000
         }
+    }
+
+    /// Asks for 10 ms, then twice 0.1 ms, and so on: events it must meet.
+    #[derive(Default)]
+    struct Timed(u32);
+    impl herd_policy::Policy for Timed {
+        fn name(&self) -> String {
+            "timed".into()
+        }
+        fn decide(&mut self, _view: &View<'_>) -> Plan {
+            self.0 += 1;
+            Plan {
+                next_period_ns: Some(if self.0 % 3 == 0 { 10_000_000 } else { 100_000 }),
+                ..Plan::default()
+            }
+        }
+        fn timed_turns(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn timed_turns_spend_the_share_as_a_budget() {
+        let machine = Machine::synthetic("core:2").unwrap();
+        let mut cfg = Config::with_period(1_000_000, 0);
+        cfg.horizon_ns = Some(1_000_000_000);
+        cfg.loop_share = Some(0.05);
+        let mut world = Empty::default();
+        let o = run(
+            &mut Timed::default(),
+            &machine,
+            &Estimates::new(),
+            None,
+            &mut world,
+            &mut Costly,
+            &cfg,
+            |_, _| {},
+        );
+        // 200 us a turn: a floor would space every turn 4 ms apart; the
+        // budget saved over a 10 ms wait lets two short ones through.
+        assert!(
+            world.gaps_ns.iter().filter(|&&g| g == 100_000).count() > 50,
+            "{:?}",
+            &world.gaps_ns[..12]
+        );
+        // And the loop's CPU stays within its share on average.
+        let spent = 200_000.0 * (o.decisions - 1) as f64;
+        assert!(spent <= 0.05 * 1e9 + 0.05 * BURST_NS + 200_000.0, "{spent}");
     }
 
     #[test]

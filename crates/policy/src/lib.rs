@@ -67,6 +67,17 @@ pub trait Policy: Send {
     fn progress_suffices(&self) -> bool {
         false
     }
+    /// Whether the periods the policy asks for are the moments of events it
+    /// must meet (PALM's plan: when its schedule next changes) rather than
+    /// a rate. The engine's loop share is then a budget over time, so a
+    /// short period comes when asked while the average stays within the
+    /// share; otherwise every period is at least the loop's cost over the
+    /// share, which spaces a fast-asking policy's turns evenly (for PALM's
+    /// rotation, 1.21x thread reduction's time against 1.28x with the
+    /// budget, 2 ms phases on the 2-CPU VM). Asked after every decision.
+    fn timed_turns(&self) -> bool {
+        false
+    }
     /// Whether the policy keeps its jobs within
     /// [`Snapshot::budget_cores`] when an outside controller sets one (the
     /// packing policies); others place as if there were none, and a study

@@ -438,6 +438,11 @@ impl Policy for Pack {
         true
     }
 
+    fn timed_turns(&self) -> bool {
+        // The plan's turns are when its schedule changes.
+        self.planned.is_some()
+    }
+
     fn progress_suffices(&self) -> bool {
         // Heartbeats are the progress; CPU time would need /proc each turn.
         self.kind == Packing::Palm && self.beats
