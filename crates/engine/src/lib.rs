@@ -340,15 +340,21 @@ mod tests {
         }
     }
 
-    #[test]
-    fn timed_turns_spend_the_share_as_a_budget() {
+    /// `policy` on an empty world whose every turn costs 200 us, for
+    /// `horizon_ns`: the gaps between turns and the overhead.
+    fn costly_run(
+        policy: &mut dyn Policy,
+        period_ns: u64,
+        horizon_ns: u64,
+        share: Option<f64>,
+    ) -> (Vec<u64>, Overhead) {
         let machine = Machine::synthetic("core:2").unwrap();
-        let mut cfg = Config::with_period(1_000_000, 0);
-        cfg.horizon_ns = Some(1_000_000_000);
-        cfg.loop_share = Some(0.05);
+        let mut cfg = Config::with_period(period_ns, 0);
+        cfg.horizon_ns = Some(horizon_ns);
+        cfg.loop_share = share;
         let mut world = Empty::default();
         let o = run(
-            &mut Timed::default(),
+            policy,
             &machine,
             &Estimates::new(),
             None,
@@ -357,12 +363,18 @@ mod tests {
             &cfg,
             |_, _| {},
         );
+        (world.gaps_ns, o)
+    }
+
+    #[test]
+    fn timed_turns_spend_the_share_as_a_budget() {
+        let (gaps, o) = costly_run(&mut Timed::default(), 1_000_000, 1_000_000_000, Some(0.05));
         // 200 us a turn: a floor would space every turn 4 ms apart; the
         // budget saved over a 10 ms wait lets two short ones through.
         assert!(
-            world.gaps_ns.iter().filter(|&&g| g == 100_000).count() > 50,
+            gaps.iter().filter(|&&g| g == 100_000).count() > 50,
             "{:?}",
-            &world.gaps_ns[..12]
+            &gaps[..12]
         );
         // And the loop's CPU stays within its share on average.
         let spent = 200_000.0 * (o.decisions - 1) as f64;
@@ -371,24 +383,7 @@ mod tests {
 
     #[test]
     fn the_loop_stretches_periods_shorter_than_its_own_cost_allows() {
-        let machine = Machine::synthetic("core:2").unwrap();
-        let run_with = |share: Option<f64>| {
-            let mut cfg = Config::with_period(125_000, 0);
-            cfg.horizon_ns = Some(100_000_000);
-            cfg.loop_share = share;
-            let mut world = Empty::default();
-            let o = run(
-                &mut herd_policy::Linux,
-                &machine,
-                &Estimates::new(),
-                None,
-                &mut world,
-                &mut Costly,
-                &cfg,
-                |_, _| {},
-            );
-            (world.gaps_ns, o)
-        };
+        let run_with = |share: Option<f64>| costly_run(&mut herd_policy::Linux, 125_000, 100_000_000, share);
         let (gaps, o) = run_with(None);
         assert!(gaps.iter().all(|&g| g == 125_000));
         assert_eq!(o.stretched_periods, 0);
