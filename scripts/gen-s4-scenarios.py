@@ -21,6 +21,9 @@ restarting, share 16 cores; the service's load follows a day-like trace
 and a reactive manager resizes it
 every 100 ms, the batch job getting the other cores (herd_sim::consolidation).
 
+s4-vm-3on2: the live experiment's shape (3 threads, 2 cores, 16 beats a
+phase), with PALM's plan (barrier_beats=16) beside its groups.
+
 Run: python3 scripts/gen-s4-scenarios.py   (rewrites the files)
 """
 import os
@@ -58,6 +61,30 @@ ipc = 1.5
 """
         with open(os.path.join(OUT, f"{name}.toml"), "w") as f:
             f.write(text)
+
+# The live experiment's shape (issue 9, scripts/s4-barrier.py): 3 threads
+# with a spinning barrier on 2 cores, 16 heartbeats a phase, so that PALM
+# with a plan (barrier_beats=16) can be compared with PALM's groups here.
+VM = """# S4 on the 2-CPU VM's shape: 3 threads with a spinning barrier (16 beats a
+# phase) on 2 cores. Written by scripts/gen-s4-scenarios.py; edit that.
+name = "s4-vm-3on2"
+policies = ["pack:tp:cores=2", "pack:palm:cores=2", "pack:palm:cores=2,barrier_beats=16", "pack:tr:cores=2"]
+period_ms = 1
+
+[machine]
+synthetic = "package:1 l3:1 core:2"
+
+[[job]]
+name = "app"
+threads = 3
+barrier = { every = 3.2e6, kind = "spin" }
+heartbeat_every = 200000
+[[job.phase]]
+instructions = 3e8
+ipc = 1.5
+"""
+with open(os.path.join(OUT, "s4-vm-3on2.toml"), "w") as f:
+    f.write(VM)
 
 CONSOLIDATION = """# S4's dynamic server consolidation case study (see herd_sim::consolidation):
 # a memcached-like service and a synchronisation-intensive batch job share
