@@ -56,6 +56,11 @@ pub fn run(args: &AttachArgs) -> Result<u8, Failure> {
         None => "it exited".to_string(),
     };
     let st = world.stats;
+    crate::run_cmd::warn_if_lanes_ignored(
+        &st,
+        &policy.name(),
+        "herd attach does not apply them, herd run --realtime does",
+    );
     eprintln!(
         "herd: managed {name} (pid {}) under {}: {} placements, {} migrations, {} decisions; {how}; affinities restored",
         args.pid,

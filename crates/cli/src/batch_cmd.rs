@@ -228,6 +228,11 @@ fn results(
         .collect();
     let makespan_s = programs.iter().map(|p| p.turnaround_s).fold(0.0, f64::max);
     let s = world.stats;
+    crate::run_cmd::warn_if_lanes_ignored(
+        &s,
+        variant,
+        "herd batch does not apply them, herd run --realtime does",
+    );
     RunResult {
         variant: variant.into(),
         makespan_s,

@@ -133,6 +133,17 @@ fn trace_line(
     writeln!(f, "{line}")
 }
 
+/// Says once, after a live run, that the policy's lanes (SCHED_FIFO
+/// priorities) were not applied: they need herd's loop above them (`how`).
+pub(crate) fn warn_if_lanes_ignored(s: &herd_runtime::live::LiveStats, policy: &str, how: &str) {
+    if s.lanes_ignored > 0 {
+        eprintln!(
+            "herd: warning: {policy} asked for lanes (SCHED_FIFO priorities), which need herd's loop above them: \
+             {how}; they were ignored"
+        );
+    }
+}
+
 /// `--threads`: a count or `auto`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Threads {
@@ -324,13 +335,7 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     // The run's tail after the last observation, at the last power seen.
     model_energy_j += last_w * (wall - modelled_s).max(0.0);
     let s = world.stats;
-    if s.lanes_ignored > 0 {
-        eprintln!(
-            "herd: warning: {} asked for lanes (SCHED_FIFO priorities), which need herd's loop above them: \
-             run with --realtime; they were ignored",
-            policy.name()
-        );
-    }
+    warn_if_lanes_ignored(&s, &policy.name(), "run with --realtime");
     let mut summary = String::new();
     let _ = write!(
         summary,

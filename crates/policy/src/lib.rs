@@ -263,7 +263,7 @@ pub fn catalog() -> &'static [PolicyInfo] {
                 ParamInfo {
                     key: "barrier_beats",
                     default: "0",
-                    about: "the beats each thread makes between barriers: with heartbeats, more threads than cores and identical cores, run McNaughton's schedule of the work left to the next barrier through lanes (live: SCHED_FIFO, needs --realtime) instead of the groups' turns (0: off)",
+                    about: "the beats each thread makes between barriers: with heartbeats, more threads than cores and identical cores, run McNaughton's schedule of the work left to the next barrier through lanes (live: SCHED_FIFO, needs --realtime; the job's threads then run ahead of normal processes on its K cores) instead of the groups' turns (0: off)",
                 },
             ],
         },

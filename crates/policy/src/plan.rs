@@ -67,7 +67,10 @@ pub struct Plan {
 /// that must decide who runs *now* (S4's packing with a plan) says it with
 /// lanes: `Front` runs before `Back` at once, and both before `Fair`. Live,
 /// they are SCHED_FIFO priorities 2 and 1, set only under `--realtime`
-/// (herd's loop above them) and reset when the run ends.
+/// (herd's loop above them) and reset when the run ends. While they last,
+/// the job's threads run ahead of every normal process on their CPUs, which
+/// keep only the kernel's reserve for those (the fair server's 50 ms a
+/// second): give such a job cores of its own (`cores=K`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Lane {
