@@ -17,7 +17,8 @@
 //! - a thread that has done its last beat of a phase but not yet reached
 //!   the barrier looks like one waiting there; held back while the others
 //!   spin in front of it, it would never run. When no thread beats between
-//!   two turns, the plan holds another one instead;
+//!   two turns at least two beats' time apart, the plan holds another one
+//!   instead (a quicker turn that saw no beat looks again two beats later);
 //! - the running rate, which turns beats left into time, is learned only
 //!   from intervals in which a thread did not finish its work left (it spun
 //!   for an unknown part of those); such an interval can only raise it.
@@ -87,6 +88,12 @@ impl BarrierPlan {
         let moved = workers
             .iter()
             .any(|(id, b, _)| self.last.get(id).is_none_or(|l| l.0 != *b));
+        // Long enough for two beats of a running thread: a quicker turn that
+        // saw no beat proves nothing.
+        let long_enough = match (self.last_ns, self.rate()) {
+            (Some(then), Some(r)) => now_ns.saturating_sub(then) as f64 * r >= 2.0,
+            _ => true,
+        };
         if let Some(then) = self.last_ns {
             let ns = now_ns.saturating_sub(then) as f64;
             for &(id, b, _) in workers {
@@ -112,7 +119,15 @@ impl BarrierPlan {
             .map(|(w, l)| (w.0, (w.1, l.1)))
             .collect();
         let (mut runners, mut next_beats) = mcnaughton(&left, &self.held, cores);
-        if !moved && !self.held.is_empty() {
+        if !moved && !self.held.is_empty() && !long_enough {
+            // Look again once two beats could have come.
+            runners = workers
+                .iter()
+                .map(|w| w.0)
+                .filter(|id| !self.held.contains(id))
+                .collect();
+            next_beats = 2.0;
+        } else if !moved && !self.held.is_empty() {
             // Nobody beat: a held thread may be the one the others wait for.
             // Rotate the holds by rank.
             let mut by_rank: Vec<(u32, TaskId)> = left.iter().map(|l| (l.2, l.0)).collect();
@@ -131,7 +146,7 @@ impl BarrierPlan {
                 .map(|r| r.1)
                 .filter(|id| !now_held.contains(id))
                 .collect();
-            next_beats = 1.0;
+            next_beats = 2.0;
         }
         let held: Vec<TaskId> = workers
             .iter()
