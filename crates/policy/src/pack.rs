@@ -482,6 +482,7 @@ impl Policy for Pack {
         self.group_of.retain(|t, _| present.contains(t));
         self.pinned.retain(|t| present.contains(t));
         self.progress.retain(|t, _| present.contains(t));
+        self.lanes.retain(|t, _| present.contains(t));
         if self.kind != Packing::Palm {
             for t in &view.snapshot.tasks {
                 if self.pinned.insert(t.id) {
