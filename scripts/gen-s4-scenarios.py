@@ -37,14 +37,13 @@ MACHINES = {
     "hetero": "package:1 l3:1 core:8 capacity:0.611 kind:slow + core:7 capacity:1.0 kind:fast",
 }
 
-for set_name, every in SETS.items():
-    for key, machine in MACHINES.items():
-        cores = 15 if key == "hetero" else key
-        name = f"s4-{set_name}-{key}"
-        text = f"""# S4: 16 threads with {'frequent' if set_name == 'sync' else 'infrequent'} spinning barriers on {cores} cores
-# ({'7 fast + 8 slow' if key == 'hetero' else 'of 16 homogeneous'}). Written by scripts/gen-s4-scenarios.py; edit that.
+def write_scenario(name, comment, policies, machine, threads, every, beats_every, instructions):
+    """One barrier-job scenario file (the sync/nosync sets and the VM's shape);
+    the numbers come as the text to write."""
+    listed = ", ".join(f'"{p}"' for p in policies)
+    text = f"""{comment} Written by scripts/gen-s4-scenarios.py; edit that.
 name = "{name}"
-policies = ["pack:tp:cores={cores}", "pack:palm:cores={cores}", "pack:tr:cores={cores}", "static-best:pack:palm:cores={cores}"]
+policies = [{listed}]
 period_ms = 1
 
 [machine]
@@ -52,39 +51,37 @@ synthetic = "{machine}"
 
 [[job]]
 name = "app"
-threads = 16
-barrier = {{ every = {every:g}, kind = "spin" }}
-heartbeat_every = {every / 10:g}
+threads = {threads}
+barrier = {{ every = {every}, kind = "spin" }}
+heartbeat_every = {beats_every}
 [[job.phase]]
-instructions = 2e8
+instructions = {instructions}
 ipc = 1.5
 """
-        with open(os.path.join(OUT, f"{name}.toml"), "w") as f:
-            f.write(text)
+    with open(os.path.join(OUT, f"{name}.toml"), "w") as f:
+        f.write(text)
+
+
+for set_name, every in SETS.items():
+    for key, machine in MACHINES.items():
+        cores = 15 if key == "hetero" else key
+        comment = (
+            f"# S4: 16 threads with {'frequent' if set_name == 'sync' else 'infrequent'} spinning barriers on {cores} cores\n"
+            f"# ({'7 fast + 8 slow' if key == 'hetero' else 'of 16 homogeneous'})."
+        )
+        policies = [f"pack:tp:cores={cores}", f"pack:palm:cores={cores}", f"pack:tr:cores={cores}",
+                    f"static-best:pack:palm:cores={cores}"]
+        write_scenario(f"s4-{set_name}-{key}", comment, policies, machine, 16, f"{every:g}", f"{every / 10:g}", "2e8")
 
 # The live experiment's shape (issue 9, scripts/s4-barrier.py): 3 threads
 # with a spinning barrier on 2 cores, 16 heartbeats a phase, so that PALM
 # with a plan (barrier_beats=16) can be compared with PALM's groups here.
-VM = """# S4 on the 2-CPU VM's shape: 3 threads with a spinning barrier (16 beats a
-# phase) on 2 cores. Written by scripts/gen-s4-scenarios.py; edit that.
-name = "s4-vm-3on2"
-policies = ["pack:tp:cores=2", "pack:palm:cores=2", "pack:palm:cores=2,barrier_beats=16", "pack:tr:cores=2"]
-period_ms = 1
-
-[machine]
-synthetic = "package:1 l3:1 core:2"
-
-[[job]]
-name = "app"
-threads = 3
-barrier = { every = 3.2e6, kind = "spin" }
-heartbeat_every = 200000
-[[job.phase]]
-instructions = 3e8
-ipc = 1.5
-"""
-with open(os.path.join(OUT, "s4-vm-3on2.toml"), "w") as f:
-    f.write(VM)
+write_scenario(
+    "s4-vm-3on2",
+    "# S4 on the 2-CPU VM's shape: 3 threads with a spinning barrier (16 beats a\n# phase) on 2 cores.",
+    ["pack:tp:cores=2", "pack:palm:cores=2", "pack:palm:cores=2,barrier_beats=16", "pack:tr:cores=2"],
+    "package:1 l3:1 core:2", 3, "3.2e6", "200000", "3e8",
+)
 
 CONSOLIDATION = """# S4's dynamic server consolidation case study (see herd_sim::consolidation):
 # a memcached-like service and a synchronisation-intensive batch job share

@@ -339,7 +339,7 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     let mut summary = String::new();
     let _ = write!(
         summary,
-        "herd: {name} under {} for {wall:.2} s: {prog_cpu:.2} s CPU, up to {} threads, {} placements{}, {} migrations{}; \
+        "herd: {name} under {} for {wall:.2} s: {prog_cpu:.2} s CPU, up to {} threads, {} placements{}, {} migrations{}{}; \
          herd used {:.1} ms CPU ({:.2}% of the program's), {} decisions at {:.1} us each; {mechanism}",
         policy.name(),
         s.max_threads,
@@ -354,7 +354,8 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
             format!(", {} pauses", s.pauses)
         } else {
             String::new()
-        } + &if s.lane_changes > 0 {
+        },
+        if s.lane_changes > 0 {
             format!(", {} lane changes", s.lane_changes)
         } else {
             String::new()

@@ -90,8 +90,9 @@ pub struct Config {
     /// waking from the clock's wait, as the meter measures them) over this
     /// share; for a policy with timed turns (`Policy::timed_turns`) it is a
     /// budget instead, each turn's cost paid from the share of the time
-    /// since the last, a period stretched only while it is overdrawn. The meter must count CPU time, not wall time, or the wait
-    /// itself would count (live runs meter the loop thread's CPU clock).
+    /// since the last, a period stretched only while it is overdrawn. The
+    /// meter must count CPU time, not wall time, or the wait itself would
+    /// count (live runs meter the loop thread's CPU clock).
     /// On a real machine observing a thread and moving one cost ~10 µs each
     /// (`cargo bench -p herd-runtime --bench affinity`), so a policy asking
     /// for 0.125 ms periods would otherwise spend half a CPU on itself.

@@ -200,7 +200,7 @@ pub struct Pack {
     /// `barrier_beats` (0: off) and the plan it drives.
     barrier_beats: u64,
     planned: Option<BarrierPlan>,
-    /// Each task's lane as last set.
+    /// The tasks the plan put in a lane other than `Fair`, and that lane.
     lanes: BTreeMap<TaskId, Lane>,
 }
 
@@ -242,8 +242,12 @@ impl Pack {
 
     /// Sets `task`'s lane in `plan` if it changes.
     fn set_lane(&mut self, plan: &mut Plan, task: TaskId, lane: Lane) {
-        if self.lanes.get(&task).copied().unwrap_or_default() != lane {
-            self.lanes.insert(task, lane);
+        let was = if lane == Lane::Fair {
+            self.lanes.remove(&task)
+        } else {
+            self.lanes.insert(task, lane)
+        };
+        if was.unwrap_or_default() != lane {
             plan.lane(task, lane);
         }
     }
@@ -261,14 +265,8 @@ impl Pack {
         let alike = cores.windows(2).all(|w| w[0].1 == w[1].1);
         if self.barrier_beats == 0 || !self.beats || totals.len() <= cores.len() || !alike {
             self.planned = None;
-            let raised: Vec<TaskId> = self
-                .lanes
-                .iter()
-                .filter(|(_, l)| **l != Lane::Fair)
-                .map(|(t, _)| *t)
-                .collect();
-            for t in raised {
-                self.set_lane(plan, t, Lane::Fair);
+            for task in std::mem::take(&mut self.lanes).into_keys() {
+                plan.lane(task, Lane::Fair);
             }
             return false;
         }

@@ -293,7 +293,7 @@ mod tests {
     }
 
     #[test]
-    fn the_schedule_fills_every_core_and_ends_together() {
+    fn the_schedule_runs_one_thread_per_core_now() {
         // 5 threads on 3 cores, unequal work: every core runs something
         // now, and no thread runs on two cores at once.
         let left = [(1, 10.0, 0), (2, 9.0, 1), (3, 7.0, 2), (4, 3.0, 3), (5, 1.0, 4)];
