@@ -22,7 +22,8 @@ and a reactive manager resizes it
 every 100 ms, the batch job getting the other cores (herd_sim::consolidation).
 
 s4-vm-3on2: the live experiment's shape (3 threads, 2 cores, 16 beats a
-phase), with PALM's plan (barrier_beats=16) beside its groups.
+phase), with PALM's groups (barrier_beats=0), PALM as it comes (it learns
+the beats and then runs its plan) and the plan from the start.
 
 Run: python3 scripts/gen-s4-scenarios.py   (rewrites the files)
 """
@@ -74,12 +75,14 @@ for set_name, every in SETS.items():
         write_scenario(f"s4-{set_name}-{key}", comment, policies, machine, 16, f"{every:g}", f"{every / 10:g}", "2e8")
 
 # The live experiment's shape (issue 9, scripts/s4-barrier.py): 3 threads
-# with a spinning barrier on 2 cores, 16 heartbeats a phase, so that PALM
-# with a plan (barrier_beats=16) can be compared with PALM's groups here.
+# with a spinning barrier on 2 cores, 16 heartbeats a phase, so that PALM's
+# groups (barrier_beats=0), PALM as it comes (the plan once it has learned
+# the 16 beats) and the plan from the start (barrier_beats=16) compare here.
 write_scenario(
     "s4-vm-3on2",
     "# S4 on the 2-CPU VM's shape: 3 threads with a spinning barrier (16 beats a\n# phase) on 2 cores.",
-    ["pack:tp:cores=2", "pack:palm:cores=2", "pack:palm:cores=2,barrier_beats=16", "pack:tr:cores=2"],
+    ["pack:tp:cores=2", "pack:palm:cores=2,barrier_beats=0", "pack:palm:cores=2",
+     "pack:palm:cores=2,barrier_beats=16", "pack:tr:cores=2"],
     "package:1 l3:1 core:2", 3, "3.2e6", "200000", "3e8",
 )
 

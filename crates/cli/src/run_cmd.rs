@@ -31,8 +31,11 @@ pub struct RunArgs {
     explain: bool,
     /// Run herd's decision loop under SCHED_FIFO (priority 10), so it keeps
     /// its period while the program's threads are busy (sub-ms policies
-    /// such as pack:palm need it); the program runs at normal priority.
-    /// Needs root or CAP_SYS_NICE (`herd doctor`: realtime).
+    /// such as pack:palm need it); the program runs at normal priority,
+    /// except where a plan puts its threads in lanes (SCHED_FIFO 1 and 2,
+    /// below herd's loop): pack:palm does once it has learned the beats
+    /// between a job's barriers, and only under this flag. Needs root or
+    /// CAP_SYS_NICE (`herd doctor`: realtime).
     #[arg(long)]
     realtime: bool,
     /// The share of one CPU herd's own loop may use, in per cent: a period
@@ -241,6 +244,7 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
         ));
     }
     let mut last_budget = budget.map(|b| b.1);
+    let mut last_note: Option<String> = None;
     let started = std::time::Instant::now();
     let herd_cpu_before = crate::meter::cpu_seconds(libc::RUSAGE_SELF);
     let mut meter = CpuMeter::default();
@@ -309,10 +313,13 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
             for (task, lane) in &plan.lanes {
                 eprintln!("herd: task {task} -> lane {lane:?}");
             }
-            if view.decision == 0 {
-                if let Some(note) = &plan.note {
-                    eprintln!("herd: {note}");
-                }
+            // A policy may repeat its note every turn: say each one once
+            // until it changes.
+            if let Some(note) = &plan.note
+                && last_note.as_deref() != Some(note.as_ref())
+            {
+                eprintln!("herd: {note}");
+                last_note = Some(note.to_string());
             }
         },
     );

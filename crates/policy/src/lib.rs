@@ -262,8 +262,8 @@ pub fn catalog() -> &'static [PolicyInfo] {
                 },
                 ParamInfo {
                     key: "barrier_beats",
-                    default: "0",
-                    about: "the beats each thread makes between barriers: with heartbeats, more threads than cores and identical cores, run McNaughton's schedule of the work left to the next barrier through lanes (live: SCHED_FIFO, needs --realtime; the job's threads then run ahead of normal processes on its K cores) instead of the groups' turns (0: off)",
+                    default: "auto",
+                    about: "the beats each thread makes between barriers: with heartbeats, more threads than cores and identical cores, run McNaughton's schedule of the work left to the next barrier through lanes (live: SCHED_FIFO, needs --realtime; the job's threads then run ahead of normal processes on its K cores) instead of the groups' turns. auto: learned from where the threads' beats meet, and the plan runs only where lanes take effect, with at most two threads a core and pieces of at least two beats; 0: off",
                 },
             ],
         },
@@ -560,17 +560,22 @@ pub fn build(spec: &str) -> Result<Box<dyn Policy>, PolicyError> {
             } else {
                 Controller::default()
             };
-            let barrier_beats = if kind == Packing::Palm {
-                params.number(
-                    "barrier_beats",
-                    "0",
-                    |x| x >= 0.0 && x.fract() == 0.0,
-                    "a whole number >= 0",
-                )? as u64
+            let pack = Pack::new(kind, cores, controller);
+            if kind == Packing::Palm && params.str_or("barrier_beats", "auto") == "auto" {
+                Box::new(pack.with_learned_barriers())
             } else {
-                0
-            };
-            Box::new(Pack::new(kind, cores, controller).with_barrier_beats(barrier_beats))
+                let n = if kind == Packing::Palm {
+                    params.number(
+                        "barrier_beats",
+                        "0",
+                        |x| x >= 0.0 && x.fract() == 0.0,
+                        "auto or a whole number >= 0",
+                    )? as u64
+                } else {
+                    0
+                };
+                Box::new(pack.with_barrier_beats(n))
+            }
         }
         "amp:ff" => Box::new(FastFirst::default()),
         "amp:hass-s" => Box::new(HassStatic::default()),

@@ -69,6 +69,11 @@ impl BarrierPlan {
         }
     }
 
+    /// The beats between barriers the plan is for.
+    pub(crate) fn beats_per_barrier(&self) -> u64 {
+        self.beats_per_barrier
+    }
+
     /// Beats per nanosecond of a running thread, once learned.
     pub(crate) fn rate(&self) -> Option<f64> {
         (self.beats_sum >= MIN_BEATS && self.ns_sum > 0.0).then(|| self.beats_sum / self.ns_sum)
@@ -213,6 +218,183 @@ pub(crate) fn mcnaughton(
     (runners, if next.is_finite() { next.max(1.0) } else { 1.0 })
 }
 
+/// Learns the beats between barriers (`barrier_beats=auto`) from what the
+/// heartbeats show on their own. With a barrier every N beats, no thread
+/// is ever past the first multiple of N above the laggard: it would have
+/// passed a barrier the laggard has not reached. So every snapshot with
+/// the threads two or more beats apart refutes each candidate with a
+/// multiple strictly between the laggard and the leader, and N (and its
+/// multiples) survive every snapshot. The guess is the smallest candidate
+/// left, once the laggard has passed `PASSED` of its multiples and the
+/// threads have been seen apart across every other place in its period
+/// (every residue but 0 strictly between a laggard and a leader): a
+/// candidate that survived only because the threads kept in step (PALM's
+/// groups keep them within a beat for long stretches) has not been tested,
+/// and a wrong guess leaves holes where the threads barely diverged. Nor
+/// has one that was not tested often: a snapshot with L places strictly
+/// between laggard and leader would refute a wrong candidate C at a random
+/// offset with probability L/C, so each counts -log2(1 - L/C) bits of
+/// evidence, and a guess needs `EVIDENCE_BITS`.
+/// Why not the levels at which all threads
+/// meet: PALM keeps their progress so even that they meet mid-phase too
+/// (in simulation, more often than at barriers). A thread that was not
+/// there before (a new thread, or a job started again) did not pass the
+/// same barriers from 0: the learner starts again.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct BarrierLearner {
+    /// The threads it has seen, sorted.
+    threads: Vec<TaskId>,
+    /// Candidates not refuted yet, ascending (filled at the first snapshot).
+    alive: Vec<u64>,
+    started: bool,
+    /// The laggard's beats at the last snapshot.
+    least: u64,
+    /// The last `SPANS` snapshots' places strictly between the laggard and
+    /// the leader (first, last), where there were any.
+    spans: std::collections::VecDeque<(u64, u64)>,
+    /// The residues those places cover modulo `covered_for`, and how many.
+    covered_for: u64,
+    covered: Vec<bool>,
+    covered_count: u64,
+    /// The evidence for `covered_for`, in bits.
+    evidence_bits: f64,
+}
+
+/// The most beats between barriers the learner considers.
+const MAX_BEATS: u64 = 4096;
+/// Multiples of the guess the laggard must have passed.
+const PASSED: u64 = 8;
+/// Snapshots with the threads apart remembered for a new guess's test.
+const SPANS: usize = 1024;
+/// The evidence a guess needs: a wrong one would survive it by chance about
+/// once in a thousand. A wrong guess that runs the plan soon meets its
+/// refutation, since the plan lets the threads drift apart by up to a
+/// phase (s4-vm-3on2: 8 for 16 beats, for 12 ms of a 129 ms run).
+const EVIDENCE_BITS: f64 = 10.0;
+
+impl BarrierLearner {
+    /// Takes one snapshot of the workers' beat counts.
+    pub(crate) fn observe(&mut self, workers: &[(TaskId, u64)]) {
+        let mut ids: Vec<TaskId> = workers.iter().map(|w| w.0).collect();
+        ids.sort_unstable();
+        if ids.iter().any(|id| self.threads.binary_search(id).is_err()) {
+            *self = BarrierLearner::default();
+        }
+        self.threads = ids;
+        let beats: Vec<u64> = workers.iter().map(|w| w.1).collect();
+        if beats.len() < 2 {
+            return;
+        }
+        if !self.started {
+            self.started = true;
+            self.alive = (2..=MAX_BEATS).collect();
+        }
+        let (lo, hi) = beats
+            .iter()
+            .fold((u64::MAX, 0), |(lo, hi), &b| (lo.min(b), hi.max(b)));
+        self.least = lo;
+        if hi - lo < 2 {
+            return;
+        }
+        let span = (lo + 1, hi - 1);
+        if self.spans.len() == SPANS {
+            self.spans.pop_front();
+        }
+        self.spans.push_back(span);
+        // Candidates at or above the leader have no multiple below it to
+        // refute: only those below are looked at.
+        let below = self.alive.partition_point(|&n| n < hi);
+        let mut kept: Vec<u64> = self.alive[..below]
+            .iter()
+            .copied()
+            .filter(|&n| (lo / n + 1) * n >= hi)
+            .collect();
+        kept.extend_from_slice(&self.alive[below..]);
+        self.alive = kept;
+        // The smallest candidate is tested once the laggard has passed
+        // enough of its multiples (before that, it is not worth the work:
+        // threads drifting apart change it every snapshot).
+        let Some(&n) = self.alive.first().filter(|&&n| lo >= PASSED * n) else {
+            return;
+        };
+        if n == self.covered_for {
+            self.cover(span);
+        } else {
+            // A new guess: what the remembered snapshots covered of it.
+            (self.covered_for, self.covered, self.covered_count) = (n, vec![false; n as usize], 0);
+            self.evidence_bits = 0.0;
+            let spans = std::mem::take(&mut self.spans);
+            for &span in &spans {
+                self.cover(span);
+            }
+            self.spans = spans;
+        }
+    }
+
+    /// Marks the residues of the places `first..=last` modulo the guess.
+    fn cover(&mut self, (first, last): (u64, u64)) {
+        let n = self.covered_for;
+        // last - first + 1 < n, or the span would have refuted n.
+        self.evidence_bits -= (1.0 - (last + 1 - first) as f64 / n as f64).log2();
+        if self.covered_count + 1 >= n {
+            return;
+        }
+        for x in first..=last.min(first + n - 1) {
+            let r = (x % n) as usize;
+            if !self.covered[r] {
+                self.covered[r] = true;
+                self.covered_count += 1;
+            }
+        }
+    }
+
+    /// The beats between barriers, once the smallest candidate left has
+    /// stood enough tests.
+    pub(crate) fn learned(&self) -> Option<u64> {
+        let &n = self.alive.first()?;
+        (n == self.covered_for
+            && self.covered_count + 1 >= n
+            && self.evidence_bits >= EVIDENCE_BITS
+            && self.least >= PASSED * n)
+            .then_some(n)
+    }
+
+    /// Whether every candidate was refuted: the job's barriers, if any,
+    /// come at no fixed number of beats.
+    pub(crate) fn gave_up(&self) -> bool {
+        self.started && self.alive.is_empty()
+    }
+}
+
+/// Whether the plan suits `threads` threads with `beats` beats between
+/// barriers on `cores` cores, when the user did not ask for it
+/// (`barrier_beats=auto`): each core alternates between at most two
+/// threads a phase (`threads <= 2 * cores`), and McNaughton's schedule of a
+/// phase's equal work has no piece shorter than two beats. Finer schedules
+/// lost to PALM's groups in simulation: 16 threads on 15 cores with 10
+/// beats a phase have pieces of 2/3 of a beat, which turns of at least
+/// 0.125 ms cannot follow (s4-sync-15: 0.074 s against the groups' 0.064),
+/// and 16 on 2 cores move a thread at every piece (s4-sync-2: 0.487 s
+/// against 0.427). 3 threads on 2 cores have pieces of half a phase.
+pub(crate) fn plan_suits(threads: usize, cores: usize, beats: u64) -> bool {
+    if cores == 0 || threads <= cores || threads >= 2 * cores {
+        return false;
+    }
+    // In units of 1/cores of a beat: threads end at multiples of
+    // beats * cores, cores at multiples of threads * beats.
+    let (per_thread, per_core) = ((beats * cores as u64) as u128, (beats * threads as u64) as u128);
+    let end = per_thread * threads as u128;
+    let mut points: Vec<u128> = (0..=threads as u128)
+        .map(|j| j * per_thread)
+        .chain((0..=cores as u128).map(|i| i * per_core))
+        .filter(|&x| x <= end)
+        .collect();
+    points.sort_unstable();
+    points.dedup();
+    let shortest = points.windows(2).map(|w| w[1] - w[0]).min().unwrap_or(0);
+    shortest >= 2 * cores as u128
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -339,5 +521,111 @@ mod tests {
         assert_ne!(second.held, first.held);
         let third = p.turn(2_000_000, &w, 2);
         assert_ne!(third.held, second.held);
+    }
+
+    /// The learner sees threads 1, 2, ... at `beats`.
+    fn see(l: &mut BarrierLearner, beats: &[u64]) {
+        let w: Vec<(TaskId, u64)> = beats
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| (i as TaskId + 1, b))
+            .collect();
+        l.observe(&w);
+    }
+
+    #[test]
+    fn the_learner_finds_the_beats_between_barriers_and_refutes_the_rest() {
+        let mut l = BarrierLearner::default();
+        // 3 threads, 16 beats a phase: within a phase they drift apart by
+        // up to 3 beats, and the leaders wait at the barrier.
+        for phase in 0..PASSED {
+            let base = 16 * phase;
+            for step in 0..16u64 {
+                let lead = (base + step + 3).min(base + 16);
+                see(&mut l, &[lead, (base + step + 1).min(base + 16), base + step]);
+            }
+            // The laggard has not yet passed PASSED barriers.
+            assert_eq!(l.learned(), None, "too early at phase {phase}");
+        }
+        let done = 16 * PASSED;
+        see(&mut l, &[done + 2, done + 1, done]);
+        assert_eq!(l.learned(), Some(16));
+        // A thread gone changes nothing; a new one (here the job started
+        // again, from 0) starts the learning again.
+        l.observe(&[(1, done + 2), (2, done + 1)]);
+        assert_eq!(l.learned(), Some(16));
+        l.observe(&[(1, done + 2), (2, done + 1), (4, 0)]);
+        assert_eq!(l.learned(), None);
+        // Threads that drift apart refute every candidate.
+        let mut l = BarrierLearner::default();
+        for i in 0..2000u64 {
+            see(&mut l, &[i * 3, i * 2, i]);
+        }
+        assert!(l.gave_up());
+        assert_eq!(l.learned(), None);
+        // Threads in lockstep show nothing: no guess.
+        let mut l = BarrierLearner::default();
+        for i in 0..2000u64 {
+            see(&mut l, &[i + 1, i]);
+        }
+        assert_eq!(l.learned(), None);
+        assert!(!l.gave_up());
+    }
+
+    #[test]
+    fn palm_learns_the_barriers_and_runs_the_plan_only_where_lanes_apply() {
+        let m = Machine::synthetic("core:2").unwrap();
+        for lanes_apply in [true, false] {
+            let mut p = crate::build("pack:palm:cores=2").unwrap();
+            assert_eq!(p.name(), "pack:palm:cores=2", "auto is the default");
+            let (mut notes, mut lanes) = (Vec::new(), 0);
+            // Three threads, 16 beats a phase, as in the learner's test.
+            let mut now = 0;
+            for phase in 0..PASSED + 4 {
+                let base = 16 * phase;
+                for step in 0..16u64 {
+                    now += 100_000;
+                    let beats = [
+                        Some((base + step + 3).min(base + 16)),
+                        Some((base + step + 1).min(base + 16)),
+                        Some(base + step),
+                    ];
+                    let mut view = snap(now, &beats);
+                    view.lanes_apply = lanes_apply;
+                    let plan = crate::testkit::decide_once(p.as_mut(), &m, &view);
+                    lanes += plan.lanes.iter().filter(|l| l.1 != Lane::Fair).count();
+                    notes.extend(plan.note.map(|n| n.to_string()));
+                }
+            }
+            let learned: Vec<&String> = notes.iter().filter(|n| n.contains("learned")).collect();
+            assert_eq!(learned.len(), 1, "said once: {notes:?}");
+            assert!(learned[0].contains("16 beats between barriers"), "{notes:?}");
+            if lanes_apply {
+                assert!(learned[0].contains("running the plan"), "{notes:?}");
+                assert!(lanes > 0);
+            } else {
+                assert!(learned[0].contains("--realtime"), "{notes:?}");
+                assert_eq!(lanes, 0, "no lanes where they do not apply");
+            }
+        }
+        // Off on request.
+        let p = crate::build("pack:palm:cores=2,barrier_beats=0").unwrap();
+        assert_eq!(p.name(), "pack:palm:cores=2,barrier_beats=0");
+        assert!(crate::build("pack:palm:barrier_beats=some").is_err());
+    }
+
+    #[test]
+    fn the_plan_suits_few_threads_per_core_and_pieces_of_two_beats() {
+        // The live shape: pieces of 8 beats.
+        assert!(plan_suits(3, 2, 16));
+        assert!(plan_suits(4, 3, 12));
+        // S4's 16 threads on 15 cores: pieces of 2/3 of a beat.
+        assert!(!plan_suits(16, 15, 10));
+        // More than two threads a core, or no more threads than cores.
+        assert!(!plan_suits(16, 2, 10));
+        assert!(!plan_suits(2, 2, 16));
+        // 3 on 2 with 2 beats a phase: pieces of one beat.
+        assert!(!plan_suits(3, 2, 2));
+        assert!(plan_suits(3, 2, 4));
     }
 }

@@ -152,6 +152,12 @@ pub struct Snapshot {
     /// since the last full one; `state` and `cpu` are as last seen.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub progress_only: bool,
+    /// Whether a plan's [`crate::Lane`]s take effect: always in the
+    /// simulator; live only when herd's loop runs above them
+    /// (`herd run --realtime`). A policy that would lean on lanes on its
+    /// own initiative does so only when they do.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lanes_apply: bool,
 }
 
 /// What the profile store knows about a program before it runs.

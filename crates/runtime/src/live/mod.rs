@@ -640,6 +640,7 @@ impl Sensor for LiveWorld {
             system,
             budget_cores: self.budget.as_mut().and_then(|b| b.poll(now_ns)),
             progress_only: false,
+            lanes_apply: self.lanes_allowed,
         };
         &self.snapshot
     }

@@ -388,7 +388,10 @@ impl<'a> World<'a> {
             busy_cores_counted: true,
             smt_buf: Vec::new(),
             speed_of_kind,
-            snapshot: Snapshot::default(),
+            snapshot: Snapshot {
+                lanes_apply: true,
+                ..Snapshot::default()
+            },
             last_observe_ns: 0,
             seen_energy_j: 0.0,
             seen_mem_bytes: 0.0,
@@ -522,6 +525,9 @@ impl<'a> World<'a> {
             th.done = false;
             th.at_barrier = false;
             th.at_gate = false;
+            // A new thread starts in the normal class, as live (lanes set
+            // SCHED_RESET_ON_FORK): the slot's last thread's lane is not its.
+            th.lane = herd_policy::Lane::Fair;
             th.phase = 0;
             th.loops_left = job.loops;
             th.left = phase_work(job, 0, th.rank);

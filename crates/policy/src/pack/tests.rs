@@ -1,0 +1,184 @@
+//! `pack`'s tests (their own file: pack.rs is long enough).
+
+use super::*;
+
+use crate::Snapshot;
+use herd_topo::Machine;
+
+fn snap(now_ns: u64, beats: &[Option<u64>]) -> Snapshot {
+    crate::testkit::beats_snapshot(now_ns, beats)
+}
+
+fn cpu_of(plan: &Plan, task: TaskId) -> Option<u32> {
+    plan.tasks
+        .iter()
+        .find(|(t, _)| *t == task)
+        .and_then(|(_, p)| match p {
+            crate::Placement::Run { cpus, .. } => cpus.iter().next(),
+            crate::Placement::Pause { .. } => None,
+        })
+}
+
+#[test]
+fn the_least_progressed_thread_gets_a_core_alone_and_the_period_adapts() {
+    let m = Machine::synthetic("core:2").unwrap();
+    // S4's controller: an epoch of one period, any change moves it.
+    let mut p = Pack::new(Packing::Palm, Some(2), Controller::s4());
+    // Three workers and a main thread that beats nothing (waiting in join).
+    let plan = crate::testkit::decide_once(&mut p, &m, &snap(0, &[Some(10), Some(5), Some(8), None]));
+    assert_eq!(plan.next_period_ns, Some(125_000));
+    let solo = cpu_of(&plan, 2).expect("placed");
+    assert_ne!(cpu_of(&plan, 3), Some(solo), "the least progressed is alone");
+    assert_eq!(cpu_of(&plan, 1), cpu_of(&plan, 3), "the other two share a core");
+    let main = plan.tasks.iter().find(|(t, _)| *t == 4).expect("main placed");
+    assert!(matches!(&main.1, crate::Placement::Run { cpus, .. } if cpus.len() == 2));
+    assert!(plan.note.as_deref().unwrap().contains("progress from heartbeats"));
+    // More progress per second in the next epoch: the period doubles.
+    crate::testkit::decide_once(&mut p, &m, &snap(200_000, &[Some(20), Some(15), Some(18), None]));
+    let plan = crate::testkit::decide_once(&mut p, &m, &snap(400_000, &[Some(40), Some(35), Some(38), None]));
+    assert_eq!(plan.next_period_ns, Some(250_000));
+    assert_eq!(
+        crate::build("pack:palm:cores=2,max_period_ms=8").unwrap().name(),
+        "pack:palm:cores=2,max_period_ms=8"
+    );
+    // A fixed period: the controller never moves it.
+    let mut fixed = crate::build("pack:palm:cores=2,period_us=500").unwrap();
+    assert_eq!(fixed.name(), "pack:palm:cores=2,period_us=500");
+    for t in 0..4u64 {
+        let plan = crate::testkit::decide_once(
+            fixed.as_mut(),
+            &m,
+            &snap(t * 600_000, &[Some(10 * t * t), Some(5), Some(8), None]),
+        );
+        assert_eq!(plan.next_period_ns, Some(500_000));
+    }
+}
+
+#[test]
+fn a_budget_set_from_outside_moves_every_thread_onto_the_new_cores() {
+    let m = Machine::synthetic("core:4").unwrap();
+    let cpus_of = |plan: &Plan| -> Vec<CpuSet> {
+        plan.tasks
+            .iter()
+            .filter_map(|(_, p)| match p {
+                crate::Placement::Run { cpus, .. } => Some(cpus.clone()),
+                crate::Placement::Pause { .. } => None,
+            })
+            .collect()
+    };
+    let union = |plan: &Plan| -> CpuSet { cpus_of(plan).iter().flat_map(|c| c.iter()).collect() };
+    for kind in [Packing::Tp, Packing::Palm] {
+        let mut p = Pack::new(kind, Some(3), Controller::default());
+        let mut s = snap(0, &[Some(1), Some(2), Some(3), Some(4)]);
+        let plan = crate::testkit::decide_once(&mut p, &m, &s);
+        assert_eq!(union(&plan).len(), 3, "{kind:?}: cores=3 without a budget");
+        // The controller shrinks the budget to 2 cores: all four threads
+        // are placed again, on two cores only.
+        s.now_ns = 1_000_000;
+        s.budget_cores = Some(2);
+        let plan = crate::testkit::decide_once(&mut p, &m, &s);
+        assert_eq!(cpus_of(&plan).len(), 4, "{kind:?}: every thread placed again");
+        assert_eq!(union(&plan).len(), 2, "{kind:?}");
+        assert!(plan.note.as_deref().unwrap().contains("budget is now 2 cores"));
+        // Unchanged budget: nothing moves for TP.
+        s.now_ns = 2_000_000;
+        let plan = crate::testkit::decide_once(&mut p, &m, &s);
+        if kind == Packing::Tp {
+            assert!(plan.tasks.is_empty());
+        }
+        // A budget beyond the machine is the machine.
+        s.budget_cores = Some(99);
+        let plan = crate::testkit::decide_once(&mut p, &m, &s);
+        assert_eq!(union(&plan).len(), 4, "{kind:?}");
+    }
+}
+
+#[test]
+fn herds_controller_waits_out_an_epoch_and_keeps_the_period_within_its_dead_band() {
+    let m = Machine::synthetic("core:2").unwrap();
+    let c = Controller {
+        min_epoch_ns: 1_000_000,
+        tolerance: 0.1,
+        ..Controller::default()
+    };
+    let mut p = Pack::new(Packing::Palm, Some(2), c);
+    let mut period_at = |t_us: u64, beats: u64| {
+        let s = snap(t_us * 1000, &[Some(beats), Some(beats), Some(beats), None]);
+        crate::testkit::decide_once(&mut p, &m, &s)
+            .next_period_ns
+            .unwrap()
+    };
+    // 100 beats per ms each epoch.
+    assert_eq!(period_at(0, 0), 125_000);
+    assert_eq!(period_at(500, 50), 125_000, "the first epoch is not over");
+    assert_eq!(
+        period_at(1000, 100),
+        125_000,
+        "no epoch before it to compare with"
+    );
+    // 5% faster: inside the 10% dead band, the period stays.
+    assert_eq!(period_at(2000, 205), 125_000);
+    // 20% faster than that: double.
+    assert_eq!(period_at(3000, 331), 250_000);
+    // Much slower: halve.
+    assert_eq!(period_at(4000, 381), 125_000);
+}
+
+#[test]
+fn a_better_epoch_after_an_undone_move_holds_where_s4s_rule_doubles_again() {
+    let m = Machine::synthetic("core:2").unwrap();
+    let c = Controller {
+        min_epoch_ns: 1_000_000,
+        epoch_beats: 0,
+        ..Controller::default()
+    };
+    for (climb, want) in [(true, 125_000), (false, 250_000)] {
+        let mut p = Pack::new(Packing::Palm, Some(2), Controller { climb, ..c });
+        let mut beats = 0;
+        let mut period = 0;
+        // Beats per ms, epoch after epoch: better (double), worse
+        // (back), better again (the recovery).
+        for (ms, rate) in [100, 100, 120, 90, 120].into_iter().enumerate() {
+            beats += rate;
+            let s = snap(
+                ms as u64 * 1_000_000,
+                &[Some(beats), Some(beats), Some(beats), None],
+            );
+            period = crate::testkit::decide_once(&mut p, &m, &s)
+                .next_period_ns
+                .unwrap();
+        }
+        assert_eq!(period, want, "climb={climb}");
+    }
+}
+
+#[test]
+fn one_thread_moves_when_the_laggard_changes_among_three_on_two_cores() {
+    let m = Machine::synthetic("core:2").unwrap();
+    let mut p = Pack::new(Packing::Palm, Some(2), Controller::fixed(125_000));
+    let first = crate::testkit::decide_once(&mut p, &m, &snap(0, &[Some(10), Some(5), Some(8), None]));
+    let alone = cpu_of(&first, 2).unwrap();
+    assert_ne!(cpu_of(&first, 1), Some(alone));
+    // Thread 3 falls behind: it keeps its core and gets it alone; one of
+    // the others joins the former laggard, who stays where it is.
+    let next = crate::testkit::decide_once(&mut p, &m, &snap(125_000, &[Some(20), Some(15), Some(9), None]));
+    let moved: Vec<_> = next.tasks.iter().filter(|(t, _)| *t != 4).collect();
+    assert_eq!(moved.len(), 1, "{moved:?}");
+    assert!(cpu_of(&next, 3).is_none(), "the new laggard is not moved");
+    assert!(cpu_of(&next, 2).is_none(), "the old laggard is not moved");
+    assert_eq!(
+        arrange_sizes(
+            &[1.0, 1.0],
+            &[2, 1],
+            &[vec![1.0f64.to_bits(), 0.5f64.to_bits()], vec![0.5f64.to_bits()]]
+        ),
+        vec![1, 2]
+    );
+}
+
+#[test]
+fn group_sizes_follow_capacity_per_thread() {
+    assert_eq!(group_sizes(&[360.0, 220.0, 100.0], 6), vec![3, 2, 1]);
+    assert_eq!(group_sizes(&[1.0, 1.0], 3), vec![2, 1]);
+    assert_eq!(group_sizes(&[1.0, 1.0], 1), vec![1, 0]);
+}
