@@ -379,7 +379,7 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     if overhead.stretched_periods > 0 {
         let _ = write!(
             summary,
-            "; {} periods stretched to keep herd's loop under {}% of a CPU",
+            "; {} periods stretched to keep herd's loop under {}% of a CPU (--loop-share)",
             overhead.stretched_periods, args.loop_share
         );
     }

@@ -54,6 +54,9 @@ pub(crate) struct Turn {
     pub next_ns: Option<u64>,
 }
 
+/// Work left in a phase, in beats, below which a turn looks through the
+/// barrier even with cores idle before it.
+const NEAR: f64 = 2.0;
 /// How much an old interval still counts each turn.
 const DECAY: f64 = 0.98;
 /// Beats the sums need before the rate is trusted.
@@ -126,15 +129,16 @@ impl BarrierPlan {
             .map(|(w, l)| (w.0, (w.1, l.1)))
             .collect();
         let (mut runners, mut next_beats) = mcnaughton(&left, &self.held, cores);
-        if let Some(more) = self.through_the_barrier(&left, &runners, next_beats, cores) {
-            // The runners' pieces end at the barrier, and the same threads
-            // start the next phase: no turn at the barrier, the next one
-            // comes when the next phase's schedule first changes. The
-            // interval then covers their next phase's work too, which is
-            // what they have left (for learning the rate).
-            next_beats += more;
+        if let Some((through, beats)) = self.through_the_barrier(&left, &runners, next_beats, cores) {
+            // The pieces running now end at the barrier, and the same
+            // threads start the next phase: no turn at the barrier, the next
+            // one comes when the next phase's schedule first changes. The
+            // interval then covers the next phase's work of those that are
+            // not done yet, which is what they have left (for the rate; one
+            // already at the barrier waits there first, so it teaches none).
+            (runners, next_beats) = (through, beats);
             for id in &runners {
-                if let Some(l) = self.last.get_mut(id) {
+                if let Some(l) = self.last.get_mut(id).filter(|l| l.1 > 0.0) {
                     l.1 += per as f64;
                 }
             }
@@ -184,26 +188,43 @@ impl BarrierPlan {
 }
 
 impl BarrierPlan {
-    /// When the pieces starting now (`runners`, the first ending in
-    /// `next_beats`) all run to the end of the phase on every core, and
-    /// the next phase's schedule starts with the same threads: the beats
-    /// from that barrier to its first change. A turn at the barrier would
-    /// only confirm the runners (a third of the turns with 3 threads on 2
-    /// cores, each costing tens of µs of herd's CPU live).
+    /// Runners that take the plan through the barrier, and the beats to
+    /// the next phase's first change, when the pieces starting now
+    /// (`runners`, the first ending in `next_beats`) run to the end of the
+    /// phase on every core and the next phase starts with the same threads;
+    /// or when the phase is about to end (`NEAR` beats or less), with the
+    /// threads still at work plus, on the cores they leave idle, those the
+    /// next phase starts with (threads not held first, then by rank). A
+    /// turn at the barrier would only confirm the runners: it was a third
+    /// of the turns with 3 threads on 2 cores, each costing tens of µs of
+    /// herd's CPU live, and turns that came a beat early (the rate is an
+    /// average) added one more.
     fn through_the_barrier(
         &self,
         left: &[(TaskId, f64, u32)],
         runners: &[TaskId],
         next_beats: f64,
         cores: usize,
-    ) -> Option<f64> {
+    ) -> Option<(Vec<TaskId>, f64)> {
         const EPS: f64 = 1e-9;
         let sum: f64 = left.iter().map(|l| l.1).sum();
         let longest = left.iter().map(|l| l.1).fold(0.0, f64::max);
         let span = (sum / cores.max(1) as f64).max(longest);
-        if runners.len() != cores || (next_beats - span).abs() > EPS || span <= 0.0 {
+        if span <= 0.0 || left.len() < cores {
             return None;
         }
+        let runners: Vec<TaskId> = if runners.len() == cores && (next_beats - span).abs() <= EPS {
+            runners.to_vec()
+        } else if span <= NEAR {
+            let mut order: Vec<&(TaskId, f64, u32)> = left.iter().collect();
+            order.sort_by_key(|l| (l.1 <= 0.0, self.held.contains(&l.0), l.2));
+            if order.iter().filter(|l| l.1 > 0.0).count() > cores {
+                return None;
+            }
+            order.iter().take(cores).map(|l| l.0).collect()
+        } else {
+            return None;
+        };
         let per = self.beats_per_barrier as f64;
         let next: Vec<(TaskId, f64, u32)> = left.iter().map(|&(id, _, rank)| (id, per, rank)).collect();
         let held: BTreeSet<TaskId> = left
@@ -213,7 +234,7 @@ impl BarrierPlan {
             .collect();
         let (again, first) = mcnaughton(&next, &held, cores);
         let same = again.len() == runners.len() && again.iter().all(|id| runners.contains(id));
-        same.then_some(first)
+        same.then_some((runners, span + first))
     }
 }
 
@@ -539,12 +560,24 @@ mod tests {
         let held: BTreeSet<TaskId> = [1].into();
         let (run, next) = mcnaughton(&half, &held, 2);
         assert_eq!((ids(&run), next), (vec![2, 3], 8.0));
-        assert_eq!(p.through_the_barrier(&half, &run, next, 2), Some(8.0));
-        // One runner short of the cores (the other core idles before the
-        // barrier): a turn at the barrier.
+        assert_eq!(
+            p.through_the_barrier(&half, &run, next, 2),
+            Some((vec![2, 3], 16.0))
+        );
+        // One runner short of the cores with much left (the other core
+        // idles before the barrier): a turn at the barrier.
         let short = [(1, 0.0, 0), (2, 0.0, 1), (3, 8.0, 2)];
         let (run, next) = mcnaughton(&short, &none, 2);
         assert_eq!(p.through_the_barrier(&short, &run, next, 2), None);
+        // A turn a beat early: 3 finishes, and 1 (not held, the lower
+        // rank) starts the next phase with it on the idle core; the next
+        // turn is 1 beat to the barrier and 8 beyond.
+        let early = [(1, 0.0, 0), (2, 0.0, 1), (3, 1.0, 2)];
+        let (run, next) = mcnaughton(&early, &none, 2);
+        assert_eq!(
+            p.through_the_barrier(&early, &run, next, 2),
+            Some((vec![3, 1], 9.0))
+        );
     }
 
     #[test]
