@@ -9,9 +9,9 @@
 //! can hold the core its partner needs. With a plan, the threads that
 //! should run are in [`Lane::Front`](crate::Lane), one per core, and the
 //! others in `Back`, which yields to them at once; the next turn comes
-//! when the plan next changes (when the pieces running end at the barrier
-//! and the same threads start the next phase: when that phase's schedule
-//! first changes, with no turn at the barrier). `workloads/palm_bound` measured the same
+//! when the plan next changes (when every thread with work left in the
+//! phase runs now: when the next phase's schedule first changes, with no
+//! turn at the barrier). `workloads/palm_bound` measured the same
 //! schedule from inside the process: 1.075x thread reduction's time with
 //! 2 ms phases on the 2-CPU VM, where PALM's rule by affinity took 1.15x.
 //!
@@ -54,9 +54,6 @@ pub(crate) struct Turn {
     pub next_ns: Option<u64>,
 }
 
-/// Work left in a phase, in beats, below which a turn looks through the
-/// barrier even with cores idle before it.
-const NEAR: f64 = 2.0;
 /// How much an old interval still counts each turn.
 const DECAY: f64 = 0.98;
 /// Beats the sums need before the rate is trusted.
@@ -129,18 +126,21 @@ impl BarrierPlan {
             .map(|(w, l)| (w.0, (w.1, l.1)))
             .collect();
         let (mut runners, mut next_beats) = mcnaughton(&left, &self.held, cores);
-        if let Some((through, beats)) = self.through_the_barrier(&left, &runners, next_beats, cores) {
-            // The pieces running now end at the barrier, and the same
-            // threads start the next phase: no turn at the barrier, the next
-            // one comes when the next phase's schedule first changes. The
-            // interval then covers the next phase's work of those that are
-            // not done yet, which is what they have left (for the rate; one
-            // already at the barrier waits there first, so it teaches none).
+        if let Some((through, beats)) = self.through_the_barrier(&left, cores) {
+            // No piece starts before the barrier, and the same threads start
+            // the next phase: no turn at the barrier, the next one comes when
+            // the next phase's schedule first changes. For the rate, the
+            // interval covers the next phase's work of the threads that run
+            // right up to the barrier; any other waits there for a while,
+            // spinning without beats, and teaches nothing.
+            let span = left.iter().map(|l| l.1).fold(0.0, f64::max);
             (runners, next_beats) = (through, beats);
-            for id in &runners {
-                if let Some(l) = self.last.get_mut(id).filter(|l| l.1 > 0.0) {
-                    l.1 += per as f64;
-                }
+            for (id, l) in self.last.iter_mut() {
+                l.1 = if l.1 >= span && runners.contains(id) {
+                    l.1 + per as f64
+                } else {
+                    0.0
+                };
             }
         }
         if !moved && !self.held.is_empty() && !long_enough {
@@ -188,43 +188,25 @@ impl BarrierPlan {
 }
 
 impl BarrierPlan {
-    /// Runners that take the plan through the barrier, and the beats to
-    /// the next phase's first change, when the pieces starting now
-    /// (`runners`, the first ending in `next_beats`) run to the end of the
-    /// phase on every core and the next phase starts with the same threads;
-    /// or when the phase is about to end (`NEAR` beats or less), with the
-    /// threads still at work plus, on the cores they leave idle, those the
-    /// next phase starts with (threads not held first, then by rank). A
-    /// turn at the barrier would only confirm the runners: it was a third
-    /// of the turns with 3 threads on 2 cores, each costing tens of µs of
-    /// herd's CPU live, and turns that came a beat early (the rate is an
-    /// average) added one more.
-    fn through_the_barrier(
-        &self,
-        left: &[(TaskId, f64, u32)],
-        runners: &[TaskId],
-        next_beats: f64,
-        cores: usize,
-    ) -> Option<(Vec<TaskId>, f64)> {
-        const EPS: f64 = 1e-9;
-        let sum: f64 = left.iter().map(|l| l.1).sum();
-        let longest = left.iter().map(|l| l.1).fold(0.0, f64::max);
-        let span = (sum / cores.max(1) as f64).max(longest);
-        if span <= 0.0 || left.len() < cores {
+    /// When every thread with work left in this phase runs now (no more
+    /// of them than cores), no piece starts before the barrier, and a turn
+    /// there would only confirm who starts the next phase: the runners
+    /// that take the plan through it (those still at work, and on the
+    /// cores they leave, the threads the next phase starts with: not held
+    /// first, then by rank), and the beats to the next phase's first
+    /// change. Such turns (at the barrier, or when a thread's piece ended
+    /// and left its core to a thread already there) were half of the
+    /// turns with 3 threads on 2 cores, each costing tens of µs of herd's
+    /// CPU live.
+    fn through_the_barrier(&self, left: &[(TaskId, f64, u32)], cores: usize) -> Option<(Vec<TaskId>, f64)> {
+        let span = left.iter().map(|l| l.1).fold(0.0, f64::max);
+        let at_work = left.iter().filter(|l| l.1 > 0.0).count();
+        if span <= 0.0 || left.len() < cores || at_work > cores {
             return None;
         }
-        let runners: Vec<TaskId> = if runners.len() == cores && (next_beats - span).abs() <= EPS {
-            runners.to_vec()
-        } else if span <= NEAR {
-            let mut order: Vec<&(TaskId, f64, u32)> = left.iter().collect();
-            order.sort_by_key(|l| (l.1 <= 0.0, self.held.contains(&l.0), l.2));
-            if order.iter().filter(|l| l.1 > 0.0).count() > cores {
-                return None;
-            }
-            order.iter().take(cores).map(|l| l.0).collect()
-        } else {
-            return None;
-        };
+        let mut order: Vec<&(TaskId, f64, u32)> = left.iter().collect();
+        order.sort_by_key(|l| (l.1 <= 0.0, self.held.contains(&l.0), l.2));
+        let runners: Vec<TaskId> = order.iter().take(cores).map(|l| l.0).collect();
         let per = self.beats_per_barrier as f64;
         let next: Vec<(TaskId, f64, u32)> = left.iter().map(|&(id, _, rank)| (id, per, rank)).collect();
         let held: BTreeSet<TaskId> = left
@@ -546,13 +528,11 @@ mod tests {
 
     #[test]
     fn the_last_pieces_of_a_phase_run_on_through_the_barrier() {
-        let p = BarrierPlan::new(16);
-        let none = BTreeSet::new();
+        let mut p = BarrierPlan::new(16);
         // 3 on 2, 16 beats a phase, at the start: 1 runs the whole phase,
         // 2 is cut after 8 beats. Not the last pieces: no look beyond.
         let start = [(1, 16.0, 0), (2, 16.0, 1), (3, 16.0, 2)];
-        let (run, next) = mcnaughton(&start, &none, 2);
-        assert_eq!(p.through_the_barrier(&start, &run, next, 2), None);
+        assert_eq!(p.through_the_barrier(&start, 2), None);
         // Half way (1 is done): 2 and 3 run to the barrier, and the next
         // phase starts with them (1 waits: it was held), so the next turn
         // is 8 beats after the barrier, when 1 takes its core back.
@@ -560,23 +540,18 @@ mod tests {
         let held: BTreeSet<TaskId> = [1].into();
         let (run, next) = mcnaughton(&half, &held, 2);
         assert_eq!((ids(&run), next), (vec![2, 3], 8.0));
-        assert_eq!(
-            p.through_the_barrier(&half, &run, next, 2),
-            Some((vec![2, 3], 16.0))
-        );
-        // One runner short of the cores with much left (the other core
-        // idles before the barrier): a turn at the barrier.
-        let short = [(1, 0.0, 0), (2, 0.0, 1), (3, 8.0, 2)];
-        let (run, next) = mcnaughton(&short, &none, 2);
-        assert_eq!(p.through_the_barrier(&short, &run, next, 2), None);
-        // A turn a beat early: 3 finishes, and 1 (not held, the lower
-        // rank) starts the next phase with it on the idle core; the next
-        // turn is 1 beat to the barrier and 8 beyond.
+        p.held = held;
+        assert_eq!(p.through_the_barrier(&half, 2), Some((vec![2, 3], 16.0)));
+        // Only 3 has work left: it finishes, and 1 (not held, the lower
+        // rank) starts the next phase with it on the core it would wait
+        // on anyway; the next turn is 1 beat to the barrier and 8 beyond.
+        p.held = BTreeSet::new();
         let early = [(1, 0.0, 0), (2, 0.0, 1), (3, 1.0, 2)];
-        let (run, next) = mcnaughton(&early, &none, 2);
+        assert_eq!(p.through_the_barrier(&early, 2), Some((vec![3, 1], 9.0)));
+        // Three at work on two cores: a piece starts before the barrier.
         assert_eq!(
-            p.through_the_barrier(&early, &run, next, 2),
-            Some((vec![3, 1], 9.0))
+            p.through_the_barrier(&[(1, 2.0, 0), (2, 1.0, 1), (3, 1.0, 2)], 2),
+            None
         );
     }
 
