@@ -116,3 +116,42 @@ fn thread_reduction_keeps_the_total_work() {
     assert!((work(&two) / work(job) - 1.0).abs() < 1e-12);
     assert_eq!(two.barrier.unwrap().0 / job.barrier.unwrap().0, 8.0);
 }
+
+#[test]
+fn with_three_threads_on_two_cores_palm_learns_the_barriers_and_its_plan_wins() {
+    // The live experiment's shape. PALM learns the 16 beats between
+    // barriers from the heartbeats, then runs its plan; it ends between
+    // its groups and the plan given the 16 beats from the start (0.132,
+    // 0.126 and 0.124 s when written; thread reduction 0.120).
+    let s = scenario("s4-vm-3on2");
+    let groups = run(&s, "pack:palm:cores=2,barrier_beats=0").makespan_s;
+    let solo = herd_sim::solo_times(&s);
+    let mut notes = Vec::new();
+    let auto = herd_sim::run_policy::<herd_engine::NoMeter>(
+        &s,
+        "pack:palm:cores=2",
+        1,
+        &solo,
+        None,
+        false,
+        |_, plan| notes.extend(plan.note.as_ref().map(|n| n.to_string())),
+    )
+    .unwrap();
+    let given = run(&s, "pack:palm:cores=2,barrier_beats=16").makespan_s;
+    assert!(
+        auto.makespan_s < groups * 0.97,
+        "learned {} vs groups {groups}",
+        auto.makespan_s
+    );
+    assert!(
+        given <= auto.makespan_s,
+        "given {given} vs learned {}",
+        auto.makespan_s
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("16 beats between barriers, learned; running the plan")),
+        "{notes:?}"
+    );
+}
