@@ -201,7 +201,7 @@ pub struct Pack {
     barrier_beats: u64,
     planned: Option<BarrierPlan>,
     /// `barrier_beats=auto`: what the heartbeats teach about the barriers,
-    /// and the last thing said about it (the note is given once).
+    /// and the last thing said about it (the beats, whether the plan runs).
     learner: Option<BarrierLearner>,
     told: Option<(u64, bool)>,
     /// The tasks the plan put in a lane other than `Fair`, and that lane.
@@ -265,6 +265,7 @@ impl Pack {
         plan: &mut Plan,
         totals: &[(u64, u32, TaskId)],
         cores: usize,
+        alike: bool,
         lanes: bool,
     ) -> Option<u64> {
         if self.barrier_beats > 0 {
@@ -284,7 +285,7 @@ impl Pack {
             );
         }
         let n = learner.learned()?;
-        let suits = lanes && plan_suits(totals.len(), cores, n);
+        let suits = lanes && alike && plan_suits(totals.len(), cores, n);
         // Said when the plan starts, stops or changes, not each time the
         // guess changes while the plan stays off.
         if self.told.is_none_or(|(m, s)| s != suits || (suits && m != n)) {
@@ -293,6 +294,8 @@ impl Pack {
                 format!("pack:palm: {n} beats between barriers, learned; running the plan").into()
             } else if !lanes {
                 format!("pack:palm: {n} beats between barriers, learned; the plan needs lanes (herd run --realtime): PALM's groups").into()
+            } else if !alike {
+                format!("pack:palm: {n} beats between barriers, learned; the plan is for cores alike: PALM's groups").into()
             } else {
                 format!("pack:palm: {n} beats between barriers, learned; {} threads on {cores} cores is no shape for the plan: PALM's groups", totals.len()).into()
             });
@@ -324,7 +327,7 @@ impl Pack {
         lanes: bool,
     ) -> bool {
         let alike = cores.windows(2).all(|w| w[0].1 == w[1].1);
-        let n = self.plan_beats(plan, totals, cores.len(), lanes);
+        let n = self.plan_beats(plan, totals, cores.len(), alike, lanes);
         let Some(n) = n.filter(|_| self.beats && totals.len() > cores.len() && alike) else {
             self.planned = None;
             for task in std::mem::take(&mut self.lanes).into_keys() {
@@ -361,11 +364,11 @@ impl Pack {
             self.set_lane(plan, r, Lane::Front);
         }
         let c = self.controller;
-        let period_ns = turn
-            .next_ns
-            .unwrap_or(c.min_period_ns)
-            .clamp(c.min_period_ns, c.max_period_ns);
-        plan.next_period_ns = Some(period_ns);
+        plan.next_period_ns = Some(
+            turn.next_ns
+                .unwrap_or(c.min_period_ns)
+                .clamp(c.min_period_ns, c.max_period_ns),
+        );
         true
     }
 }
