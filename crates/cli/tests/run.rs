@@ -535,6 +535,51 @@ fn palm_with_a_plan_uses_lanes_only_under_realtime() {
     assert!(text.contains(r#""lane":"front""#) && text.contains(r#""lane":"back""#));
 }
 
+/// PALM by default learns the beats between barriers from the heartbeats
+/// and runs its plan only where lanes apply: without `--realtime` it says
+/// the plan needs them and changes no lane (so nothing is ignored); with it,
+/// it says the plan runs and the run summary counts lane changes.
+#[test]
+fn palm_learns_the_barriers_and_runs_its_plan_only_under_realtime() {
+    let bench = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/workloads/barrier-hb");
+    let args = ["--explain", "--policy", "pack:palm:cores=2", "--", bench];
+    let job = [
+        "--threads",
+        "3",
+        "--total",
+        "2e6",
+        "--phases",
+        "150",
+        "--mode",
+        "spin",
+    ];
+    let out = herd().arg("run").args(args).args(job).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("16 beats between barriers, learned; the plan needs lanes"),
+        "{err}"
+    );
+    assert!(!err.contains("lane changes") && !err.contains("ignored"), "{err}");
+    if !realtime_allowed() {
+        eprintln!("skipped the --realtime half: SCHED_FIFO is not allowed here");
+        return;
+    }
+    let out = herd()
+        .args(["run", "--realtime"])
+        .args(args)
+        .args(job)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("16 beats between barriers, learned; running the plan"),
+        "{err}"
+    );
+    assert!(err.contains("lane changes"), "{err}");
+}
+
 /// The power model's average is over the window its energy covers: a run of
 /// a few ms of an idle program reads about the node's idle power, not the
 /// energy of herd's set-up divided by the program's few ms.
