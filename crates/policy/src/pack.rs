@@ -264,6 +264,7 @@ impl Pack {
         &mut self,
         plan: &mut Plan,
         totals: &[(u64, u32, TaskId)],
+        one_job: bool,
         cores: usize,
         alike: bool,
         lanes: bool,
@@ -273,6 +274,18 @@ impl Pack {
         }
         let learner = self.learner.as_mut()?;
         if !self.beats {
+            return None;
+        }
+        if !one_job {
+            // Threads of several jobs do not meet at the same barriers: what
+            // the learner would see is their drift, or worse, a period they
+            // happen to keep together (two copies of the benchmark on 4
+            // simulated cores taught it 32, then 96, then 112 for 16).
+            *learner = BarrierLearner::default();
+            if self.told != Some((0, false)) {
+                self.told = Some((0, false));
+                plan.note = Some("pack:palm: threads of several jobs beat; the plan is for one job's barriers: PALM's groups".into());
+            }
             return None;
         }
         let counts: Vec<(TaskId, u64)> = totals.iter().map(|t| (t.2, t.0)).collect();
@@ -322,12 +335,13 @@ impl Pack {
         plan: &mut Plan,
         now_ns: u64,
         totals: &[(u64, u32, TaskId)],
+        one_job: bool,
         cores: &[(CpuSet, f64)],
         all: &CpuSet,
         lanes: bool,
     ) -> bool {
         let alike = cores.windows(2).all(|w| w[0].1 == w[1].1);
-        let n = self.plan_beats(plan, totals, cores.len(), alike, lanes);
+        let n = self.plan_beats(plan, totals, one_job, cores.len(), alike, lanes);
         let Some(n) = n.filter(|_| self.beats && totals.len() > cores.len() && alike) else {
             self.planned = None;
             for task in std::mem::take(&mut self.lanes).into_keys() {
@@ -580,6 +594,7 @@ impl Policy for Pack {
         let beats = view.snapshot.tasks.iter().any(|t| t.heartbeats.is_some());
         self.beats = beats;
         let mut totals: Vec<(u64, u32, TaskId)> = Vec::new();
+        let mut jobs = std::collections::BTreeSet::new();
         for t in &view.snapshot.tasks {
             let p = self.progress.entry(t.id).or_insert(0);
             match (beats, t.heartbeats) {
@@ -601,9 +616,11 @@ impl Policy for Pack {
                 continue;
             }
             totals.push((*p, t.rank, t.id));
+            jobs.insert(t.job);
         }
         let now = view.now_ns();
-        if self.planned_turn(&mut plan, now, &totals, cores, all, view.snapshot.lanes_apply) {
+        let lanes = view.snapshot.lanes_apply;
+        if self.planned_turn(&mut plan, now, &totals, jobs.len() == 1, cores, all, lanes) {
             return plan;
         }
         // The period controller: once per epoch (one current period),
@@ -714,20 +731,22 @@ impl Policy for Pack {
         plan.next_period_ns = Some(self.period_ns);
         if !self.noted {
             self.noted = true;
-            plan.note = Some(
-                format!(
-                    "pack:palm: {} threads in {} groups; progress from {}; period from {:.3} ms",
-                    totals.len(),
-                    cores.len(),
-                    if beats {
-                        "heartbeats"
-                    } else {
-                        "CPU time (no heartbeats: spinning counts as progress)"
-                    },
-                    self.controller.min_period_ns as f64 / 1e6
-                )
-                .into(),
+            let groups = format!(
+                "pack:palm: {} threads in {} groups; progress from {}; period from {:.3} ms",
+                totals.len(),
+                cores.len(),
+                if beats {
+                    "heartbeats"
+                } else {
+                    "CPU time (no heartbeats: spinning counts as progress)"
+                },
+                self.controller.min_period_ns as f64 / 1e6
             );
+            // The plan's note of this turn, if any, follows.
+            plan.note = Some(match plan.note.take() {
+                Some(plan_note) => format!("{groups}. {plan_note}").into(),
+                None => groups.into(),
+            });
         }
         plan
     }

@@ -689,6 +689,21 @@ mod tests {
                 assert_eq!(lanes, 0, "no lanes where they do not apply");
             }
         }
+        // Threads of two jobs (the third is another job's): no learning,
+        // no lanes, and said.
+        let mut p = crate::build("pack:palm:cores=2").unwrap();
+        let (mut notes, mut lanes) = (Vec::new(), 0);
+        for i in 0..16 * (PASSED + 4) {
+            let mut view = snap(100_000 * (i + 1), &[Some(i), Some(i), Some(i / 16 * 16)]);
+            view.lanes_apply = true;
+            view.tasks[2].job = 1;
+            let plan = crate::testkit::decide_once(p.as_mut(), &m, &view);
+            lanes += plan.lanes.len();
+            notes.extend(plan.note.map(|n| n.to_string()));
+        }
+        assert_eq!(lanes, 0);
+        assert!(notes.iter().any(|n| n.contains("several jobs")), "{notes:?}");
+        assert!(!notes.iter().any(|n| n.contains("learned")), "{notes:?}");
         // Off on request.
         let p = crate::build("pack:palm:cores=2,barrier_beats=0").unwrap();
         assert_eq!(p.name(), "pack:palm:cores=2,barrier_beats=0");
