@@ -193,6 +193,8 @@ pub struct Pack {
     noted: bool,
     /// Whether the last view had heartbeats: PALM then needs no more.
     beats: bool,
+    /// Whether the threads with heartbeats were all one job's.
+    one_job: bool,
     /// The controller's last move: +1 doubled, -1 halved, 0 held; and
     /// whether that move undid the one before (it had made things worse).
     last_step: i8,
@@ -229,6 +231,7 @@ impl Pack {
             pinned: std::collections::BTreeSet::new(),
             noted: false,
             beats: false,
+            one_job: true,
             last_step: 0,
             undid: false,
             barrier_beats: 0,
@@ -264,7 +267,6 @@ impl Pack {
         &mut self,
         plan: &mut Plan,
         totals: &[(u64, u32, TaskId)],
-        one_job: bool,
         cores: usize,
         alike: bool,
         lanes: bool,
@@ -276,7 +278,7 @@ impl Pack {
         if !self.beats {
             return None;
         }
-        if !one_job {
+        if !self.one_job {
             // Threads of several jobs do not meet at the same barriers: what
             // the learner would see is their drift, or worse, a period they
             // happen to keep together (two copies of the benchmark on 4
@@ -335,13 +337,12 @@ impl Pack {
         plan: &mut Plan,
         now_ns: u64,
         totals: &[(u64, u32, TaskId)],
-        one_job: bool,
         cores: &[(CpuSet, f64)],
         all: &CpuSet,
         lanes: bool,
     ) -> bool {
         let alike = cores.windows(2).all(|w| w[0].1 == w[1].1);
-        let n = self.plan_beats(plan, totals, one_job, cores.len(), alike, lanes);
+        let n = self.plan_beats(plan, totals, cores.len(), alike, lanes);
         let Some(n) = n.filter(|_| self.beats && totals.len() > cores.len() && alike) else {
             self.planned = None;
             for task in std::mem::take(&mut self.lanes).into_keys() {
@@ -619,8 +620,8 @@ impl Policy for Pack {
             jobs.insert(t.job);
         }
         let now = view.now_ns();
-        let lanes = view.snapshot.lanes_apply;
-        if self.planned_turn(&mut plan, now, &totals, jobs.len() == 1, cores, all, lanes) {
+        self.one_job = jobs.len() == 1;
+        if self.planned_turn(&mut plan, now, &totals, cores, all, view.snapshot.lanes_apply) {
             return plan;
         }
         // The period controller: once per epoch (one current period),
