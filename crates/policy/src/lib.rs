@@ -263,7 +263,7 @@ pub fn catalog() -> &'static [PolicyInfo] {
                 ParamInfo {
                     key: "barrier_beats",
                     default: "auto",
-                    about: "the beats each thread makes between barriers: with heartbeats, more threads than cores and identical cores, run McNaughton's schedule of the work left to the next barrier through lanes (live: SCHED_FIFO, needs --realtime; the job's threads then run ahead of normal processes on its K cores) instead of the groups' turns. auto: learned from where the threads' beats meet, and the plan runs only where lanes take effect, with at most two threads a core and pieces of at least two beats; 0: off",
+                    about: "the beats each thread makes between barriers: with heartbeats, more threads than cores and identical cores, run McNaughton's schedule of the work left to the next barrier through lanes (live: SCHED_FIFO, needs --realtime; the job's threads then run ahead of normal processes on its K cores) instead of the groups' turns. auto: learned from the heartbeats of one job's threads (no thread passes a barrier its laggard has not reached), and the plan runs only where lanes take effect, with fewer than two threads a core and pieces of at least two beats (--explain says what was learned); 0: off",
                 },
             ],
         },

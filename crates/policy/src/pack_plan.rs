@@ -421,14 +421,16 @@ impl BarrierLearner {
 
 /// Whether the plan suits `threads` threads with `beats` beats between
 /// barriers on `cores` cores, when the user did not ask for it
-/// (`barrier_beats=auto`): each core alternates between at most two
-/// threads a phase (`threads <= 2 * cores`), and McNaughton's schedule of a
-/// phase's equal work has no piece shorter than two beats. Finer schedules
-/// lost to PALM's groups in simulation: 16 threads on 15 cores with 10
-/// beats a phase have pieces of 2/3 of a beat, which turns of at least
-/// 0.125 ms cannot follow (s4-sync-15: 0.074 s against the groups' 0.064),
-/// and 16 on 2 cores move a thread at every piece (s4-sync-2: 0.487 s
-/// against 0.427). 3 threads on 2 cores have pieces of half a phase.
+/// (`barrier_beats=auto`): fewer than two threads a core
+/// (`threads < 2 * cores`), and McNaughton's schedule of a phase's equal
+/// work has no piece shorter than two beats. The other shapes lost to
+/// PALM's groups in simulation: 16 threads on 15 cores with 10 beats a
+/// phase have pieces of 2/3 of a beat, which turns of at least 0.125 ms
+/// cannot follow (s4-sync-15: 0.074 s against the groups' 0.064); with two
+/// or more threads a core each core runs whole threads in turn and every
+/// piece moves one (4 on 2: 0.165 s against 0.160, s4-sync-2's 16 on 2:
+/// 0.487 against 0.427). 3 threads on 2 cores have pieces of half a phase
+/// (0.126 against 0.132).
 pub(crate) fn plan_suits(threads: usize, cores: usize, beats: u64) -> bool {
     if cores == 0 || threads <= cores || threads >= 2 * cores {
         return false;
