@@ -2,16 +2,9 @@
 //! exit code passed through, and safety when herd is signalled or killed.
 
 mod common;
-use common::state_of;
+use common::{herd, realtime_allowed, state_of};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn herd() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_herd"));
-    // Runs are recorded in the profile database: keep the tests' out of $HOME.
-    c.env("XDG_DATA_HOME", std::env::temp_dir().join("herd-test-data"));
-    c
-}
 
 /// A Python program with three worker threads. After `delay` seconds it
 /// prints "tid cpus" for each of its threads (from /proc) in creation
@@ -478,106 +471,6 @@ fn realtime_never_reaches_the_program() {
     assert!(out.status.success(), "{stderr}");
     assert!(stdout.contains("SCHED_OTHER"), "{stdout}");
     assert_eq!(!stderr.contains("--realtime:"), realtime_allowed(), "{stderr}");
-}
-
-/// Whether SCHED_FIFO is allowed here, as herd doctor's probe says (root
-/// alone is not enough in a cgroup without a real-time budget).
-fn realtime_allowed() -> bool {
-    let doctor = herd().args(["doctor", "--json"]).output().unwrap();
-    let report: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap();
-    report["capabilities"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "realtime")
-        .map(|c| c["available"] == true)
-        .expect("doctor reports realtime")
-}
-
-/// PALM with a plan (`barrier_beats`) puts threads in lanes (SCHED_FIFO)
-/// only when herd's loop runs above them (`--realtime`), and says so when
-/// it cannot; under `--realtime` the trace shows front and back lanes.
-#[test]
-fn palm_with_a_plan_uses_lanes_only_under_realtime() {
-    let tmp = tempfile::tempdir().unwrap();
-    let trace = tmp.path().join("t.jsonl");
-    let bench = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/workloads/barrier-hb");
-    let args = ["--policy", "pack:palm:cores=2,barrier_beats=16", "--", bench];
-    let job = [
-        "--threads",
-        "3",
-        "--total",
-        "1e6",
-        "--phases",
-        "100",
-        "--mode",
-        "spin",
-    ];
-    let out = herd().arg("run").args(args).args(job).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
-    assert!(err.contains("run with --realtime; they were ignored"), "{err}");
-    if !realtime_allowed() {
-        eprintln!("skipped the --realtime half: SCHED_FIFO is not allowed here");
-        return;
-    }
-    let out = herd()
-        .args(["run", "--realtime", "--trace"])
-        .arg(&trace)
-        .args(args)
-        .args(job)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
-    assert!(err.contains("lane changes") && !err.contains("ignored"), "{err}");
-    let text = std::fs::read_to_string(&trace).unwrap();
-    assert!(text.contains(r#""lane":"front""#) && text.contains(r#""lane":"back""#));
-}
-
-/// PALM by default learns the beats between barriers from the heartbeats
-/// and runs its plan only where lanes apply: without `--realtime` it says
-/// the plan needs them and changes no lane (so nothing is ignored); with it,
-/// it says the plan runs and the run summary counts lane changes.
-#[test]
-fn palm_learns_the_barriers_and_runs_its_plan_only_under_realtime() {
-    let bench = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/workloads/barrier-hb");
-    let args = ["--explain", "--policy", "pack:palm:cores=2", "--", bench];
-    let job = [
-        "--threads",
-        "3",
-        "--total",
-        "2e6",
-        "--phases",
-        "150",
-        "--mode",
-        "spin",
-    ];
-    let out = herd().arg("run").args(args).args(job).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
-    assert!(
-        err.contains("16 beats between barriers, learned; the plan needs lanes"),
-        "{err}"
-    );
-    assert!(!err.contains("lane changes") && !err.contains("ignored"), "{err}");
-    if !realtime_allowed() {
-        eprintln!("skipped the --realtime half: SCHED_FIFO is not allowed here");
-        return;
-    }
-    let out = herd()
-        .args(["run", "--realtime"])
-        .args(args)
-        .args(job)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
-    assert!(
-        err.contains("16 beats between barriers, learned; running the plan"),
-        "{err}"
-    );
-    assert!(err.contains("lane changes"), "{err}");
 }
 
 /// The power model's average is over the window its energy covers: a run of

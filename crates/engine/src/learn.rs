@@ -33,6 +33,9 @@ pub struct Learning {
     /// reused across periods to avoid allocation.
     slices: Vec<(JobId, Option<Slice>)>,
     index: FxHashMap<JobId, usize>,
+    /// Every job seen's program, kept after the job is gone: a policy's
+    /// findings come at the end of the run.
+    programs: BTreeMap<JobId, String>,
 }
 
 impl Learning {
@@ -50,6 +53,19 @@ impl Learning {
             thresholds: LowContention::default(),
             slices: Vec::new(),
             index: FxHashMap::default(),
+            programs: BTreeMap::new(),
+        }
+    }
+
+    /// Stores what a policy found about job `job`'s program
+    /// ([`herd_policy::Policy::findings`]) in its profile.
+    pub fn record(&mut self, job: JobId, finding: herd_policy::Finding) {
+        let Some(program) = self.programs.get(&job) else {
+            return;
+        };
+        let profile = self.profiles.entry(program.clone()).or_default();
+        match finding {
+            herd_policy::Finding::BarrierBeats(n) => profile.barrier_beats = n,
         }
     }
 
@@ -115,6 +131,7 @@ impl Learning {
                 program: job.program.clone(),
                 learner: RunLearner::new(),
             });
+            self.programs.entry(job.id).or_insert_with(|| job.program.clone());
             if !self.profiles.contains_key(&job.program) {
                 self.profiles
                     .insert(job.program.clone(), ProgramProfile::default());
@@ -142,6 +159,7 @@ impl Learning {
             l.runs = profile.runs;
             l.solo_time_s = profile.solo_time_s;
             l.mem_requests = profile.mem_requests;
+            l.barrier_beats = profile.barrier_beats;
             l.requests_done = track.learner.requests();
         }
     }
@@ -193,5 +211,44 @@ fn add(a: Slice, b: Slice) -> Slice {
             (Some(x), Some(y)) => Some(std::array::from_fn(|k| x[k].saturating_add(y[k]))),
             (x, y) => x.or(y),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use herd_policy::{Finding, JobView};
+
+    fn one_job(program: &str) -> Snapshot {
+        Snapshot {
+            jobs: vec![JobView {
+                id: 7,
+                name: program.into(),
+                program: program.into(),
+                arrival_ns: 0,
+                memory_hint: None,
+                memory_kb: None,
+            }],
+            ..Snapshot::default()
+        }
+    }
+
+    #[test]
+    fn a_policys_finding_reaches_the_programs_profile_and_the_next_run() {
+        let mut l = Learning::new(BTreeMap::new(), None);
+        l.observe(&one_job("bench"));
+        // The job is gone by the end of the run; its program is not.
+        l.observe(&Snapshot::default());
+        l.record(7, Finding::BarrierBeats(Some(16)));
+        l.record(8, Finding::BarrierBeats(Some(4)));
+        let profiles = l.into_profiles();
+        assert_eq!(profiles["bench"].barrier_beats, Some(16));
+        assert_eq!(profiles.len(), 1, "an unknown job's finding is dropped");
+        let mut next = Learning::new(profiles, None);
+        next.observe(&one_job("bench"));
+        assert_eq!(next.knowledge().jobs[&7].barrier_beats, Some(16));
+        // Refuted: the profile forgets it.
+        next.record(7, Finding::BarrierBeats(None));
+        assert_eq!(next.into_profiles()["bench"].barrier_beats, None);
     }
 }

@@ -273,6 +273,11 @@ where
             world.advance_to(next);
         }
     }
+    if let Some(l) = learning {
+        for (job, finding) in policy.findings() {
+            l.record(job, finding);
+        }
+    }
     overhead
 }
 

@@ -85,6 +85,21 @@ pub trait Policy: Send {
     fn follows_budget(&self) -> bool {
         false
     }
+    /// What the policy found out about its jobs' programs that the next
+    /// run should start from (the loop stores it in each program's
+    /// profile when the run ends). Asked once, at the end.
+    fn findings(&self) -> Vec<(JobId, Finding)> {
+        Vec::new()
+    }
+}
+
+/// Something a policy found out about a program during a run
+/// ([`Policy::findings`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finding {
+    /// Heartbeats each thread makes between barriers (`pack:palm` learns
+    /// them); `None`: what an earlier run found does not hold.
+    BarrierBeats(Option<u64>),
 }
 
 /// A parameter a policy takes.

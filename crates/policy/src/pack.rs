@@ -193,8 +193,11 @@ pub struct Pack {
     noted: bool,
     /// Whether the last view had heartbeats: PALM then needs no more.
     beats: bool,
-    /// Whether the threads with heartbeats were all one job's.
+    /// Whether the threads with heartbeats were all one job's, and that
+    /// job, and the beats between its barriers an earlier run found.
     one_job: bool,
+    job: Option<JobId>,
+    seed: Option<u64>,
     /// The controller's last move: +1 doubled, -1 halved, 0 held; and
     /// whether that move undid the one before (it had made things worse).
     last_step: i8,
@@ -232,6 +235,8 @@ impl Pack {
             noted: false,
             beats: false,
             one_job: true,
+            job: None,
+            seed: None,
             last_step: 0,
             undid: false,
             barrier_beats: 0,
@@ -299,20 +304,26 @@ impl Pack {
                     .into(),
             );
         }
-        let n = learner.learned()?;
+        // What this run learned, else what an earlier one found, until the
+        // threads refute it.
+        let (n, source) = match (learner.learned(), self.seed.filter(|&s| !learner.refuted(s))) {
+            (Some(n), _) => (n, "learned"),
+            (None, Some(s)) => (s, "from earlier runs"),
+            (None, None) => return None,
+        };
         let suits = lanes && alike && plan_suits(totals.len(), cores, n);
         // Said when the plan starts, stops or changes, not each time the
         // guess changes while the plan stays off.
         if self.told.is_none_or(|(m, s)| s != suits || (suits && m != n)) {
             self.told = Some((n, suits));
             plan.note = Some(if suits {
-                format!("pack:palm: {n} beats between barriers, learned; running the plan").into()
+                format!("pack:palm: {n} beats between barriers, {source}; running the plan").into()
             } else if !lanes {
-                format!("pack:palm: {n} beats between barriers, learned; the plan needs lanes (herd run --realtime): PALM's groups").into()
+                format!("pack:palm: {n} beats between barriers, {source}; the plan needs lanes (herd run --realtime): PALM's groups").into()
             } else if !alike {
-                format!("pack:palm: {n} beats between barriers, learned; the plan is for cores alike: PALM's groups").into()
+                format!("pack:palm: {n} beats between barriers, {source}; the plan is for cores alike: PALM's groups").into()
             } else {
-                format!("pack:palm: {n} beats between barriers, learned; {} threads on {cores} cores is no shape for the plan: PALM's groups", totals.len()).into()
+                format!("pack:palm: {n} beats between barriers, {source}; {} threads on {cores} cores is no shape for the plan: PALM's groups", totals.len()).into()
             });
         }
         suits.then_some(n)
@@ -517,6 +528,19 @@ impl Policy for Pack {
         })
     }
 
+    fn findings(&self) -> Vec<(JobId, crate::Finding)> {
+        // What the learner settled on, for the next run; or that what an
+        // earlier run found was refuted.
+        let (Some(job), Some(learner)) = (self.job, self.learner.as_ref()) else {
+            return Vec::new();
+        };
+        match (learner.learned(), self.seed) {
+            (Some(n), _) => vec![(job, crate::Finding::BarrierBeats(Some(n)))],
+            (None, Some(s)) if learner.refuted(s) => vec![(job, crate::Finding::BarrierBeats(None))],
+            _ => Vec::new(),
+        }
+    }
+
     fn follows_budget(&self) -> bool {
         true
     }
@@ -621,6 +645,15 @@ impl Policy for Pack {
         }
         let now = view.now_ns();
         self.one_job = jobs.len() == 1;
+        // Kept when no thread beats (at the end, after the job's threads
+        // are gone): the findings are asked for then.
+        if !jobs.is_empty() {
+            self.job = jobs.first().copied().filter(|_| self.one_job);
+            self.seed = self
+                .job
+                .and_then(|j| view.learned.jobs.get(&j))
+                .and_then(|l| l.barrier_beats);
+        }
         if self.planned_turn(&mut plan, now, &totals, cores, all, view.snapshot.lanes_apply) {
             return plan;
         }

@@ -412,6 +412,11 @@ impl BarrierLearner {
             .then_some(n)
     }
 
+    /// Whether the heartbeats have refuted `n` beats between barriers.
+    pub(crate) fn refuted(&self, n: u64) -> bool {
+        self.started && (!(2..=MAX_BEATS).contains(&n) || self.alive.binary_search(&n).is_err())
+    }
+
     /// Whether every candidate was refuted: the job's barriers, if any,
     /// come at no fixed number of beats.
     pub(crate) fn gave_up(&self) -> bool {
@@ -684,6 +689,7 @@ mod tests {
             let learned: Vec<&String> = notes.iter().filter(|n| n.contains("learned")).collect();
             assert_eq!(learned.len(), 1, "said once: {notes:?}");
             assert!(learned[0].contains("16 beats between barriers"), "{notes:?}");
+            assert_eq!(p.findings(), vec![(0, crate::Finding::BarrierBeats(Some(16)))]);
             if lanes_apply {
                 assert!(learned[0].contains("running the plan"), "{notes:?}");
                 assert!(lanes > 0);
@@ -709,8 +715,52 @@ mod tests {
         assert!(!notes.iter().any(|n| n.contains("learned")), "{notes:?}");
         // Off on request.
         let p = crate::build("pack:palm:cores=2,barrier_beats=0").unwrap();
+        assert!(p.findings().is_empty());
         assert_eq!(p.name(), "pack:palm:cores=2,barrier_beats=0");
         assert!(crate::build("pack:palm:barrier_beats=some").is_err());
+    }
+
+    #[test]
+    fn palm_plans_from_the_start_with_what_an_earlier_run_found_until_refuted() {
+        let m = Machine::synthetic("core:2").unwrap();
+        let mut p = crate::build("pack:palm:cores=2").unwrap();
+        let mut know = crate::Knowledge::default();
+        know.jobs.insert(
+            0,
+            crate::Learned {
+                barrier_beats: Some(16),
+                ..Default::default()
+            },
+        );
+        let (est, mut notes) = (crate::Estimates::default(), Vec::new());
+        let mut decide = |p: &mut Box<dyn crate::Policy>, now: u64, beats: &[Option<u64>]| {
+            let mut snapshot = snap(now, beats);
+            snapshot.lanes_apply = true;
+            let plan = p.decide(&crate::View {
+                machine: &m,
+                snapshot: &snapshot,
+                estimates: &est,
+                learned: &know,
+                oracle: None,
+                seed: 1,
+                decision: 0,
+            });
+            notes.extend(plan.note.as_ref().map(|n| n.to_string()));
+            plan
+        };
+        // The first turn already holds one of three threads.
+        let plan = decide(&mut p, 0, &[Some(0), Some(0), Some(0)]);
+        assert_eq!(plan.lanes.iter().filter(|l| l.1 == Lane::Back).count(), 1);
+        // These threads pass 16 apart: not what the earlier run found. The
+        // plan stops, and the profile is to forget it.
+        decide(&mut p, 100_000, &[Some(10), Some(20), Some(30)]);
+        let plan = decide(&mut p, 200_000, &[Some(12), Some(22), Some(33)]);
+        assert!(plan.lanes.iter().all(|l| l.1 == Lane::Fair), "{:?}", plan.lanes);
+        assert!(
+            notes[0].contains("16 beats between barriers, from earlier runs; running the plan"),
+            "{notes:?}"
+        );
+        assert_eq!(p.findings(), vec![(0, crate::Finding::BarrierBeats(None))]);
     }
 
     #[test]

@@ -200,6 +200,10 @@ pub struct Learned {
     /// counts no traffic).
     #[serde(default)]
     pub requests_done: f64,
+    /// Heartbeats per thread between barriers, as an earlier run found
+    /// them ([`crate::Finding::BarrierBeats`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub barrier_beats: Option<u64>,
 }
 
 /// What the loop knows of the present jobs' programs.

@@ -24,6 +24,11 @@ pub struct ProgramProfile {
     pub solo_time_s: Option<f64>,
     /// Of the last run's slices, the share whose phase has a valid estimate.
     pub coverage: f64,
+    /// Heartbeats each thread makes between barriers, as a policy found
+    /// them (`pack:palm` learns them: S4's barrier programs), so that the
+    /// next run can plan from its start. Absent in profiles stored before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub barrier_beats: Option<u64>,
 }
 
 /// One slice of one program, as the sensor saw it (summed over its threads).

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 
 /// The state letter of process `pid` from /proc (R, S, T, Z...), or `None` if it is gone.
+#[allow(dead_code)]
 pub fn state_of(pid: i32) -> Option<char> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     stat[stat.rfind(')')? + 1..]
@@ -64,4 +65,27 @@ pub fn mechanisms() -> (String, String) {
         v["cpuset"].as_str().unwrap_or("").to_string(),
         v["pause"].as_str().unwrap_or("").to_string(),
     )
+}
+
+/// `herd`, with the profile database kept out of $HOME (runs are recorded).
+#[allow(dead_code)]
+pub fn herd() -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_herd"));
+    c.env("XDG_DATA_HOME", std::env::temp_dir().join("herd-test-data"));
+    c
+}
+
+/// Whether SCHED_FIFO is allowed here, as herd doctor's probe says (root
+/// alone is not enough in a cgroup without a real-time budget).
+#[allow(dead_code)]
+pub fn realtime_allowed() -> bool {
+    let doctor = herd().args(["doctor", "--json"]).output().unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    report["capabilities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "realtime")
+        .map(|c| c["available"] == true)
+        .expect("doctor reports realtime")
 }

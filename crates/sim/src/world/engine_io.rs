@@ -218,6 +218,8 @@ impl Sensor for World<'_> {
                     // Exact profiles, not progress: a run's progress is
                     // what the learn step counts, oracle or not.
                     requests_done: 0.0,
+                    // S1's oracle is about memory; PALM learns its barriers.
+                    barrier_beats: None,
                 },
             );
         }
