@@ -168,6 +168,9 @@ pub enum Packing {
 /// `group_of` for a thread the plan lets use all K cores.
 const PLANNED: usize = usize::MAX - 1;
 
+/// Turns with heartbeats before PALM plans from what an earlier run found.
+pub(crate) const SEED_AFTER_TURNS: u32 = 8;
+
 /// The K cores as (CPUs, capacity), and all their CPUs.
 type Allowed = std::sync::Arc<(Vec<(CpuSet, f64)>, CpuSet)>;
 
@@ -305,8 +308,14 @@ impl Pack {
             );
         }
         // What this run learned, else what an earlier one found, until the
-        // threads refute it.
-        let (n, source) = match (learner.learned(), self.seed.filter(|&s| !learner.refuted(s))) {
+        // threads refute it; the latter only a few turns in: herd's first
+        // turns can be far apart (15 ms between the first two in a run of
+        // the barrier benchmark here), and a thread held through such a
+        // gap starves while the others spin at the barrier (1.117x thread
+        // reduction's time against 1.086x without the earlier finding).
+        let settled = learner.seen() >= SEED_AFTER_TURNS;
+        let seed = self.seed.filter(|&s| settled && !learner.refuted(s));
+        let (n, source) = match (learner.learned(), seed) {
             (Some(n), _) => (n, "learned"),
             (None, Some(s)) => (s, "from earlier runs"),
             (None, None) => return None,
