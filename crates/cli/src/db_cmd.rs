@@ -245,6 +245,12 @@ fn profile_text(s: &mut String, profile: Option<&ProgramProfile>) {
         p.mem_requests
             .map_or("not counted".into(), |m| format!("{m:.3e}")),
     );
+    if let Some(n) = p.barrier_beats {
+        let _ = writeln!(
+            s,
+            "  {n} heartbeats per thread between barriers (pack:palm plans from them)"
+        );
+    }
     if p.phases.phases.is_empty() {
         let _ = writeln!(
             s,

@@ -74,6 +74,17 @@ fn palm_learns_the_barriers_runs_its_plan_only_under_realtime_and_remembers() {
         "{err}"
     );
     assert!(!err.contains("lane changes") && !err.contains("ignored"), "{err}");
+    let show = herd()
+        .args(["db", "--db"])
+        .arg(&db)
+        .args(["show", "barrier-hb"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert!(
+        text.contains("16 heartbeats per thread between barriers"),
+        "{text}"
+    );
     if !realtime_allowed() {
         eprintln!("skipped the --realtime half: SCHED_FIFO is not allowed here");
         let err = run_ok(&first, policy, "2e6", "150");
@@ -90,8 +101,11 @@ fn palm_learns_the_barriers_runs_its_plan_only_under_realtime_and_remembers() {
         "--realtime".as_ref(),
     ];
     let err = run_ok(&second, policy, "2e6", "150");
+    // From the earlier run once a few turns are in; on a loaded machine
+    // (tests in parallel) the run may learn it itself first.
     assert!(
-        err.contains("16 beats between barriers, from earlier runs; running the plan"),
+        err.contains("16 beats between barriers, from earlier runs; running the plan")
+            || err.contains("16 beats between barriers, learned; running the plan"),
         "{err}"
     );
     assert!(err.contains("lane changes"), "{err}");
