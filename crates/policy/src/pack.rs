@@ -209,7 +209,8 @@ pub struct Pack {
     barrier_beats: u64,
     planned: Option<BarrierPlan>,
     /// `barrier_beats=auto`: what the heartbeats teach about the barriers,
-    /// and the last thing said about it (the beats, whether the plan runs).
+    /// and the last thing said about it (the beats, whether the plan runs;
+    /// 0 beats: that nothing could be learned).
     learner: Option<BarrierLearner>,
     told: Option<(u64, bool)>,
     /// The tasks the plan put in a lane other than `Fair`, and that lane.
@@ -322,8 +323,12 @@ impl Pack {
         };
         let suits = lanes && alike && plan_suits(totals.len(), cores, n);
         // Said when the plan starts, stops or changes, not each time the
-        // guess changes while the plan stays off.
-        if self.told.is_none_or(|(m, s)| s != suits || (suits && m != n)) {
+        // guess changes while the plan stays off; and said after a note
+        // that nothing could be learned (told as 0 beats).
+        if self
+            .told
+            .is_none_or(|(m, s)| m == 0 || s != suits || (suits && m != n))
+        {
             self.told = Some((n, suits));
             plan.note = Some(if suits {
                 format!("pack:palm: {n} beats between barriers, {source}; running the plan").into()
