@@ -298,10 +298,8 @@ pub struct LiveWorld {
     heartbeats: crate::heartbeats::Heartbeats,
     /// The core budget's file, when a controller sets one.
     budget: Option<budget::BudgetFile>,
-    /// When the last full snapshot was taken, and how many progress-only
-    /// turns since.
+    /// When the last full snapshot was taken.
     full_ns: u64,
-    cheap_turns: u32,
     /// Whether a plan's lanes may be applied: only when herd's loop runs
     /// under SCHED_FIFO above them (`--realtime`), or a thread held back
     /// behind spinning ones would wait for a loop that never runs.
@@ -385,7 +383,6 @@ impl LiveWorld {
             stats: LiveStats::default(),
             budget: None,
             full_ns: 0,
-            cheap_turns: 0,
             lanes_allowed: false,
         }
     }
@@ -631,7 +628,6 @@ impl Sensor for LiveWorld {
         // observations.
         let period_ns = now_ns.saturating_sub(self.full_ns);
         self.full_ns = now_ns;
-        self.cheap_turns = 0;
         self.snapshot = Snapshot {
             now_ns,
             period_ns,

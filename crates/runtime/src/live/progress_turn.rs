@@ -10,18 +10,16 @@ use herd_engine::Clock;
 
 use super::LiveWorld;
 
-/// A progress-only run still takes a full snapshot (new threads and exits
-/// show up, and the trace keeps CPU times) once the last is this old and
-/// [`FULL_AFTER_TURNS`] cheap turns have passed, or once it is
-/// [`FULL_AT_MOST_NS`] old. The turn count matters at long periods: the
-/// loop's cost cap sets the period from the cost of recent turns, and with
-/// the age alone a loop whose full turns stretched its period to 10 ms
-/// would never take a cheap one.
-const FULL_EVERY_NS: u64 = 10_000_000;
-/// See [`FULL_EVERY_NS`].
-const FULL_AFTER_TURNS: u32 = 8;
-/// See [`FULL_EVERY_NS`].
-const FULL_AT_MOST_NS: u64 = 100_000_000;
+/// A progress-only run still takes a full snapshot (new threads show up,
+/// and the trace keeps CPU times) once the last is this old. It was 10 ms
+/// (and 8 cheap turns): with PALM's plan on the 2 ms barrier benchmark
+/// (`scripts/s4-barrier.py --total 4e6 --phases 300`, three alternations
+/// against that build) 100 ms gave 1.084x, 1.096x and 1.090x thread
+/// reduction's time against 1.106x, 1.111x and 1.115x: a full turn costs
+/// more than its 55 µs of /proc, since it also pays for the loop's
+/// bookkeeping of everything it saw. A program's exit and its threads'
+/// exits (heartbeats) are seen at once either way.
+const FULL_EVERY_NS: u64 = 100_000_000;
 
 impl LiveWorld {
     /// Refreshes `self.snapshot` as a progress-only snapshot and returns
@@ -33,9 +31,7 @@ impl LiveWorld {
         self.reap();
         let now_ns = self.now_ns();
         let age_ns = now_ns.saturating_sub(self.full_ns);
-        let due =
-            (age_ns >= FULL_EVERY_NS && self.cheap_turns >= FULL_AFTER_TURNS) || age_ns >= FULL_AT_MOST_NS;
-        if self.full_ns == 0 || due {
+        if self.full_ns == 0 || age_ns >= FULL_EVERY_NS {
             return false;
         }
         let alive: Vec<bool> = self.programs.iter().map(|p| p.alive()).collect();
@@ -71,7 +67,6 @@ impl LiveWorld {
         if let Some(b) = self.budget.as_mut() {
             snapshot.budget_cores = b.poll(now_ns);
         }
-        self.cheap_turns += 1;
         true
     }
 }
