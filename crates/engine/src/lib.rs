@@ -147,8 +147,8 @@ impl Overhead {
 /// Runs the loop until the sensor reports everything finished or the
 /// horizon passes. With `learning`, every period's observations are learned
 /// before the policy decides, the policy sees what was learned, and its
-/// [`Policy::findings`] are recorded at the end. `on_decision` sees every view and plan (for traces, `--explain`, and the
-/// sim/live parity test).
+/// [`Policy::findings`] are recorded at the end. `on_decision` sees every
+/// view and plan (for traces, `--explain`, and the sim/live parity test).
 #[allow(clippy::too_many_arguments)] // The loop's collaborators, each distinct.
 pub fn run<P, W, M>(
     policy: &mut P,

@@ -576,20 +576,18 @@ pub fn build(spec: &str) -> Result<Box<dyn Policy>, PolicyError> {
                 Controller::default()
             };
             let pack = Pack::new(kind, cores, controller);
-            if kind == Packing::Palm && params.str_or("barrier_beats", "auto") == "auto" {
+            if kind != Packing::Palm {
+                Box::new(pack)
+            } else if params.str_or("barrier_beats", "auto") == "auto" {
                 Box::new(pack.with_learned_barriers())
             } else {
-                let n = if kind == Packing::Palm {
-                    params.number(
-                        "barrier_beats",
-                        "0",
-                        |x| x >= 0.0 && x.fract() == 0.0,
-                        "auto or a whole number >= 0",
-                    )? as u64
-                } else {
-                    0
-                };
-                Box::new(pack.with_barrier_beats(n))
+                let n = params.number(
+                    "barrier_beats",
+                    "0",
+                    |x| x >= 0.0 && x.fract() == 0.0,
+                    "auto or a whole number >= 0",
+                )?;
+                Box::new(pack.with_barrier_beats(n as u64))
             }
         }
         "amp:ff" => Box::new(FastFirst::default()),

@@ -196,9 +196,9 @@ pub struct Pack {
     noted: bool,
     /// Whether the last view had heartbeats: PALM then needs no more.
     beats: bool,
-    /// Whether the threads with heartbeats were all one job's, and that
-    /// job, and the beats between its barriers an earlier run found.
-    one_job: bool,
+    /// The job whose threads beat, when they are all one job's (kept while
+    /// none beats), and the beats between its barriers an earlier run
+    /// found.
     job: Option<JobId>,
     seed: Option<u64>,
     /// The controller's last move: +1 doubled, -1 halved, 0 held; and
@@ -238,7 +238,6 @@ impl Pack {
             pinned: std::collections::BTreeSet::new(),
             noted: false,
             beats: false,
-            one_job: true,
             job: None,
             seed: None,
             last_step: 0,
@@ -287,7 +286,7 @@ impl Pack {
         if !self.beats {
             return None;
         }
-        if !self.one_job {
+        if self.job.is_none() {
             // Threads of several jobs do not meet at the same barriers: what
             // the learner would see is their drift, or worse, a period they
             // happen to keep together (two copies of the benchmark on 4
@@ -330,15 +329,19 @@ impl Pack {
             .is_none_or(|(m, s)| m == 0 || s != suits || (suits && m != n))
         {
             self.told = Some((n, suits));
-            plan.note = Some(if suits {
-                format!("pack:palm: {n} beats between barriers, {source}; running the plan").into()
+            let outcome = if suits {
+                "running the plan".to_string()
             } else if !lanes {
-                format!("pack:palm: {n} beats between barriers, {source}; the plan needs lanes (herd run --realtime): PALM's groups").into()
+                "the plan needs lanes (herd run --realtime): PALM's groups".to_string()
             } else if !alike {
-                format!("pack:palm: {n} beats between barriers, {source}; the plan is for cores alike: PALM's groups").into()
+                "the plan is for cores alike: PALM's groups".to_string()
             } else {
-                format!("pack:palm: {n} beats between barriers, {source}; {} threads on {cores} cores is no shape for the plan: PALM's groups", totals.len()).into()
-            });
+                format!(
+                    "{} threads on {cores} cores is no shape for the plan: PALM's groups",
+                    totals.len()
+                )
+            };
+            plan.note = Some(format!("pack:palm: {n} beats between barriers, {source}; {outcome}").into());
         }
         suits.then_some(n)
     }
@@ -658,11 +661,10 @@ impl Policy for Pack {
             jobs.insert(t.job);
         }
         let now = view.now_ns();
-        self.one_job = jobs.len() == 1;
         // Kept when no thread beats (at the end, after the job's threads
         // are gone): the findings are asked for then.
         if !jobs.is_empty() {
-            self.job = jobs.first().copied().filter(|_| self.one_job);
+            self.job = jobs.first().copied().filter(|_| jobs.len() == 1);
             self.seed = self
                 .job
                 .and_then(|j| view.learned.jobs.get(&j))

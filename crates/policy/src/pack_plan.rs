@@ -1,7 +1,8 @@
-//! PALM with a plan (`pack:palm:barrier_beats=N`): for a job whose threads
-//! beat N times between barriers, who runs now and until when, from
-//! McNaughton's wrap-around schedule of each thread's work left to the next
-//! barrier on K identical cores.
+//! PALM with a plan: for a job whose threads beat N times between barriers
+//! (`pack:palm:barrier_beats=N`, or by default learned from the heartbeats:
+//! [`BarrierLearner`], where it suits: [`plan_suits`]), who runs now and
+//! until when, from McNaughton's wrap-around schedule of each thread's work
+//! left to the next barrier on K identical cores.
 //!
 //! Why: between ticks the kernel switches between busy threads only when
 //! one is moved away (`workloads/switch_probe`), so PALM's groups share a
@@ -125,24 +126,27 @@ impl BarrierPlan {
             .zip(&left)
             .map(|(w, l)| (w.0, (w.1, l.1)))
             .collect();
-        let (mut runners, mut next_beats) = mcnaughton(&left, &self.held, cores);
-        if let Some((through, beats)) = self.through_the_barrier(&left, cores) {
-            // No piece starts before the barrier, and the same threads start
-            // the next phase: no turn at the barrier, the next one comes when
-            // the next phase's schedule first changes. For the rate, the
-            // interval covers the next phase's work of the threads that run
-            // right up to the barrier; any other waits there for a while,
-            // spinning without beats, and teaches nothing.
-            let span = left.iter().map(|l| l.1).fold(0.0, f64::max);
-            (runners, next_beats) = (through, beats);
-            for (id, l) in self.last.iter_mut() {
-                l.1 = if l.1 >= span && runners.contains(id) {
-                    l.1 + per as f64
-                } else {
-                    0.0
-                };
+        let (mut runners, mut next_beats) = match self.through_the_barrier(&left, cores) {
+            Some((through, beats)) => {
+                // No piece starts before the barrier, and the same threads
+                // start the next phase: no turn at the barrier, the next one
+                // comes when the next phase's schedule first changes. For the
+                // rate, the interval covers the next phase's work of the
+                // threads that run right up to the barrier; any other waits
+                // there for a while, spinning without beats, and teaches
+                // nothing.
+                let span = left.iter().map(|l| l.1).fold(0.0, f64::max);
+                for (id, l) in self.last.iter_mut() {
+                    l.1 = if l.1 >= span && through.contains(id) {
+                        l.1 + per as f64
+                    } else {
+                        0.0
+                    };
+                }
+                (through, beats)
             }
-        }
+            None => mcnaughton(&left, &self.held, cores),
+        };
         if !moved && !self.held.is_empty() && !long_enough {
             // Look again once two beats could have come.
             runners = workers
@@ -329,24 +333,26 @@ const EVIDENCE_BITS: f64 = 10.0;
 impl BarrierLearner {
     /// Takes one snapshot of the workers' beat counts.
     pub(crate) fn observe(&mut self, workers: &[(TaskId, u64)]) {
-        let mut ids: Vec<TaskId> = workers.iter().map(|w| w.0).collect();
-        ids.sort_unstable();
-        if ids.iter().any(|id| self.threads.binary_search(id).is_err()) {
+        // Every turn: the thread list is rebuilt only when it changes.
+        let new = workers.iter().any(|w| self.threads.binary_search(&w.0).is_err());
+        if new {
             *self = BarrierLearner::default();
         }
-        self.threads = ids;
+        if new || workers.len() != self.threads.len() {
+            self.threads = workers.iter().map(|w| w.0).collect();
+            self.threads.sort_unstable();
+        }
         self.seen = self.seen.saturating_add(1);
-        let beats: Vec<u64> = workers.iter().map(|w| w.1).collect();
-        if beats.len() < 2 {
+        if workers.len() < 2 {
             return;
         }
         if !self.started {
             self.started = true;
             self.alive = (2..=MAX_BEATS).collect();
         }
-        let (lo, hi) = beats
+        let (lo, hi) = workers
             .iter()
-            .fold((u64::MAX, 0), |(lo, hi), &b| (lo.min(b), hi.max(b)));
+            .fold((u64::MAX, 0), |(lo, hi), w| (lo.min(w.1), hi.max(w.1)));
         self.least = lo;
         if hi - lo < 2 {
             return;

@@ -42,16 +42,13 @@ const SCHED_RESET_ON_FORK: libc::c_int = 0x4000_0000;
 /// second by default) bounds what a runaway loop could take. EPERM without
 /// root, CAP_SYS_NICE or an RLIMIT_RTPRIO that allows the priority.
 pub fn set_realtime(priority: i32) -> io::Result<()> {
-    let param = libc::sched_param {
-        sched_priority: priority,
-    };
-    // SAFETY: pid 0 is the calling thread; param is a valid sched_param.
-    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO | SCHED_RESET_ON_FORK, &param) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
+    if priority < 1 {
+        // SCHED_FIFO has no priority 0 (set_thread_priority would mean the
+        // normal policy by it).
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
     }
+    // Thread id 0 is the calling thread.
+    set_thread_priority(0, priority)
 }
 
 /// The SCHED_FIFO priorities of a plan's lanes (`herd_policy::Lane`):
@@ -75,9 +72,10 @@ pub fn in_lane(tid: i32) -> bool {
     }
 }
 
-/// Puts thread `tid` under `SCHED_FIFO` at `priority` (1..=99), with
-/// `SCHED_RESET_ON_FORK`, or back under the normal policy for priority 0:
-/// a policy's lanes (`herd_policy::Lane`). ESRCH if the thread is gone.
+/// Puts thread `tid` (0: the caller) under `SCHED_FIFO` at `priority`
+/// (1..=99), with `SCHED_RESET_ON_FORK`, or back under the normal policy
+/// for priority 0: herd's loop, and a policy's lanes (`herd_policy::Lane`).
+/// ESRCH if the thread is gone.
 pub fn set_thread_priority(tid: i32, priority: i32) -> io::Result<()> {
     let param = libc::sched_param {
         sched_priority: priority,
@@ -98,14 +96,7 @@ pub fn set_thread_priority(tid: i32, priority: i32) -> io::Result<()> {
 
 /// Puts the calling thread back under the normal policy.
 pub fn set_normal() -> io::Result<()> {
-    let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: as in set_realtime.
-    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    set_thread_priority(0, 0)
 }
 
 /// The CPUs thread `tid` may run on.
