@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Figures from a `herd run --trace FILE` of a heartbeat program (S4):
 
-- turns, and how many read /proc in full (not `progress_only`);
+- turns, how many read /proc in full (not `progress_only`), and the gap
+  between the first two (herd's start-up);
 - when the first lane was set (PALM's plan starting), and the beats then;
 - how late turns came: each turn's gap to the next, minus the period the
   policy asked for (`next_period_ms`, where it asked), after the first 50 ms;
@@ -23,6 +24,8 @@ import statistics
 def figures(path, beats, t_from, t_to):
     lines = [json.loads(line) for line in open(path)]
     out = {"turns": len(lines), "full": sum(1 for l in lines if not l.get("progress_only"))}
+    if len(lines) > 1:
+        out["first_gap_ms"] = round((lines[1]["t_s"] - lines[0]["t_s"]) * 1e3, 3)
     first = next((l for l in lines if l.get("lanes")), None)
     if first:
         out["first_lanes_s"] = round(first["t_s"], 4)
