@@ -17,8 +17,10 @@ use std::collections::BTreeSet;
 
 use herd_engine::NoMeter;
 use herd_policy::{Plan, Policy, TaskId, View};
-use herd_sim::scenario::Scenario;
 use herd_topo::CpuSet;
+
+mod s3_common;
+use s3_common::{completion, load, mean_turnarounds};
 
 /// Each job's tasks pinned to one CPU, for the whole run.
 struct Pinned {
@@ -40,25 +42,6 @@ impl Policy for Pinned {
         }
         plan
     }
-}
-
-/// Each job's turnaround, averaged over runs.
-fn mean_turnarounds(runs: &[herd_sim::PolicyResult]) -> Vec<f64> {
-    let n = runs[0].jobs.len();
-    (0..n)
-        .map(|j| {
-            runs.iter()
-                .map(|r| r.jobs[j].turnaround_s.unwrap_or(f64::NAN))
-                .sum::<f64>()
-                / runs.len() as f64
-        })
-        .collect()
-}
-
-/// Geometric mean over jobs of turnaround / the baseline's.
-fn completion(t: &[f64], base: &[f64]) -> f64 {
-    let logs: Vec<f64> = t.iter().zip(base).map(|(a, b)| (a / b).ln()).collect();
-    (logs.iter().sum::<f64>() / logs.len().max(1) as f64).exp()
 }
 
 /// Every way to split `items` into unordered pairs.
@@ -89,14 +72,7 @@ fn main() {
         std::process::exit(2);
     }
     for path in paths {
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-            eprintln!("{path}: {e}");
-            std::process::exit(2)
-        });
-        let s = Scenario::parse(&text, &path, &|_| Err("no XML machines here".into())).unwrap_or_else(|e| {
-            eprintln!("{e}");
-            std::process::exit(2)
-        });
+        let s = load(&path);
         let solo = herd_sim::solo_times(&s);
         let run = |spec: &str| -> Vec<f64> {
             let runs: Vec<_> = s

@@ -1,0 +1,36 @@
+//! What the S3 examples (`s3_bound`, `s3_oracle`) share: loading a
+//! scenario, each job's turnaround averaged over runs, and S3's measure.
+
+use herd_sim::scenario::Scenario;
+
+/// The scenario at `path`; a file that cannot be read or parsed ends the
+/// example with exit code 2 and the reason.
+pub fn load(path: &str) -> Scenario {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| {
+        eprintln!("{path}: {e}");
+        std::process::exit(2)
+    });
+    Scenario::parse(&text, path, &|_| Err("no XML machines here".into())).unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(2)
+    })
+}
+
+/// Each job's turnaround, averaged over runs.
+pub fn mean_turnarounds(runs: &[herd_sim::PolicyResult]) -> Vec<f64> {
+    let n = runs[0].jobs.len();
+    (0..n)
+        .map(|j| {
+            runs.iter()
+                .map(|r| r.jobs[j].turnaround_s.unwrap_or(f64::NAN))
+                .sum::<f64>()
+                / runs.len() as f64
+        })
+        .collect()
+}
+
+/// S3's measure: the geometric mean over jobs of turnaround / the baseline's.
+pub fn completion(t: &[f64], base: &[f64]) -> f64 {
+    let logs: Vec<f64> = t.iter().zip(base).map(|(a, b)| (a / b).ln()).collect();
+    (logs.iter().sum::<f64>() / logs.len().max(1) as f64).exp()
+}
