@@ -198,6 +198,13 @@ fn main() {
     }
     for path in paths {
         let s = load(&path);
+        let mut kinds: Vec<usize> = s.machine.cpus().iter().map(|c| c.kind).collect();
+        kinds.sort_unstable();
+        kinds.dedup();
+        if kinds.len() != 2 {
+            eprintln!("{path}: expects two core kinds, fast and slow");
+            continue;
+        }
         let solo = herd_sim::solo_times(&s);
         let turnarounds = |make: &dyn Fn() -> Box<dyn Policy>| -> Vec<f64> {
             let runs: Vec<herd_sim::PolicyResult> = s
