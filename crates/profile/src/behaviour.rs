@@ -237,7 +237,7 @@ mod tests {
 
     #[test]
     fn steps_below_the_averaged_threshold_are_never_seen() {
-        // Every sample after a step: LB moves by at most step / 3 a rise,
+        // After a sustained step LB moves by at most a third of it on a rise,
         // so +35% never crosses 12% while +40% does at once; a fall of 26%
         // (back from +35%) never does, one of 35% does at its second interval.
         for (step, seen) in [(1.35, None), (1.40, Some(0)), (1.0 / 1.35, None), (0.65, Some(1))] {
