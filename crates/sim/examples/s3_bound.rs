@@ -20,7 +20,7 @@ use herd_policy::{Plan, Policy, TaskId, View};
 use herd_topo::CpuSet;
 
 mod s3_common;
-use s3_common::{completion, load, mean_turnarounds};
+use s3_common::{completion, fast_and_slow, load, mean_turnarounds};
 
 /// Each job's tasks pinned to one CPU, for the whole run.
 struct Pinned {
@@ -85,30 +85,13 @@ fn main() {
                 .collect();
             mean_turnarounds(&runs)
         };
-        // CPUs by kind, fastest kind first; two tasks to each.
-        let machine = &s.machine;
-        let mut kinds: Vec<usize> = machine.cpus().iter().map(|c| c.kind).collect();
-        kinds.sort_unstable();
-        kinds.dedup();
-        kinds.sort_by(|&a, &b| {
-            machine.kinds()[b]
-                .capacity
-                .total_cmp(&machine.kinds()[a].capacity)
-        });
-        let cpus_of = |k: usize| -> Vec<u32> {
-            machine
-                .cpus()
-                .iter()
-                .filter(|c| c.kind == k)
-                .map(|c| c.os)
-                .collect()
-        };
+        // Two kinds, two tasks to each CPU.
         let n = s.jobs.len();
-        if kinds.len() != 2 || n != 2 * machine.cpus().len() {
+        let Some((fast, slow, _)) = fast_and_slow(&s.machine).filter(|_| n == 2 * s.machine.cpus().len())
+        else {
             eprintln!("{path}: expects two core kinds and two tasks per CPU");
             continue;
-        }
-        let (fast, slow) = (cpus_of(kinds[0]), cpus_of(kinds[1]));
+        };
         let mut results: Vec<(Vec<f64>, Vec<u32>)> = Vec::new();
         // Which tasks get the fast cores, then who shares a core with whom
         // (CPUs of one kind are alike on S3's machines: one pairing each).

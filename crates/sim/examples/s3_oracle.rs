@@ -31,7 +31,7 @@ use herd_sim::scenario::{Job, Scenario};
 use herd_topo::CpuSet;
 
 mod s3_common;
-use s3_common::{completion, load, mean_turnarounds};
+use s3_common::{completion, fast_and_slow, load, mean_turnarounds};
 
 #[derive(Clone, Copy, PartialEq)]
 enum Mode {
@@ -52,10 +52,7 @@ struct Oracle {
 }
 
 impl Oracle {
-    fn new(mode: Mode, s: &Scenario) -> Self {
-        let m = &s.machine;
-        let cap = |c: &herd_topo::Cpu| m.kinds()[c.kind].capacity;
-        let top = m.cpus().iter().map(cap).fold(0.0, f64::max);
+    fn new(mode: Mode, s: &Scenario, (fast, slow, slow_capacity): &(Vec<u32>, Vec<u32>, f64)) -> Self {
         let phases = s
             .jobs
             .iter()
@@ -77,9 +74,9 @@ impl Oracle {
         Oracle {
             mode,
             phases,
-            slow_capacity: m.cpus().iter().map(cap).fold(f64::INFINITY, f64::min) / top,
-            fast: m.cpus().iter().filter(|c| cap(c) >= top).map(|c| c.os).collect(),
-            slow: m.cpus().iter().filter(|c| cap(c) < top).map(|c| c.os).collect(),
+            slow_capacity: *slow_capacity,
+            fast: fast.iter().copied().collect(),
+            slow: slow.iter().copied().collect(),
             retired: BTreeMap::new(),
             on_fast: BTreeMap::new(),
             deficit: BTreeMap::new(),
@@ -198,13 +195,10 @@ fn main() {
     }
     for path in paths {
         let s = load(&path);
-        let mut kinds: Vec<usize> = s.machine.cpus().iter().map(|c| c.kind).collect();
-        kinds.sort_unstable();
-        kinds.dedup();
-        if kinds.len() != 2 {
+        let Some(split) = fast_and_slow(&s.machine) else {
             eprintln!("{path}: expects two core kinds, fast and slow");
             continue;
-        }
+        };
         let solo = herd_sim::solo_times(&s);
         let turnarounds = |make: &dyn Fn() -> Box<dyn Policy>| -> Vec<f64> {
             let runs: Vec<herd_sim::PolicyResult> = s
@@ -223,7 +217,7 @@ fn main() {
         for (name, mode) in [("oracle-rank", Mode::Rank), ("oracle-fair", Mode::Fair)] {
             line += &format!(
                 " {name} {:.3}",
-                completion(&turnarounds(&|| Box::new(Oracle::new(mode, &s))))
+                completion(&turnarounds(&|| Box::new(Oracle::new(mode, &s, &split))))
             );
         }
         for spec in &s.policies {

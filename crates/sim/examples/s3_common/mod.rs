@@ -34,3 +34,26 @@ pub fn completion(t: &[f64], base: &[f64]) -> f64 {
     let logs: Vec<f64> = t.iter().zip(base).map(|(a, b)| (a / b).ln()).collect();
     (logs.iter().sum::<f64>() / logs.len().max(1) as f64).exp()
 }
+
+/// S3's machines: the CPUs of the fast kind, those of the slow kind, and
+/// the slow kind's capacity relative to the fast one's; None unless the
+/// machine has exactly two kinds.
+pub fn fast_and_slow(machine: &herd_topo::Machine) -> Option<(Vec<u32>, Vec<u32>, f64)> {
+    let mut kinds: Vec<usize> = machine.cpus().iter().map(|c| c.kind).collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    let [a, b] = kinds[..] else {
+        return None;
+    };
+    let cap = |k: usize| machine.kinds()[k].capacity;
+    let (fast, slow) = if cap(a) >= cap(b) { (a, b) } else { (b, a) };
+    let cpus_of = |k: usize| -> Vec<u32> {
+        machine
+            .cpus()
+            .iter()
+            .filter(|c| c.kind == k)
+            .map(|c| c.os)
+            .collect()
+    };
+    Some((cpus_of(fast), cpus_of(slow), cap(slow) / cap(fast)))
+}
