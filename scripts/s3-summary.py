@@ -8,7 +8,9 @@ Each scenario runs several seeds, which change where linux puts each task
 averaged three runs.
 
 Usage (after `cargo build --release`):
-  scripts/s3-summary.py [--policy P ...] [--json]
+  scripts/s3-summary.py [--policy P ...] [--json] [--scenarios DIR]
+                                    # DIR: other s3-*.toml files (e.g. variants written
+                                    # by a modified copy of gen-s3-scenarios.py)
   scripts/s3-summary.py --sweep     # S3 3.2.3: amp:comprehensive over an (alpha, beta) grid,
                                     # the best pair per platform by mean completion on HD and LD
 """
@@ -21,6 +23,7 @@ import subprocess
 import sys
 
 HERD = os.path.join(os.path.dirname(__file__), "..", "target", "release", "herd")
+SCENARIOS = os.path.join(os.path.dirname(__file__), "..", "scenarios")
 
 
 def main():
@@ -28,13 +31,14 @@ def main():
     ap.add_argument("--policy", action="append", default=[])
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--sweep", action="store_true")
+    ap.add_argument("--scenarios", default=SCENARIOS, metavar="DIR")
     args = ap.parse_args()
     if args.sweep:
-        return sweep()
+        return sweep(args.scenarios)
     rows = []
-    files = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "scenarios", "s3-*.toml")))
+    files = sorted(glob.glob(os.path.join(args.scenarios, "s3-*.toml")))
     if not files:
-        sys.exit("no scenarios/s3-*.toml: run scripts/gen-s3-scenarios.py")
+        sys.exit(f"no s3-*.toml in {args.scenarios}: run scripts/gen-s3-scenarios.py")
     for f in files:
         cmd = [HERD, "sim", f, "--json"] + sum((["--policy", p] for p in args.policy), [])
         r = subprocess.run(cmd, capture_output=True, text=True)
@@ -84,10 +88,10 @@ def averaged(d):
     return out
 
 
-def sweep():
+def sweep(scenarios):
     alphas = [0.0, 0.2, 0.3, 0.4, 0.6, 0.8, 1.0]
     betas = [0.0, 0.1, 0.2, 0.3, 0.5]
-    files = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "scenarios", "s3-*.toml")))
+    files = sorted(glob.glob(os.path.join(scenarios, "s3-*.toml")))
     by_platform = {}
     for f in files:
         name = os.path.basename(f)[3:-5]
