@@ -10,7 +10,14 @@ DVFS making two core speeds:
 The NUMA platforms are four single-core packages, each its own NUMA node
 and L3 (herd's synthetic spec joins differing packages with '|'): every
 move between cores crosses packages, and migration costs are raised for
-them (a cold cache on another socket).
+them (a cold cache on another socket). Their memory is first-touch and
+stays put (`memory = "first-touch"`): S3 ran Linux 2.6.27, which had no
+NUMA balancing (it came in 3.8), so a task moved to another package reaches
+its memory remotely for the rest of its run. This is the cost behind S3's
+advice to set alpha near 1 on NUMA. S3's in-kernel scheduler placed tasks
+at fork, and live `herd batch` holds programs until its first decision, so
+a run's memory lands where the policy first puts it (herd's simulator fixes
+it there at the first decision that sees the run).
 
 Programs (approximate, typical figures from published SPEC CPU2006 LLC
 characterisations on 2-6 MB LLCs; not S3's own measurements, which the
@@ -132,6 +139,8 @@ def write(platform, set_name):
                     f"bytes_per_instr = {bpi:.4f}",
                     f"llc_miss_rate = {miss:.3f}",
                 ]
+                if mig_us:
+                    lines += ['memory = "first-touch"']
     path = os.path.join(os.path.dirname(__file__), "..", "scenarios", f"s3-{platform}-{set_name}.toml")
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")

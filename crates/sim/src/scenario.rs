@@ -111,12 +111,17 @@ pub enum Split {
 /// Where a phase's memory lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Memory {
-    /// On the node of the CPU the thread runs on.
+    /// On the node of the CPU the thread runs on now: memory follows the
+    /// thread at once (what NUMA balancing converges to).
     Local,
     /// Spread over every node.
     Interleaved,
     /// On node N.
     Node(usize),
+    /// On the node where the thread ran once the policy first placed it in
+    /// this run, and there however it moves later: first-touch allocation
+    /// without NUMA balancing (Linux before 3.8, or `numa_balancing=0`).
+    FirstTouch,
 }
 
 impl<'de> Deserialize<'de> for Memory {
@@ -130,9 +135,10 @@ impl<'de> Deserialize<'de> for Memory {
         match Raw::deserialize(d)? {
             Raw::Name(s) if s == "local" => Ok(Memory::Local),
             Raw::Name(s) if s == "interleaved" => Ok(Memory::Interleaved),
+            Raw::Name(s) if s == "first-touch" => Ok(Memory::FirstTouch),
             Raw::Node(n) if n >= 0 => Ok(Memory::Node(n as usize)),
             _ => Err(serde::de::Error::custom(
-                "must be \"local\", \"interleaved\" or a node number",
+                "must be \"local\", \"first-touch\", \"interleaved\" or a node number",
             )),
         }
     }

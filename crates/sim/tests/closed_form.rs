@@ -215,3 +215,28 @@ fn observations_reused_while_nothing_changes_are_not_counted_twice() {
     assert!(seen as f64 <= 1e9 * 1.0001, "{seen} instructions reported");
     assert!(seen as f64 >= 1e9 * 0.97, "{seen} instructions reported");
 }
+
+/// `memory = "first-touch"` stays on the node where each run began; `local`
+/// follows the thread. Three memory-bound jobs rotating over two one-core
+/// nodes reach their memory remotely part of the time under first touch, so
+/// they finish later; two jobs that never move run exactly alike either way.
+#[test]
+fn first_touch_memory_stays_behind_when_a_thread_moves() {
+    let makespan = |jobs: usize, memory: &str| {
+        let text = format!(
+            "[machine]\nsynthetic = \"package:2 numa:1 l3:1 core:1\"\n[model]\n{FAIRNESS}\
+             [[job]]\nname = \"mem\"\ncopies = {jobs}\n[[job.phase]]\ninstructions = 2e9\n\
+             ipc = 0.5\nbytes_per_instr = 4.0\nmemory = \"{memory}\"\n"
+        );
+        let r = run(&scenario(&text), "linux");
+        (r.makespan_s, r.migrations)
+    };
+    let (local, moves) = makespan(3, "local");
+    let (first, _) = makespan(3, "first-touch");
+    assert!(moves > 10, "the jobs should rotate: {moves} moves");
+    assert!(first > local * 1.1, "first-touch {first} vs local {local}");
+    let (local, moves) = makespan(2, "local");
+    let (first, _) = makespan(2, "first-touch");
+    assert_eq!(moves, 0);
+    assert!(close(first, local, 1e-12), "first-touch {first} vs local {local}");
+}

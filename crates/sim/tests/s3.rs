@@ -88,3 +88,37 @@ fn with_no_diversity_there_is_little_to_gain() {
     let (c, _) = completion(&load("s3-uma-nd"), "amp:comprehensive:preset=uma");
     assert!((0.9..1.02).contains(&c), "{c}");
 }
+
+/// On the NUMA platforms memory stays where a run first touched it (Linux
+/// 2.6.27 had no NUMA balancing), so every move to another package leaves
+/// a task reaching its memory remotely. That is why S3 sets alpha near 1
+/// there: with the whole-run behaviour weighing most, comprehensive moves
+/// tasks less, and beats the baselines that chase phases. With memory that
+/// followed each move at once, the low alpha would not lose.
+#[test]
+fn on_numa_memory_that_stays_put_makes_the_high_alpha_pay() {
+    let s = load("s3-numa1-ld1");
+    let (high, _) = completion(&s, "amp:comprehensive:alpha=0.8");
+    let (low, _) = completion(&s, "amp:comprehensive:alpha=0.2");
+    let (hass_d, _) = completion(&s, "amp:hass-d");
+    let (sample, _) = completion(&s, "amp:sample-run");
+    // 0.982, 1.032, 1.064 and 1.062 when written.
+    assert!(high < low - 0.02, "alpha 0.8 {high} vs 0.2 {low}");
+    assert!(
+        high < hass_d && high < sample,
+        "{high} vs hass-d {hass_d}, sample-run {sample}"
+    );
+
+    let path = format!("{}/../../scenarios/s3-numa1-ld1.toml", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("memory = \"first-touch\""));
+    let following = text.replace("memory = \"first-touch\"", "memory = \"local\"");
+    let s = Scenario::parse(&following, &path, &|_| Err("no XML here".into())).unwrap();
+    let (high, _) = completion(&s, "amp:comprehensive:alpha=0.8");
+    let (low, _) = completion(&s, "amp:comprehensive:alpha=0.2");
+    // alpha 0.8 0.974, alpha 0.2 0.971 when written.
+    assert!(
+        low < high + 0.005,
+        "following memory: alpha 0.2 {low} vs 0.8 {high}"
+    );
+}

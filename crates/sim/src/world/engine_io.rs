@@ -275,21 +275,38 @@ impl Actuator for World<'_> {
         if !plan.lanes.is_empty() || !plan.tasks.is_empty() {
             self.push_front_lanes();
         }
+        self.home_first_touch();
     }
 }
 
 impl World<'_> {
+    /// Fixes the node of each new run's first-touch memory (`memory =
+    /// "first-touch"`) where its thread runs once the policy has placed it.
+    /// Live, `herd batch` holds programs until the first decision, and S3's
+    /// in-kernel scheduler placed tasks at fork, so a program touches its
+    /// memory where the policy put it, not where the kernel first would
+    /// have; until then the simulated memory follows the thread.
+    fn home_first_touch(&mut self) {
+        for th in &mut self.threads {
+            if th.first_node.is_none() && th.arrived && !th.done {
+                th.first_node = th.cpu.map(|pos| self.kernel.numa[pos]);
+            }
+        }
+    }
+
     /// Where job `j`'s memory is, as `/proc/PID/numa_maps` would show it:
     /// a phase bound to a node or interleaved says so (in relative units);
-    /// first-touch memory is where the threads will run, which a policy
-    /// placing them decides, so like a fresh process it shows nothing yet.
+    /// local and first-touch memory is where the threads will run, which a
+    /// policy placing them decides, so like a fresh process it shows
+    /// nothing yet. (The job views are rebuilt only when jobs come and go,
+    /// so a first-touch job's node, once fixed, is not shown either.)
     fn memory_kb(&self, j: usize) -> Option<Vec<(u32, u64)>> {
         let nodes = self.machine.numa_nodes();
         let phase = self.jobs[j].phases.first()?;
         match phase.memory {
             crate::scenario::Memory::Node(k) => Some(vec![(nodes.get(k)?.os, 1)]),
             crate::scenario::Memory::Interleaved => Some(nodes.iter().map(|n| (n.os, 1)).collect()),
-            crate::scenario::Memory::Local => None,
+            crate::scenario::Memory::Local | crate::scenario::Memory::FirstTouch => None,
         }
     }
 }

@@ -83,6 +83,10 @@ struct Thread {
     /// present runs, its members sharing equally (live these are SCHED_FIFO
     /// priorities, which herd gives one thread a CPU).
     lane: herd_policy::Lane,
+    /// The node this run's first-touch memory is on: where the thread ran
+    /// right after the first decision that saw it (`None` before, when its
+    /// memory follows it). See `World::home_first_touch`.
+    first_node: Option<usize>,
 }
 
 impl Thread {
@@ -318,6 +322,7 @@ impl<'a> World<'a> {
                     seen: Counters::default(),
                     reported: Counters::default(),
                     lane: herd_policy::Lane::Fair,
+                    first_node: None,
                 });
                 allowed.push(if job.pin_threads {
                     CpuSet::single(pinned[rank as usize % pinned.len()])
@@ -528,6 +533,7 @@ impl<'a> World<'a> {
             // A new thread starts in the normal class, as live (lanes set
             // SCHED_RESET_ON_FORK): the slot's last thread's lane is not its.
             th.lane = herd_policy::Lane::Fair;
+            th.first_node = None;
             th.phase = 0;
             th.loops_left = job.loops;
             th.left = phase_work(job, 0, th.rank);
@@ -718,6 +724,8 @@ impl<'a> World<'a> {
         }
         let speed = kind_speed * smt[pos];
         let home = self.kernel.numa[pos];
+        let first_node = self.threads[t].first_node.unwrap_or(home);
+        let phase = &self.jobs[self.threads[t].job].phases[self.threads[t].phase];
         Some(Stream {
             compute_ns_per_instr: phase.core_ns_per_instr / speed,
             requests_per_instr: phase.requests_per_instr,
@@ -727,6 +735,7 @@ impl<'a> World<'a> {
                 Memory::Local => Target::Node(home),
                 Memory::Interleaved => Target::Interleaved,
                 Memory::Node(k) => Target::Node(k),
+                Memory::FirstTouch => Target::Node(first_node),
             },
         })
     }
