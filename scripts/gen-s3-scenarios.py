@@ -32,7 +32,11 @@ share. The programs have history (`history = true`): the profile store knows
 each one's whole-run LLC miss rate, as S3's GB and HASS-S's offline
 signature assume. Each program alternates a main phase with a shorter, different one
 (miss rate and stall share moved by +-35%), so phase changes are there to
-detect. Solo run about 6 s per program.
+detect. Solo run about 60 s per program: SPEC CPU2006's reference runs
+last minutes, and S3 counted 0.2-0.78 migrations a minute for its
+scheduler, which needs phases that long. With 6 s programs the phases came
+ten times as often, and so did the migrations (17-200 a minute for
+amp:comprehensive), while the completion times moved by under 0.01.
 
 Linux's luck: each scenario runs ten seeds whose simulated kernel hands
 out equally idle CPUs in a different order (`seeded_placement`), so which
@@ -51,7 +55,7 @@ REQUEST_NS = 30.0
 # every policy measured against it.
 SEEDS = 10
 FREQ_GHZ = 2.7
-SOLO_S = 6.0
+SOLO_S = 60.0
 
 # name: (IPC at 2.7 GHz, LLC miss rate, memory stall share of solo time)
 PROGRAMS = {

@@ -16,6 +16,10 @@
 //! can know, and `fair` maximises each moment's log speed, not the log of
 //! each first run's turnaround, so sampling or a ranking that errs can
 //! still beat either on a set (see the issue 8 notes for the figures).
+//! Both know phases, not memory: on the NUMA scenarios, whose memory stays
+//! where each run began (`memory = "first-touch"`), every move they make to
+//! another package costs remote memory for the rest of the run, which they
+//! ignore, so there they are no reference for a policy that moves little.
 //!
 //! Usage: cargo run --release -p herd-sim --example s3_oracle -- scenarios/s3-uma-ld1.toml [...]
 //! Prints each scenario's completion time against linux for both, and for
