@@ -274,7 +274,7 @@ fn table(c: &Comparison) -> String {
         };
         let _ = writeln!(s, "scenario {} (seed {seed})", c.scenario);
         type Metric<'a> = (&'a str, &'a dyn Fn(&PolicyResult) -> Option<f64>, bool);
-        let metrics: [Metric; 10] = [
+        let metrics: [Metric; 12] = [
             ("makespan_s", &|r| Some(r.makespan_s), true),
             ("throughput", &|r| Some(r.throughput), true),
             ("energy_j", &|r| Some(r.energy_j), true),
@@ -289,6 +289,16 @@ fn table(c: &Comparison) -> String {
             (
                 "migrations_cross_numa",
                 &|r| Some(r.migrations_cross_numa as f64),
+                false,
+            ),
+            (
+                "migrations_cross_kind",
+                &|r| Some(r.migrations_cross_kind as f64),
+                false,
+            ),
+            (
+                "cross_kind_per_cpu_min",
+                &|r| Some(r.cross_kind_per_cpu_min),
                 false,
             ),
             ("decision_overhead_pct", &|r| r.decision_overhead_pct, false),
@@ -378,7 +388,7 @@ fn over_seeds(c: &Comparison) -> Option<String> {
     }
     s.push('\n');
     type Row<'a> = (&'a str, &'a dyn Fn(&[&PolicyResult]) -> String);
-    let rows: [Row; 3] = [
+    let rows: [Row; 4] = [
         ("makespan_s", &|runs| {
             let m = mean(&runs.iter().map(|r| r.makespan_s).collect::<Vec<_>>());
             format!(
@@ -402,6 +412,12 @@ fn over_seeds(c: &Comparison) -> Option<String> {
             format!(
                 "{:.1}",
                 mean(&runs.iter().map(|r| r.migrations_per_min).collect::<Vec<_>>())
+            )
+        }),
+        ("cross_kind_per_cpu_min", &|runs| {
+            format!(
+                "{:.2}",
+                mean(&runs.iter().map(|r| r.cross_kind_per_cpu_min).collect::<Vec<_>>())
             )
         }),
     ];

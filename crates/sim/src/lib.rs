@@ -64,6 +64,11 @@ pub struct PolicyResult {
     pub migrations_cross_llc: u64,
     /// Moves between NUMA nodes.
     pub migrations_cross_numa: u64,
+    /// Moves between core kinds.
+    pub migrations_cross_kind: u64,
+    /// Moves between core kinds per minute of busy CPU time: S3's measure
+    /// of migration overhead (its Figure 7).
+    pub cross_kind_per_cpu_min: f64,
     /// Physical cores any thread ran on (S0's C).
     pub physical_cores: usize,
     /// Decisions taken.
@@ -387,6 +392,12 @@ pub fn run_learning<M: CostMeter>(
         },
         migrations_cross_llc: t.migrations_cross_llc,
         migrations_cross_numa: t.migrations_cross_numa,
+        migrations_cross_kind: t.migrations_cross_kind,
+        cross_kind_per_cpu_min: if t.busy_cpu_ns > 0.0 {
+            t.migrations_cross_kind as f64 / (t.busy_cpu_ns * 1e-9 / 60.0)
+        } else {
+            0.0
+        },
         physical_cores: t.cores_used,
         decisions: overhead.decisions,
         decision_overhead_pct: timed.then(|| {

@@ -122,3 +122,33 @@ fn on_numa_memory_that_stays_put_makes_the_high_alpha_pay() {
         "following memory: alpha 0.2 {low} vs 0.8 {high}"
     );
 }
+
+/// S3's Figure 7 order of migration cost (moves between core kinds per
+/// minute of CPU time): Sample-Run most, then HASS-D, then comprehensive,
+/// then HASS-S. S3 counted 0.2-0.78 a minute for comprehensive.
+#[test]
+fn migrations_between_kinds_follow_s3s_order() {
+    let s = load("s3-uma-ld2");
+    let solo = herd_sim::solo_times(&s);
+    let rate = |policy: &str| {
+        let runs: Vec<f64> = s
+            .seeds
+            .iter()
+            .map(|&seed| {
+                herd_sim::run_policy::<herd_engine::NoMeter>(&s, policy, seed, &solo, None, false, |_, _| {})
+                    .unwrap()
+                    .cross_kind_per_cpu_min
+            })
+            .collect();
+        runs.iter().sum::<f64>() / runs.len() as f64
+    };
+    let (sample, hass_d) = (rate("amp:sample-run"), rate("amp:hass-d"));
+    let (comprehensive, hass_s) = (rate("amp:comprehensive:preset=uma"), rate("amp:hass-s"));
+    // 100.5, 31.1, 1.08 and 0.38 when written.
+    assert!(
+        sample > hass_d && hass_d > comprehensive && comprehensive >= hass_s,
+        "sample-run {sample}, hass-d {hass_d}, comprehensive {comprehensive}, hass-s {hass_s}"
+    );
+    assert!(comprehensive < 2.0, "{comprehensive}");
+    assert_eq!(rate("linux"), 0.0);
+}

@@ -144,6 +144,8 @@ pub struct Totals {
     pub migrations_cross_llc: u64,
     /// Migrations between NUMA nodes.
     pub migrations_cross_numa: u64,
+    /// Migrations between core kinds (S3's measure of migration cost).
+    pub migrations_cross_kind: u64,
     /// Memory-contention solves that did not converge.
     pub unconverged_solves: u64,
     /// Placements the actuator ignored because they named no CPU of the machine.
@@ -480,6 +482,9 @@ impl<'a> World<'a> {
         }
         if self.kernel.numa[from] != self.kernel.numa[to] {
             self.totals.migrations_cross_numa += 1;
+        }
+        if self.kernel.kind[from] != self.kernel.kind[to] {
+            self.totals.migrations_cross_kind += 1;
         }
     }
 
