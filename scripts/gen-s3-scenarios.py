@@ -35,8 +35,9 @@ signature assume. Each program alternates a main phase with a shorter, different
 detect. Solo run about 60 s per program: SPEC CPU2006's reference runs
 last minutes, and S3 counted 0.2-0.78 migrations a minute for its
 scheduler, which needs phases that long. With 6 s programs the phases came
-ten times as often, and so did the migrations (17-200 a minute for
-amp:comprehensive), while the completion times moved by under 0.01.
+ten times as often, and so did the migrations (17-190 a minute for
+amp:comprehensive), while completion against linux moved by under 0.01
+for amp:comprehensive and under 0.02 for any policy.
 
 Linux's luck: each scenario runs ten seeds whose simulated kernel hands
 out equally idle CPUs in a different order (`seeded_placement`), so which
