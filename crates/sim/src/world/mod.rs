@@ -729,8 +729,7 @@ impl<'a> World<'a> {
         }
         let speed = kind_speed * smt[pos];
         let home = self.kernel.numa[pos];
-        let first_node = self.threads[t].first_node.unwrap_or(home);
-        let phase = &self.jobs[self.threads[t].job].phases[self.threads[t].phase];
+        let first_node = th.first_node.unwrap_or(home);
         Some(Stream {
             compute_ns_per_instr: phase.core_ns_per_instr / speed,
             requests_per_instr: phase.requests_per_instr,
