@@ -216,7 +216,7 @@ fn observations_reused_while_nothing_changes_are_not_counted_twice() {
     assert!(seen as f64 >= 1e9 * 0.97, "{seen} instructions reported");
 }
 
-/// `memory = "first-touch"` stays on the node where each run began; `local`
+/// `memory = "first-touch"` stays where each run was first placed; `local`
 /// follows the thread. Three memory-bound jobs rotating over two one-core
 /// nodes reach their memory remotely part of the time under first touch, so
 /// they finish later; two jobs that never move run exactly alike either way.
