@@ -205,6 +205,7 @@ fn doctor_reports_every_capability_with_reasons() {
         "rapl",
         "smt",
         "numa",
+        "numa_balancing",
         "core_kinds",
         "root",
     ] {

@@ -671,7 +671,51 @@ fn probe_machine(machine: &Machine, roots: &Roots) -> Vec<Capability> {
     } else {
         cap("core_kinds", false, "symmetric: every core is of one kind", None)
     };
-    vec![smt_cap, numa_cap, kinds_cap]
+    vec![smt_cap, numa_cap, probe_numa_balancing(nodes, roots), kinds_cap]
+}
+
+/// Whether memory follows a thread that herd moves to another node. With
+/// the kernel's NUMA balancing it does, over seconds; without it the pages
+/// stay where they were first touched, and every move across nodes leaves
+/// the thread reaching its memory remotely for the rest of its run (the
+/// simulator's `memory = "first-touch"`), which makes policies that move
+/// little the better choice there.
+fn probe_numa_balancing(nodes: usize, roots: &Roots) -> Capability {
+    let path = roots.proc_dir.join("sys/kernel/numa_balancing");
+    let setting = fs::read_to_string(&path)
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok());
+    let stays = "memory stays where it was first touched, so a thread moved to another node reaches it \
+                 remotely: prefer policies that move little across nodes (amp:comprehensive's numa presets)";
+    match setting {
+        _ if nodes < 2 => cap(
+            "numa_balancing",
+            false,
+            "one NUMA node: there is no remote memory to balance",
+            None,
+        ),
+        // Bit 0 is NUMA_BALANCING_NORMAL; bit 1 alone only tiers memory.
+        Some(v) if v & 1 == 1 => cap(
+            "numa_balancing",
+            true,
+            format!(
+                "on ({v}): the kernel moves pages after a thread that moved to another node, over seconds"
+            ),
+            Some(&path),
+        ),
+        Some(v) => cap(
+            "numa_balancing",
+            false,
+            format!("off ({v}): {stays}"),
+            Some(&path),
+        ),
+        None => cap(
+            "numa_balancing",
+            false,
+            format!("the kernel offers no NUMA balancing: {stays}"),
+            Some(&path),
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -757,6 +801,33 @@ broken-line
         assert!(probe_rapl(&roots).available);
         let s = probe_schedstat(&roots);
         assert!(!s.available && s.reason.contains("all zero"), "{s:?}");
+    }
+
+    #[test]
+    fn numa_balancing_is_read_only_where_there_are_nodes_to_balance() {
+        let tmp = tempfile::tempdir().unwrap();
+        let roots = Roots {
+            proc_dir: tmp.path().join("proc"),
+            sys_dir: tmp.path().join("sys"),
+        };
+        let missing = probe_numa_balancing(2, &roots);
+        assert!(
+            !missing.available && missing.reason.contains("no NUMA balancing"),
+            "{missing:?}"
+        );
+        fs::create_dir_all(tmp.path().join("proc/sys/kernel")).unwrap();
+        let file = tmp.path().join("proc/sys/kernel/numa_balancing");
+        for (text, on) in [("0\n", false), ("1\n", true), ("2\n", false), ("3\n", true)] {
+            fs::write(&file, text).unwrap();
+            let c = probe_numa_balancing(4, &roots);
+            assert_eq!(c.available, on, "{text:?}: {c:?}");
+            assert!(on || c.reason.contains("first touched"), "{c:?}");
+        }
+        let one = probe_numa_balancing(1, &roots);
+        assert!(
+            !one.available && one.reason.starts_with("one NUMA node"),
+            "{one:?}"
+        );
     }
 
     #[test]
