@@ -240,3 +240,46 @@ fn first_touch_memory_stays_behind_when_a_thread_moves() {
     assert_eq!(moves, 0);
     assert!(close(first, local, 1e-12), "first-touch {first} vs local {local}");
 }
+
+/// A first-touch job's memory shows in its view (as numa_maps would) once
+/// the first decision has fixed it, on the node its thread ran on; a local
+/// job's shows nothing, as for a fresh process.
+#[test]
+fn first_touch_memory_shows_where_it_was_touched() {
+    let text = "[machine]\nsynthetic = \"package:2 numa:1 l3:1 core:1\"\n\
+                [[job]]\nname = \"ft\"\n[[job.phase]]\ninstructions = 1e9\nipc = 1.0\nmemory = \"first-touch\"\n\
+                [[job]]\nname = \"local\"\n[[job.phase]]\ninstructions = 1e9\nipc = 1.0\n";
+    let s = scenario(text);
+    let solo = herd_sim::solo_times(&s);
+    let mut seen = Vec::new();
+    herd_sim::run_policy::<NoMeter>(&s, "linux", 1, &solo, None, false, |view, _| {
+        let kb = |name: &str| {
+            view.snapshot
+                .jobs
+                .iter()
+                .find(|j| j.name == name)
+                .and_then(|j| j.memory_kb.clone())
+        };
+        let cpu = view
+            .snapshot
+            .tasks
+            .iter()
+            .find(|t| t.job == 0)
+            .and_then(|t| t.cpu);
+        seen.push((kb("ft"), kb("local"), cpu));
+    })
+    .unwrap();
+    assert!(seen.len() > 2, "{} decisions", seen.len());
+    // The first decision sees a fresh process; later ones its pages.
+    assert_eq!(seen[0].0, None);
+    let (ft, local, cpu) = seen[1].clone();
+    assert_eq!(local, None);
+    let cpu = cpu.expect("ft runs");
+    let node = s
+        .machine
+        .numa_nodes()
+        .iter()
+        .find(|n| n.cpus.contains(cpu))
+        .expect("a NUMA node");
+    assert_eq!(ft, Some(vec![(node.os, 1)]));
+}

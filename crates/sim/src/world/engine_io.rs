@@ -290,23 +290,43 @@ impl World<'_> {
         for th in &mut self.threads {
             if th.first_node.is_none() && th.arrived && !th.done {
                 th.first_node = th.cpu.map(|pos| self.kernel.numa[pos]);
+                let first_touch = self.jobs[th.job].phases.first().map(|p| p.memory)
+                    == Some(crate::scenario::Memory::FirstTouch);
+                if th.first_node.is_some() && first_touch {
+                    // Its numa_maps now has pages to show (`memory_kb`).
+                    self.jobs_changed = true;
+                }
             }
         }
     }
 
     /// Where job `j`'s memory is, as `/proc/PID/numa_maps` would show it:
     /// a phase bound to a node or interleaved says so (in relative units);
-    /// local and first-touch memory is where the threads will run, which a
-    /// policy placing them decides, so like a fresh process it shows
-    /// nothing yet. (The job views are rebuilt only when jobs come and go,
-    /// so a first-touch job's node, once fixed, is not shown either.)
+    /// local memory is where the threads will run, which a policy placing
+    /// them decides, so like a fresh process it shows nothing; first-touch
+    /// memory shows a share on each node where one of the job's threads
+    /// touched its memory, once it has.
     fn memory_kb(&self, j: usize) -> Option<Vec<(u32, u64)>> {
         let nodes = self.machine.numa_nodes();
         let phase = self.jobs[j].phases.first()?;
         match phase.memory {
             crate::scenario::Memory::Node(k) => Some(vec![(nodes.get(k)?.os, 1)]),
             crate::scenario::Memory::Interleaved => Some(nodes.iter().map(|n| (n.os, 1)).collect()),
-            crate::scenario::Memory::Local | crate::scenario::Memory::FirstTouch => None,
+            crate::scenario::Memory::Local => None,
+            crate::scenario::Memory::FirstTouch => {
+                let first = self.job_state[j].first;
+                let mut kb: Vec<(u32, u64)> = Vec::new();
+                for th in &self.threads[first..first + self.jobs[j].threads as usize] {
+                    let Some(os) = th.first_node.and_then(|k| nodes.get(k)).map(|n| n.os) else {
+                        continue;
+                    };
+                    match kb.iter_mut().find(|(o, _)| *o == os) {
+                        Some((_, n)) => *n += 1,
+                        None => kb.push((os, 1)),
+                    }
+                }
+                (!kb.is_empty()).then_some(kb)
+            }
         }
     }
 }
