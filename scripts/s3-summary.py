@@ -53,8 +53,11 @@ def main():
         for v in averaged(json.loads(r.stdout)):
             rows.append({"platform": platform, "set": set_name, **v})
     if args.svg:
-        with open(args.svg, "w") as out:
-            out.write(figure(rows))
+        try:
+            with open(args.svg, "w") as out:
+                out.write(figure(rows))
+        except OSError as e:
+            sys.exit(f"--svg {args.svg}: {e.strerror}")
     if args.json:
         print(json.dumps(rows, indent=1))
         return
@@ -95,12 +98,11 @@ def figure(rows):
     for k, platform in enumerate(platforms):
         base = top + k * panel_h
         out.append(f'<text x="{left}" y="{base - 4}" font-weight="bold">{platform.upper()}</text>')
-        tick = lo
-        while tick <= hi + 1e-9:
+        for step in range(round((hi - lo) / 0.05) + 1):
+            tick = lo + 0.05 * step
             out.append(f'<line x1="{left}" x2="{left + panel_w}" y1="{y(tick, base):.1f}" y2="{y(tick, base):.1f}" '
-                       f'stroke="#{"000" if abs(tick - 1) < 1e-9 else "ddd"}"/>')
+                       f'stroke="#{"000" if abs(tick - 1) < 1e-6 else "ddd"}"/>')
             out.append(f'<text x="{left - 6}" y="{y(tick, base) + 4:.1f}" text-anchor="end">{tick:.2f}</text>')
-            tick += 0.05
         for g, set_name in enumerate(sets):
             x0 = left + g * group_w + gap / 2
             for i, policy in enumerate(policies):
