@@ -20,7 +20,7 @@ use herd_policy::{Plan, Policy, TaskId, View};
 use herd_topo::CpuSet;
 
 mod s3_common;
-use s3_common::{completion, fast_and_slow, load, mean_turnarounds};
+use s3_common::{completion, fast_and_slow, load, mean_turnarounds, scenario_paths};
 
 /// Each job's tasks pinned to one CPU, for the whole run.
 struct Pinned {
@@ -66,12 +66,7 @@ fn pairings(items: &[usize]) -> Vec<Vec<(usize, usize)>> {
 }
 
 fn main() {
-    let paths: Vec<String> = std::env::args().skip(1).collect();
-    if paths.is_empty() {
-        eprintln!("usage: s3_bound SCENARIO.toml ...");
-        std::process::exit(2);
-    }
-    for path in paths {
+    for path in scenario_paths("s3_bound") {
         let s = load(&path);
         let solo = herd_sim::solo_times(&s);
         let run = |spec: &str| -> Vec<f64> {

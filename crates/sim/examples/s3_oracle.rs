@@ -35,7 +35,7 @@ use herd_sim::scenario::{Job, Scenario};
 use herd_topo::CpuSet;
 
 mod s3_common;
-use s3_common::{completion, fast_and_slow, load, mean_turnarounds};
+use s3_common::{completion, fast_and_slow, load, mean_turnarounds, scenario_paths};
 
 #[derive(Clone, Copy, PartialEq)]
 enum Mode {
@@ -134,9 +134,10 @@ impl Policy for Oracle {
     fn decide(&mut self, view: &View<'_>) -> Plan {
         let mut plan = Plan::default();
         let present: Vec<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
-        self.retired.retain(|id, _| present.contains(id));
-        self.on_fast.retain(|id, _| present.contains(id));
-        self.deficit.retain(|id, _| present.contains(id));
+        let here: std::collections::BTreeSet<TaskId> = present.iter().copied().collect();
+        self.retired.retain(|id, _| here.contains(id));
+        self.on_fast.retain(|id, _| here.contains(id));
+        self.deficit.retain(|id, _| here.contains(id));
         let mut r = Vec::new();
         for t in &view.snapshot.tasks {
             let done = {
@@ -192,12 +193,7 @@ impl Policy for Oracle {
 }
 
 fn main() {
-    let paths: Vec<String> = std::env::args().skip(1).collect();
-    if paths.is_empty() {
-        eprintln!("usage: s3_oracle SCENARIO.toml ...");
-        std::process::exit(2);
-    }
-    for path in paths {
+    for path in scenario_paths("s3_oracle") {
         let s = load(&path);
         let Some(split) = fast_and_slow(&s.machine) else {
             eprintln!("{path}: expects two core kinds, fast and slow");

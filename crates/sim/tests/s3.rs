@@ -3,23 +3,37 @@
 
 use herd_sim::Scenario;
 
-fn load(name: &str) -> Scenario {
+/// A scenario file's path and text.
+fn scenario_file(name: &str) -> (String, String) {
     let path = format!("{}/../../scenarios/{name}.toml", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap();
-    Scenario::parse(&text, &path, &|_| Err("no XML here".into())).unwrap()
+    (path, text)
 }
 
-/// Each task's turnaround and the makespan, averaged over the scenario's
-/// seeds (which move where linux puts each task).
-fn averaged(s: &Scenario, solo: &[f64], policy: &str) -> (Vec<f64>, f64) {
-    let runs: Vec<_> = s
-        .seeds
+fn parse(path: &str, text: &str) -> Scenario {
+    Scenario::parse(text, path, &|_| Err("no XML here".into())).unwrap()
+}
+
+fn load(name: &str) -> Scenario {
+    let (path, text) = scenario_file(name);
+    parse(&path, &text)
+}
+
+/// One run of `policy` per seed of the scenario (the seeds move where
+/// linux puts each task).
+fn runs(s: &Scenario, solo: &[f64], policy: &str) -> Vec<herd_sim::PolicyResult> {
+    s.seeds
         .iter()
         .map(|&seed| {
             herd_sim::run_policy::<herd_engine::NoMeter>(s, policy, seed, solo, None, false, |_, _| {})
                 .unwrap()
         })
-        .collect();
+        .collect()
+}
+
+/// Each task's turnaround and the makespan, averaged over the seeds.
+fn averaged(s: &Scenario, solo: &[f64], policy: &str) -> (Vec<f64>, f64) {
+    let runs = runs(s, solo, policy);
     let n = runs.len() as f64;
     let tasks = (0..s.jobs.len())
         .map(|j| runs.iter().map(|r| r.jobs[j].turnaround_s.unwrap()).sum::<f64>() / n)
@@ -55,20 +69,9 @@ fn linux_puts_different_tasks_on_the_fast_cores_from_seed_to_seed() {
     let s = load("s3-uma-hd1");
     let solo = herd_sim::solo_times(&s);
     // A task's turnaround under linux tells which kind of core it ran on.
-    let runs: std::collections::BTreeSet<Vec<u64>> = s
-        .seeds
+    let placements: std::collections::BTreeSet<Vec<u64>> = runs(&s, &solo, "linux")
         .iter()
-        .map(|&seed| {
-            let r = herd_sim::run_policy::<herd_engine::NoMeter>(
-                &s,
-                "linux",
-                seed,
-                &solo,
-                None,
-                false,
-                |_, _| {},
-            )
-            .unwrap();
+        .map(|r| {
             r.jobs
                 .iter()
                 .map(|j| (j.turnaround_s.unwrap() * 1e3) as u64)
@@ -76,9 +79,9 @@ fn linux_puts_different_tasks_on_the_fast_cores_from_seed_to_seed() {
         })
         .collect();
     assert!(
-        runs.len() > 3,
+        placements.len() > 3,
         "{} distinct placements over {} seeds",
-        runs.len(),
+        placements.len(),
         s.seeds.len()
     );
 }
@@ -109,11 +112,12 @@ fn on_numa_memory_that_stays_put_makes_the_high_alpha_pay() {
         "{high} vs hass-d {hass_d}, sample-run {sample}"
     );
 
-    let path = format!("{}/../../scenarios/s3-numa1-ld1.toml", env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(&path).unwrap();
+    let (path, text) = scenario_file("s3-numa1-ld1");
     assert!(text.contains("memory = \"first-touch\""));
-    let following = text.replace("memory = \"first-touch\"", "memory = \"local\"");
-    let s = Scenario::parse(&following, &path, &|_| Err("no XML here".into())).unwrap();
+    let s = parse(
+        &path,
+        &text.replace("memory = \"first-touch\"", "memory = \"local\""),
+    );
     let (high, _) = completion(&s, "amp:comprehensive:alpha=0.8");
     let (low, _) = completion(&s, "amp:comprehensive:alpha=0.2");
     // alpha 0.8 0.974, alpha 0.2 0.969 when written.
@@ -131,16 +135,8 @@ fn migrations_between_kinds_follow_s3s_order() {
     let s = load("s3-uma-ld2");
     let solo = herd_sim::solo_times(&s);
     let rate = |policy: &str| {
-        let runs: Vec<f64> = s
-            .seeds
-            .iter()
-            .map(|&seed| {
-                herd_sim::run_policy::<herd_engine::NoMeter>(&s, policy, seed, &solo, None, false, |_, _| {})
-                    .unwrap()
-                    .cross_kind_per_cpu_min
-            })
-            .collect();
-        runs.iter().sum::<f64>() / runs.len() as f64
+        let runs = runs(&s, &solo, policy);
+        runs.iter().map(|r| r.cross_kind_per_cpu_min).sum::<f64>() / runs.len() as f64
     };
     let (sample, hass_d) = (rate("amp:sample-run"), rate("amp:hass-d"));
     let (comprehensive, hass_s) = (rate("amp:comprehensive:preset=uma"), rate("amp:hass-s"));

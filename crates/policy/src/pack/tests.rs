@@ -9,6 +9,13 @@ fn snap(now_ns: u64, beats: &[Option<u64>]) -> Snapshot {
     crate::testkit::beats_snapshot(now_ns, beats)
 }
 
+/// The period PALM asks for after a decision at `now_ns` with three threads
+/// at `beats` each (and a fourth that does not beat).
+fn period_after(p: &mut Pack, m: &Machine, now_ns: u64, beats: u64) -> u64 {
+    let s = snap(now_ns, &[Some(beats), Some(beats), Some(beats), None]);
+    crate::testkit::decide_once(p, m, &s).next_period_ns.unwrap()
+}
+
 fn cpu_of(plan: &Plan, task: TaskId) -> Option<u32> {
     plan.tasks
         .iter()
@@ -102,12 +109,7 @@ fn herds_controller_waits_out_an_epoch_and_keeps_the_period_within_its_dead_band
         ..Controller::default()
     };
     let mut p = Pack::new(Packing::Palm, Some(2), c);
-    let mut period_at = |t_us: u64, beats: u64| {
-        let s = snap(t_us * 1000, &[Some(beats), Some(beats), Some(beats), None]);
-        crate::testkit::decide_once(&mut p, &m, &s)
-            .next_period_ns
-            .unwrap()
-    };
+    let mut period_at = |t_us: u64, beats: u64| period_after(&mut p, &m, t_us * 1000, beats);
     // 100 beats per ms each epoch.
     assert_eq!(period_at(0, 0), 125_000);
     assert_eq!(period_at(500, 50), 125_000, "the first epoch is not over");
@@ -140,13 +142,7 @@ fn a_better_epoch_after_an_undone_move_holds_where_s4s_rule_doubles_again() {
         // (back), better again (the recovery).
         for (ms, rate) in [100, 100, 120, 90, 120].into_iter().enumerate() {
             beats += rate;
-            let s = snap(
-                ms as u64 * 1_000_000,
-                &[Some(beats), Some(beats), Some(beats), None],
-            );
-            period = crate::testkit::decide_once(&mut p, &m, &s)
-                .next_period_ns
-                .unwrap();
+            period = period_after(&mut p, &m, ms as u64 * 1_000_000, beats);
         }
         assert_eq!(period, want, "climb={climb}");
     }

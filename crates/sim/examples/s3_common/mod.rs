@@ -1,7 +1,18 @@
-//! What the S3 examples (`s3_bound`, `s3_oracle`) share: loading a
+//! What the S3 examples (`s3_bound`, `s3_oracle`) share: their arguments, loading a
 //! scenario, each job's turnaround averaged over runs, and S3's measure.
 
 use herd_sim::scenario::Scenario;
+
+/// The scenario files named on the command line; none is a usage error
+/// (exit code 2).
+pub fn scenario_paths(example: &str) -> Vec<String> {
+    let paths: Vec<String> = std::env::args().skip(1).collect();
+    if paths.is_empty() {
+        eprintln!("usage: {example} SCENARIO.toml ...");
+        std::process::exit(2);
+    }
+    paths
+}
 
 /// The scenario at `path`; a file that cannot be read or parsed ends the
 /// example with exit code 2 and the reason.

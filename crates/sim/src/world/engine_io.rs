@@ -287,15 +287,14 @@ impl World<'_> {
     /// memory where the policy put it, not where the kernel first would
     /// have; until then the simulated memory follows the thread.
     fn home_first_touch(&mut self) {
+        if !self.has_first_touch {
+            return;
+        }
         for th in &mut self.threads {
             if th.first_node.is_none() && th.arrived && !th.done {
                 th.first_node = th.cpu.map(|pos| self.kernel.numa[pos]);
-                let first_touch = self.jobs[th.job].phases.first().map(|p| p.memory)
-                    == Some(crate::scenario::Memory::FirstTouch);
-                if th.first_node.is_some() && first_touch {
-                    // Its numa_maps now has pages to show (`memory_kb`).
-                    self.jobs_changed = true;
-                }
+                // Its numa_maps now has pages to show (`memory_kb`).
+                self.jobs_changed |= th.first_node.is_some();
             }
         }
     }

@@ -203,6 +203,9 @@ pub struct World<'a> {
     /// Whether any job runs once (else the run ends when every job has
     /// finished its first run).
     has_fixed_jobs: bool,
+    /// Whether any job's memory is first-touch: only then does each
+    /// decision look for runs whose memory is still to be fixed.
+    has_first_touch: bool,
     power_w: f64,
     /// CPUs with a non-empty queue, as of the last recompute.
     busy_cpus: usize,
@@ -370,6 +373,9 @@ impl<'a> World<'a> {
             },
             jobs_changed: true,
             has_fixed_jobs: jobs.iter().any(|j| !j.restart),
+            has_first_touch: jobs
+                .iter()
+                .any(|j| j.phases.first().is_some_and(|p| p.memory == Memory::FirstTouch)),
             power_w: scenario.model.power.idle_w,
             busy_cpus: 0,
             settled_ns: 0,
