@@ -6,11 +6,9 @@
 use std::sync::Arc;
 
 use clap::Args;
-use herd_policy::Estimates;
-use herd_runtime::live::{LiveWorld, Program};
+use herd_runtime::live::{Learn, LiveWorld, Program, Session};
 
 use crate::Failure;
-use crate::meter::CpuMeter;
 use crate::signals::Signals;
 
 /// Arguments of `herd attach`.
@@ -19,8 +17,8 @@ pub struct AttachArgs {
     /// The process to manage.
     pid: i32,
     /// The policy, NAME[:key=value,...].
-    #[arg(long, default_value = "linux")]
-    policy: String,
+    #[arg(long, default_value_t = herd_policy::PolicySpec::linux())]
+    policy: herd_policy::PolicySpec,
     /// Decision period in milliseconds.
     #[arg(long, default_value_t = 100.0)]
     period_ms: f64,
@@ -29,7 +27,7 @@ pub struct AttachArgs {
 /// `herd attach`.
 pub fn run(args: &AttachArgs) -> Result<u8, Failure> {
     let cfg = crate::period_config(args.period_ms)?;
-    let mut policy = herd_policy::build(&args.policy).map_err(|e| Failure::Input(e.into()))?;
+    let mut policy = args.policy.build();
     let program = Program::attach(args.pid).map_err(|e| {
         Failure::Input(anyhow::anyhow!(
             "cannot manage process {}: {e} (herd manages only what you could signal yourself)",
@@ -39,23 +37,15 @@ pub fn run(args: &AttachArgs) -> Result<u8, Failure> {
     let machine = crate::this_machine()?;
     let sig = Signals::install()?;
     let name = program.name.clone();
-    let mut world = LiveWorld::new(vec![program], Arc::clone(&sig.stop));
-    let overhead = herd_engine::run(
-        policy.as_mut(),
-        &machine,
-        &Estimates::new(),
-        None,
-        &mut world,
-        &mut CpuMeter::default(),
-        &cfg,
-        |_, _| {},
-    );
-    world.restore();
+    let world = LiveWorld::new(vec![program], Arc::clone(&sig.stop));
+    let (mut session, _) = Session::start(world, Learn::Off);
+    let overhead = session.run(policy.as_mut(), &machine, &cfg, |_, _| {});
+    let done = session.finish(overhead);
     let how = match sig.received() {
         Some(s) => format!("detached on signal {s}"),
         None => "it exited".to_string(),
     };
-    let st = world.stats;
+    let st = done.world.stats;
     crate::run_cmd::warn_if_lanes_ignored(
         &st,
         &policy.name(),
@@ -67,7 +57,7 @@ pub fn run(args: &AttachArgs) -> Result<u8, Failure> {
         policy.name(),
         st.placements,
         st.migrations,
-        overhead.decisions
+        done.overhead.decisions
     );
     Ok(0)
 }

@@ -11,11 +11,10 @@ use std::time::Instant;
 
 use clap::Args;
 use herd_engine::Config;
-use herd_policy::{Estimates, Level, TaskState};
-use herd_runtime::live::{LiveWorld, Program, SpawnOptions};
+use herd_policy::{Level, PolicySpec, TaskState};
+use herd_runtime::live::{Learn, LiveWorld, Program, Session, SpawnOptions};
 use serde::{Deserialize, Serialize};
 
-use crate::meter::CpuMeter;
 use crate::signals::Signals;
 use crate::{Failure, output};
 
@@ -26,10 +25,10 @@ pub struct BatchArgs {
     file: PathBuf,
     /// The policy, NAME[:key=value,...].
     #[arg(long, default_value = "cosched:fair")]
-    policy: String,
+    policy: PolicySpec,
     /// Also run the batch with no intervention (plain fork/exec; Linux decides).
     #[arg(long, value_name = "linux")]
-    compare: Option<String>,
+    compare: Option<PolicySpec>,
     /// Run each variant this many times, alternating, and report medians.
     #[arg(long, default_value_t = 1)]
     repeat: u32,
@@ -258,49 +257,41 @@ fn results(
 fn run_once(
     machine: &herd_topo::Machine,
     entries: &[Entry],
-    policy: Option<&str>,
+    policy: Option<&PolicySpec>,
     cfg: &Config,
     sig: &Signals,
     trace: &mut Option<std::fs::File>,
     args: &BatchArgs,
 ) -> Result<RunResult, Failure> {
-    let cpu_before = crate::meter::cpu_seconds(libc::RUSAGE_SELF);
-    let children_before = crate::meter::cpu_seconds(libc::RUSAGE_CHILDREN);
     // Set up before anything starts, so a refusal leaves nothing behind.
     let mechanism = match policy {
         Some(_) => Some(args.mechanism.setup()?),
         None => None,
     };
     let programs = spawn_all(entries)?;
-    let mut world = LiveWorld::new(programs, Arc::clone(&sig.stop));
-    let used = mechanism.map_or("none".to_string(), |m| m.attach(&mut world));
-    let mut notes: Vec<String> = Vec::new();
-    let (variant, decisions) = match policy {
+    let world = LiveWorld::new(programs, Arc::clone(&sig.stop));
+    // Every run under herd learns (S1: the database is updated after
+    // every run), starting from what earlier runs stored; plain Linux
+    // learns nothing.
+    let learn = match policy {
+        Some(_) => Learn::Db(args.db.as_deref()),
+        None => Learn::Off,
+    };
+    let (mut session, note) = Session::start(world, learn);
+    let used = mechanism.map_or("none".to_string(), |m| m.attach(session.world()));
+    let mut notes: Vec<String> = note.into_iter().collect();
+    let (variant, overhead) = match policy {
         None => {
             // No intervention: let them go, wait for them, nothing else.
-            use herd_engine::{Actuator, Clock, Sensor};
-            world.apply(&herd_policy::Plan::default());
-            while !world.finished() {
-                let t = world.now_ns() + 5_000_000;
-                world.advance_to(t);
-            }
-            ("linux".to_string(), 0)
+            session.let_run();
+            (herd_policy::BASELINE.to_string(), Default::default())
         }
         Some(spec) => {
-            let mut p = herd_policy::build(spec).map_err(|e| Failure::Input(e.into()))?;
+            let mut p = spec.build();
             let names: Vec<String> = entries.iter().map(|e| e.name.clone()).collect();
-            // Every run under herd learns (S1: the database is updated
-            // after every run), starting from what earlier runs stored.
-            let keys: Vec<String> = world.programs().iter().map(|p| p.program.clone()).collect();
-            let (mut learning, stored, note) = crate::learned::load(args.db.as_deref(), &keys);
-            notes.extend(note);
-            let overhead = herd_engine::run(
+            let overhead = session.run(
                 p.as_mut(),
                 machine,
-                &Estimates::new(),
-                Some(&mut learning),
-                &mut world,
-                &mut CpuMeter::default(),
                 cfg,
                 |view, plan| {
                     if let Some(n) = &plan.note
@@ -327,21 +318,18 @@ fn run_once(
                     }
                 },
             );
-            crate::learned::save(stored, learning);
-            (p.name(), overhead.decisions)
+            (p.name(), overhead)
         }
     };
-    world.restore();
-    sig.pass_on(&world);
-    world.wait_all();
-    let herd_cpu = crate::meter::cpu_seconds(libc::RUSAGE_SELF) - cpu_before;
-    let programs_cpu = crate::meter::cpu_seconds(libc::RUSAGE_CHILDREN) - children_before;
+    let mut done = session.finish(overhead);
+    sig.pass_on(&done.world);
+    done.world.wait_all();
     Ok(results(
         &variant,
         entries,
-        &world,
-        decisions,
-        (herd_cpu, programs_cpu),
+        &done.world,
+        done.overhead.decisions,
+        (done.herd_cpu_s, done.programs_cpu_s()),
         used,
         notes,
     ))
@@ -355,9 +343,8 @@ pub fn run(args: &BatchArgs) -> Result<u8, Failure> {
     }
     // Read the topology once for every run.
     let machine = crate::this_machine()?;
-    herd_policy::build(&args.policy).map_err(|e| Failure::Input(e.into()))?;
     if let Some(c) = &args.compare {
-        if c != "linux" {
+        if !c.is_baseline() {
             return Err(Failure::Input(anyhow::anyhow!(
                 "--compare takes 'linux' (plain fork/exec), got '{c}'"
             )));
@@ -384,7 +371,7 @@ pub fn run(args: &BatchArgs) -> Result<u8, Failure> {
     let mut runs: Vec<RunResult> = Vec::new();
     // A B A B: alternating spreads the machine's noise over both variants.
     for round in 0..args.repeat {
-        let mut variants: Vec<Option<&str>> = vec![Some(args.policy.as_str())];
+        let mut variants: Vec<Option<&PolicySpec>> = vec![Some(&args.policy)];
         if args.compare.is_some() {
             variants.push(None);
         }
@@ -396,7 +383,7 @@ pub fn run(args: &BatchArgs) -> Result<u8, Failure> {
                 "herd: {name}: run {} of {} under {}",
                 round + 1,
                 args.repeat,
-                v.unwrap_or("linux (no herd)")
+                v.map_or(format!("{} (no herd)", herd_policy::BASELINE), |p| p.to_string())
             );
             runs.push(run_once(&machine, &entries, v, &cfg, &sig, &mut trace, args)?);
         }
@@ -435,14 +422,14 @@ fn table(name: &str, runs: &[RunResult], entries: &[Entry], wall_s: f64) -> Stri
     let med = |v: &str, f: &dyn Fn(&RunResult) -> f64| {
         herd_model::median(runs.iter().filter(|r| r.variant == v).map(f).collect())
     };
-    let base = variants.iter().position(|v| *v == "linux");
+    let base = variants.iter().position(|v| *v == herd_policy::BASELINE);
     let mut row = |label: &str, f: &dyn Fn(&RunResult) -> f64| {
         let _ = write!(s, "{label:<24}");
         let b = base.map(|i| med(variants[i], f));
         for v in &variants {
             let x = med(v, f);
             let ratio = match b {
-                Some(b) if *v != "linux" && b > 0.0 => format!(" ({:.3}x)", x / b),
+                Some(b) if *v != herd_policy::BASELINE && b > 0.0 => format!(" ({:.3}x)", x / b),
                 _ => String::new(),
             };
             let _ = write!(s, "{:>20}", format!("{x:.3}{ratio}"));

@@ -54,7 +54,7 @@ pub fn run(args: &CalibrateArgs) -> Result<(), Failure> {
         return Err(Failure::Input(anyhow::anyhow!("--buffer-mib must be at least 1")));
     }
     // Open the database first, so a bad path fails before the probe runs.
-    let store = match (args.no_store, crate::units::db_path(args.db.as_deref())) {
+    let store = match (args.no_store, herd_runtime::live::db_path(args.db.as_deref())) {
         (true, _) => None,
         (false, Some(path)) => Some((
             SqliteStore::open(&path).map_err(|e| Failure::Input(e.into()))?,

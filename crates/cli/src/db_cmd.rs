@@ -60,15 +60,15 @@ struct ShowArgs {
     /// that names one program.
     program: String,
     /// Predict for this policy's unit order (smt:spn: SPN first; others: speed first).
-    #[arg(long, default_value = "linux")]
-    policy: String,
+    #[arg(long, default_value_t = herd_policy::PolicySpec::linux())]
+    policy: herd_policy::PolicySpec,
     #[command(flatten)]
     choice: crate::units::ChoiceArgs,
 }
 
 /// `herd db`.
 pub fn run(args: &DbArgs) -> Result<(), Failure> {
-    let path = crate::units::db_path(args.db.as_deref()).ok_or_else(|| {
+    let path = herd_runtime::live::db_path(args.db.as_deref()).ok_or_else(|| {
         Failure::Input(anyhow::anyhow!(
             "no HOME or XDG_DATA_HOME: name the database with --db PATH"
         ))
@@ -117,10 +117,9 @@ pub fn run(args: &DbArgs) -> Result<(), Failure> {
         DbCommand::Show(show) => {
             let key = pick(&programs, &show.program)?;
             let runs = store.runs(&key).map_err(|e| Failure::Input(e.into()))?;
-            herd_policy::build(&show.policy).map_err(|e| Failure::Input(e.into()))?;
             let (power, label, tolerance) = show.choice.checked()?;
             let machine = crate::this_machine()?;
-            let curve = crate::units::curve(&machine, &runs, &show.policy, &power, tolerance);
+            let curve = crate::units::curve(&machine, &runs, &show.policy.to_string(), &power, tolerance);
             let profile = store
                 .profiles([key.as_str()])
                 .map_err(|e| Failure::Input(e.into()))?
@@ -129,7 +128,7 @@ pub fn run(args: &DbArgs) -> Result<(), Failure> {
                 return Ok(output::print_json(&serde_json::json!({
                     "program": key,
                     "runs": runs,
-                    "policy": show.policy,
+                    "policy": show.policy.to_string(),
                     "power_model": label,
                     "curve": curve,
                     "profile": profile,

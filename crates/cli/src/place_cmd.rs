@@ -119,7 +119,7 @@ const PRIOR_CUT: f64 = std::f64::consts::LN_2;
 /// Traffic figures the profile database holds: GB/s alone per program,
 /// from its learned memory requests and solo time.
 pub fn known_traffic(db: Option<&Path>) -> Vec<(String, f64)> {
-    let Some(path) = crate::units::db_path(db).filter(|p| p.exists()) else {
+    let Some(path) = herd_runtime::live::db_path(db).filter(|p| p.exists()) else {
         return Vec::new();
     };
     let Ok(store) = herd_store::SqliteStore::open(&path) else {

@@ -18,7 +18,10 @@ pub struct PoliciesArgs {
 #[derive(Serialize)]
 struct ParamJson {
     key: &'static str,
-    default: &'static str,
+    /// As `key=value` takes it.
+    default: String,
+    /// What values it takes, as errors say it.
+    accepts: String,
     about: &'static str,
 }
 
@@ -43,7 +46,8 @@ pub fn run(args: &PoliciesArgs) -> Result<(), Failure> {
                     .iter()
                     .map(|q| ParamJson {
                         key: q.key,
-                        default: q.default,
+                        default: q.default.to_string(),
+                        accepts: q.accepts.to_string(),
                         about: q.about,
                     })
                     .collect(),
@@ -59,8 +63,8 @@ pub fn run(args: &PoliciesArgs) -> Result<(), Failure> {
         for q in p.params {
             let _ = writeln!(
                 s,
-                "{:width$}    {}={} (default)  {}",
-                "", q.key, q.default, q.about
+                "{:width$}    {}={} (default)  {}; takes {}",
+                "", q.key, q.default, q.about, q.accepts
             );
         }
     }

@@ -10,19 +10,18 @@ use std::os::unix::process::ExitStatusExt;
 use std::sync::Arc;
 
 use clap::Args;
-use herd_policy::{Estimates, Placement};
-use herd_runtime::live::{LiveWorld, Program};
+use herd_policy::Placement;
+use herd_runtime::live::{Learn, LiveWorld, Program, Session};
 
 use crate::Failure;
-use crate::meter::CpuMeter;
 use crate::signals::Signals;
 
 /// Arguments of `herd run`.
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// The policy, NAME[:key=value,...] (see `herd policies`).
-    #[arg(long, default_value = "linux")]
-    policy: String,
+    #[arg(long, default_value_t = herd_policy::PolicySpec::linux())]
+    policy: herd_policy::PolicySpec,
     /// Decision period in milliseconds.
     #[arg(long, default_value_t = 100.0)]
     period_ms: f64,
@@ -185,7 +184,7 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
         )));
     }
     cfg.loop_share = Some(args.loop_share / 100.0);
-    let mut policy = herd_policy::build(&args.policy).map_err(|e| Failure::Input(e.into()))?;
+    let mut policy = args.policy.build();
     // Opened before the program starts, so a bad path costs no run.
     let mut trace = match &args.trace {
         Some(p) => Some(std::io::BufWriter::new(std::fs::File::create(p).map_err(
@@ -232,28 +231,27 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
         .map_or(args.cmd[0].clone(), |n| n.to_string_lossy().into_owned());
     let key = crate::units::program_key(&args.cmd);
     let program = Program::new(name.clone(), key.clone(), child.id() as i32, Some(child));
-    let mut world = LiveWorld::new(vec![program], Arc::clone(&sig.stop));
-    let mechanism = mechanism.attach(&mut world);
-    if let Some(f) = progress {
-        world.follow_progress(0, f);
-    }
-    let (budget_tx, budget_rx) = std::sync::mpsc::channel();
-    if let Some((path, cores)) = budget {
-        world.follow_budget(herd_runtime::live::budget::BudgetFile::new(
-            path, cores, budget_tx,
-        ));
-    }
-    let mut last_budget = budget.map(|b| b.1);
-    let mut last_note: Option<String> = None;
-    let started = std::time::Instant::now();
-    let herd_cpu_before = crate::meter::cpu_seconds(libc::RUSAGE_SELF);
-    let mut meter = CpuMeter::default();
-    let explain = args.explain;
+    let world = LiveWorld::new(vec![program], Arc::clone(&sig.stop));
     // Every run learns its program's profile (S1), from what earlier runs stored.
-    let (mut learning, stored, note) = crate::learned::load(args.db.as_deref(), &[key]);
+    let (mut session, note) = Session::start(world, Learn::Db(args.db.as_deref()));
+    let explain = args.explain;
     if let Some(n) = note.filter(|_| explain) {
         eprintln!("herd: {n}");
     }
+    let mechanism = mechanism.attach(session.world());
+    if let Some(f) = progress {
+        session.world().follow_progress(0, f);
+    }
+    let (budget_tx, budget_rx) = std::sync::mpsc::channel();
+    if let Some((path, cores)) = budget {
+        session
+            .world()
+            .follow_budget(herd_runtime::live::budget::BudgetFile::new(
+                path, cores, budget_tx,
+            ));
+    }
+    let mut last_budget = budget.map(|b| b.1);
+    let mut last_note: Option<String> = None;
     // The power model's estimate, period by period, from where the tasks ran.
     let (mut model_energy_j, mut modelled_s, mut last_w) = (0.0, 0.0, power.idle_w);
     // Only this thread, the loop's, and only for the loop.
@@ -268,80 +266,69 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
             }
         };
     if realtime {
-        world.allow_lanes();
+        session.world().allow_lanes();
     }
-    let overhead = herd_engine::run(
-        policy.as_mut(),
-        &machine,
-        &Estimates::new(),
-        Some(&mut learning),
-        &mut world,
-        &mut meter,
-        &cfg,
-        |view, plan| {
-            if let Some(w) = period_power_w(&power, view) {
-                let period_s = view.snapshot.period_ns as f64 * 1e-9;
-                model_energy_j += w * period_s;
-                modelled_s += period_s;
-                last_w = w;
+    let overhead = session.run(policy.as_mut(), &machine, &cfg, |view, plan| {
+        if let Some(w) = period_power_w(&power, view) {
+            let period_s = view.snapshot.period_ns as f64 * 1e-9;
+            model_energy_j += w * period_s;
+            modelled_s += period_s;
+            last_w = w;
+        }
+        if let Some(f) = trace.as_mut()
+            && trace_failed.is_none()
+            && let Err(e) = trace_line(f, view, plan)
+        {
+            trace_failed = Some(e);
+        }
+        for warning in budget_rx.try_iter() {
+            eprintln!("herd: warning: {warning}");
+        }
+        if explain && view.snapshot.budget_cores != last_budget {
+            last_budget = view.snapshot.budget_cores;
+            if let Some(k) = last_budget {
+                eprintln!("herd: the core budget is now {k}");
             }
-            if let Some(f) = trace.as_mut()
-                && trace_failed.is_none()
-                && let Err(e) = trace_line(f, view, plan)
-            {
-                trace_failed = Some(e);
-            }
-            for warning in budget_rx.try_iter() {
-                eprintln!("herd: warning: {warning}");
-            }
-            if explain && view.snapshot.budget_cores != last_budget {
-                last_budget = view.snapshot.budget_cores;
-                if let Some(k) = last_budget {
-                    eprintln!("herd: the core budget is now {k}");
-                }
-            }
-            if !explain {
-                return;
-            }
-            for (task, placement) in &plan.tasks {
-                let line = match placement {
-                    Placement::Run { cpus, why } => format!("herd: task {task} -> CPUs {cpus}: {why}"),
-                    Placement::Pause { why } => format!("herd: task {task} paused: {why}"),
-                };
-                eprintln!("{line}");
-            }
-            for (task, lane) in &plan.lanes {
-                eprintln!("herd: task {task} -> lane {lane:?}");
-            }
-            // A policy may repeat its note every turn: say each one once
-            // until it changes.
-            if let Some(note) = &plan.note
-                && last_note.as_deref() != Some(note.as_ref())
-            {
-                eprintln!("herd: {note}");
-                last_note = Some(note.to_string());
-            }
-        },
-    );
+        }
+        if !explain {
+            return;
+        }
+        for (task, placement) in &plan.tasks {
+            let line = match placement {
+                Placement::Run { cpus, why } => format!("herd: task {task} -> CPUs {cpus}: {why}"),
+                Placement::Pause { why } => format!("herd: task {task} paused: {why}"),
+            };
+            eprintln!("{line}");
+        }
+        for (task, lane) in &plan.lanes {
+            eprintln!("herd: task {task} -> lane {lane:?}");
+        }
+        // A policy may repeat its note every turn: say each one once
+        // until it changes.
+        if let Some(note) = &plan.note
+            && last_note.as_deref() != Some(note.as_ref())
+        {
+            eprintln!("herd: {note}");
+            last_note = Some(note.to_string());
+        }
+    });
     if realtime {
         let _ = herd_runtime::control::set_normal();
     }
-    world.restore();
-    sig.pass_on(&world);
+    let mut done = session.finish(overhead);
+    sig.pass_on(&done.world);
     if let Some(e) = trace_failed.or_else(|| trace.as_mut().and_then(|f| std::io::Write::flush(f).err())) {
         eprintln!("herd: warning: the trace is incomplete: {e}");
     }
-    let status = world.wait_all()[0];
-    for problem in world.progress_problems() {
+    let status = done.world.wait_all()[0];
+    for problem in done.world.progress_problems() {
         eprintln!("herd: warning: {problem}");
     }
-    crate::learned::save(stored, learning);
-    let wall = started.elapsed().as_secs_f64();
-    let herd_cpu = crate::meter::cpu_seconds(libc::RUSAGE_SELF) - herd_cpu_before;
-    let prog_cpu = crate::meter::cpu_seconds(libc::RUSAGE_CHILDREN);
+    let (wall, herd_cpu, prog_cpu) = (done.wall_s, done.herd_cpu_s, done.programs_cpu_s());
+    let overhead = &done.overhead;
     // The run's tail after the last observation, at the last power seen.
     model_energy_j += last_w * (wall - modelled_s).max(0.0);
-    let s = world.stats;
+    let s = done.world.stats;
     warn_if_lanes_ignored(&s, &policy.name(), "run with --realtime");
     let mut summary = String::new();
     let _ = write!(
@@ -470,7 +457,7 @@ fn record_run(
     status: Option<std::process::ExitStatus>,
 ) {
     use herd_store::ProfileStore;
-    let Some(path) = crate::units::db_path(args.db.as_deref()) else {
+    let Some(path) = herd_runtime::live::db_path(args.db.as_deref()) else {
         eprintln!("herd: warning: no HOME or XDG_DATA_HOME: the run is not recorded (use --db PATH)");
         return;
     };
@@ -523,12 +510,12 @@ fn period_power_w(power: &herd_model::PowerModel, view: &herd_policy::View<'_>) 
 fn auto_units(args: &RunArgs, m: &herd_topo::Machine, power: &herd_model::PowerModel, tolerance: f64) -> u32 {
     let cpus = m.cpus().len() as u32;
     let key = crate::units::program_key(&args.cmd);
-    let runs = crate::units::db_path(args.db.as_deref())
+    let runs = herd_runtime::live::db_path(args.db.as_deref())
         .filter(|p| p.exists())
         .and_then(|p| herd_store::SqliteStore::open(&p).ok())
         .and_then(|s| herd_store::ProfileStore::runs(&s, &key).ok())
         .unwrap_or_default();
-    let curve = crate::units::curve(m, &runs, &args.policy, power, tolerance);
+    let curve = crate::units::curve(m, &runs, &args.policy.to_string(), power, tolerance);
     let goal = args.goal.unwrap_or(Goal::Speed);
     let chosen = match goal {
         Goal::Speed => curve.for_speed,

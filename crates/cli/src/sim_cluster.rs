@@ -23,8 +23,15 @@ pub fn run(args: &SimArgs, path: &Path, text: &str) -> Result<ClusterComparison,
         ClusterScenario::parse(text, &path.display().to_string()).map_err(|e| Failure::Input(e.into()))?;
     let bar = ProgressBar::new_spinner();
     bar.set_style(ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").expect("static template"));
-    let names = &args.policies;
-    let c = herd_sim::cluster::compare(&scenario, names, |done, total| {
+    let names = args
+        .policies
+        .iter()
+        .map(|n| {
+            n.parse()
+                .map_err(|why| input(format!("{why} for a cluster scenario (see herd policies)")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let c = herd_sim::cluster::compare(&scenario, &names, |done, total| {
         bar.set_message(format!(
             "{}: placement {} of {total} over {} jobs",
             scenario.name,
@@ -32,8 +39,7 @@ pub fn run(args: &SimArgs, path: &Path, text: &str) -> Result<ClusterComparison,
             scenario.jobs.len()
         ));
         bar.tick();
-    })
-    .map_err(input)?;
+    });
     bar.finish_and_clear();
     if !args.json {
         output::print(&table(&c))?;

@@ -4,13 +4,13 @@ use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use herd_policy::{Placement, Plan};
-use herd_sim::{Comparison, PolicyResult, Scenario};
+use herd_policy::{BASELINE, Placement, Plan};
+use herd_sim::{Comparison, PolicyResult, Scenario, SimPolicy};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::meter::WallMeter;
 use crate::sim_learning as learning;
 use crate::{Failure, output};
+use herd_runtime::meter::WallMeter;
 
 /// Arguments of `herd sim`.
 #[derive(Args, Debug)]
@@ -98,14 +98,12 @@ fn run_one(args: &SimArgs, path: &Path) -> Result<Comparison, Failure> {
     let mut scenario = load_scenario(path)?;
     let runs = args.runs.unwrap_or(scenario.runs);
     scenario.train_runs = args.train_runs.unwrap_or(scenario.train_runs);
-    let policies = if args.policies.is_empty() {
+    let policies: Vec<SimPolicy> = if args.policies.is_empty() {
         scenario.policies.clone()
     } else {
-        args.policies.clone()
+        let parsed: Result<Vec<SimPolicy>, _> = args.policies.iter().map(|p| p.parse()).collect();
+        parsed.map_err(|e| Failure::Input(e.into()))?
     };
-    for p in &policies {
-        herd_sim::static_best::check(p).map_err(|e| Failure::Input(e.into()))?;
-    }
     let seeds = if args.seeds.is_empty() {
         scenario.seeds.clone()
     } else {
@@ -120,7 +118,18 @@ fn run_one(args: &SimArgs, path: &Path) -> Result<Comparison, Failure> {
                 path.display()
             )));
         }
-        let l = herd_sim::learning_runs(&scenario, &policies, seeds[0], runs, |run| {
+        let specs = policies
+            .iter()
+            .map(|p| {
+                p.spec().cloned().ok_or_else(|| {
+                    Failure::Input(anyhow::anyhow!(
+                        "{}: {p} is a reference found by trying every period; learning runs take catalogue policies",
+                        path.display()
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let l = herd_sim::learning_runs(&scenario, &specs, seeds[0], runs, |run| {
             bar.set_message(format!("{}: run {run} of {runs}", scenario.name));
             bar.tick();
         })
@@ -189,8 +198,7 @@ fn run_one(args: &SimArgs, path: &Path) -> Result<Comparison, Failure> {
     .map_err(|e| Failure::Input(e.into()))?;
     let mut comparison = comparison;
     if !scenario.sweep_threads.is_empty() {
-        let mut names = vec!["linux".to_string()];
-        names.extend(policies.iter().filter(|p| *p != "linux").cloned());
+        let names = herd_sim::with_baseline_first(&policies);
         let sweep = herd_sim::sweep::sweep(&scenario, &names, seeds[0], |done, total| {
             bar.set_message(format!("unit sweep: run {done} of {total}"));
             bar.tick();
@@ -269,7 +277,7 @@ fn table(c: &Comparison) -> String {
     seeds.dedup();
     for seed in seeds {
         let runs: Vec<&PolicyResult> = c.policies.iter().filter(|r| r.seed == seed).collect();
-        let Some(base) = runs.iter().find(|r| r.name == "linux").copied() else {
+        let Some(base) = runs.iter().find(|r| r.name == BASELINE).copied() else {
             continue;
         };
         let _ = writeln!(s, "scenario {} (seed {seed})", c.scenario);
@@ -315,7 +323,7 @@ fn table(c: &Comparison) -> String {
             for r in &runs {
                 let cell = match get(r) {
                     None => "-".to_string(),
-                    Some(v) if with_ratio && r.name != "linux" => {
+                    Some(v) if with_ratio && r.name != BASELINE => {
                         format!("{v:.3}{}", ratio(v, get(base).unwrap_or(0.0)))
                     }
                     Some(v) => format!("{v:.3}"),
@@ -361,7 +369,7 @@ fn over_seeds(c: &Comparison) -> Option<String> {
     }
     let runs_of =
         |name: &str| -> Vec<&PolicyResult> { c.policies.iter().filter(|r| r.name == name).collect() };
-    let n = runs_of("linux").len();
+    let n = runs_of(BASELINE).len();
     if n < 2 {
         return None;
     }
@@ -378,7 +386,7 @@ fn over_seeds(c: &Comparison) -> Option<String> {
             })
             .collect()
     };
-    let base_runs = runs_of("linux");
+    let base_runs = runs_of(BASELINE);
     let base_t = turnarounds(&base_runs);
     let base_makespan = mean(&base_runs.iter().map(|r| r.makespan_s).collect::<Vec<_>>());
     let width = names.iter().map(|x| x.len() + 2).max().unwrap_or(8).max(22);
@@ -393,7 +401,7 @@ fn over_seeds(c: &Comparison) -> Option<String> {
             let m = mean(&runs.iter().map(|r| r.makespan_s).collect::<Vec<_>>());
             format!(
                 "{m:.3}{}",
-                if runs[0].name == "linux" {
+                if runs[0].name == BASELINE {
                     String::new()
                 } else {
                     ratio(m, base_makespan)

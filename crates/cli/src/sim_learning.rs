@@ -2,6 +2,7 @@
 
 use std::fmt::Write;
 
+use herd_policy::BASELINE;
 use herd_sim::{Comparison, LearningRuns};
 use serde::Serialize;
 
@@ -14,7 +15,7 @@ pub fn table(scenario: &str, l: &LearningRuns) -> String {
             names.push(&p.policy);
         }
     }
-    let others: Vec<&str> = names.iter().copied().filter(|n| *n != "linux").collect();
+    let others: Vec<&str> = names.iter().copied().filter(|n| *n != BASELINE).collect();
     let learner = others
         .iter()
         .copied()
@@ -58,7 +59,7 @@ pub fn table(scenario: &str, l: &LearningRuns) -> String {
     let _ = writeln!(s, "{:>7}{:>7}", "cov", "acc");
     for run in 1..=l.runs {
         let at = |name: &str| l.points.iter().find(|p| p.run == run && p.policy == name);
-        let Some(linux) = at("linux") else {
+        let Some(linux) = at(BASELINE) else {
             continue;
         };
         let _ = write!(s, "{run:>4}{:>10.2}", linux.makespan_s);

@@ -103,7 +103,7 @@ fn watch(args: &WatchArgs) -> Result<(), Failure> {
         None => crate::this_machine()?,
     };
     let mut model = s2_model();
-    let calibrated = crate::units::db_path(args.db.as_deref())
+    let calibrated = herd_runtime::live::db_path(args.db.as_deref())
         .filter(|p| p.exists())
         .and_then(|p| herd_store::SqliteStore::open(&p).ok())
         .and_then(|s| s.calibration(herd_store::PEAK_BTR).ok().flatten());

@@ -65,16 +65,6 @@ pub fn order_for(m: &Machine, policy: &str) -> Vec<u32> {
     }
 }
 
-/// The profile database path: `--db`, else the XDG default.
-pub fn db_path(db: Option<&Path>) -> Option<PathBuf> {
-    db.map(Path::to_path_buf).or_else(|| {
-        herd_store::default_path(
-            std::env::var("XDG_DATA_HOME").ok().as_deref(),
-            std::env::var("HOME").ok().as_deref(),
-        )
-    })
-}
-
 /// Runs at one unit count.
 #[derive(Debug, Clone, Serialize)]
 pub struct UnitRuns {

@@ -31,7 +31,99 @@ use std::collections::BTreeMap;
 use herd_profile::behaviour::{Event, Monitor, MonitorParams};
 use herd_topo::CpuSet;
 
+use crate::param::{Accepts, Args, Entry, Param, Range, Value};
 use crate::{Level, Plan, Policy, TaskId, View};
+
+/// `interval_ms`, with what it sets.
+pub(crate) const fn interval_ms(about: &'static str) -> Param {
+    Param {
+        key: "interval_ms",
+        default: Value::Number(200.0),
+        accepts: Accepts::Number {
+            range: Range::POSITIVE,
+            words: &[],
+        },
+        about,
+    }
+}
+
+/// A number parameter in `range`.
+const fn number(key: &'static str, default: f64, range: Range, about: &'static str) -> Param {
+    Param {
+        key,
+        default: Value::Number(default),
+        accepts: Accepts::Number { range, words: &[] },
+        about,
+    }
+}
+
+/// Registry entry: `amp:comprehensive`.
+pub(crate) const AMP_COMPREHENSIVE: Entry = Entry {
+    name: "amp:comprehensive",
+    about: "S3: tasks on core kinds by integrated LLC-miss behaviour (IB), moved only on stable phase changes, load within beta",
+    params: &[
+        Param {
+            key: "preset",
+            default: Value::Word("none"),
+            accepts: Accepts::Words(&["none", "uma", "numa1", "numa2"]),
+            about: "S3's platforms: uma (alpha 0.3, beta 0), numa1 (0.8, 0.3), numa2 (0.6, 0.3); other keys override it",
+        },
+        number(
+            "alpha",
+            0.3,
+            Range::UNIT,
+            "weight of the whole-run miss rate GB in IB (1: history only, fewer migrations)",
+        ),
+        number(
+            "beta",
+            0.0,
+            Range::UNIT_OPEN,
+            "tolerated load imbalance between adjacent kinds, in [0, 1)",
+        ),
+        interval_ms("how often each task's LLC miss rate is sampled"),
+        number(
+            "threshold1",
+            0.12,
+            Range::POSITIVE,
+            "relative change of LB that starts a new phase",
+        ),
+        number(
+            "threshold2",
+            0.05,
+            Range::POSITIVE,
+            "relative change under which a new phase is stable (two intervals)",
+        ),
+    ],
+    build: build_comprehensive,
+};
+
+/// `amp:comprehensive` from its arguments: a preset sets alpha and beta
+/// unless they are given too, and names the policy only when nothing
+/// overrides it.
+fn build_comprehensive(a: &Args) -> Box<dyn Policy> {
+    let preset = PRESETS.iter().find(|(n, _, _)| Some(*n) == a.word("preset")).copied();
+    let given_or = |key: &str, preset_value: Option<f64>| match preset_value {
+        Some(v) if !a.given(key) => v,
+        _ => a.real(key),
+    };
+    let monitor = MonitorParams {
+        alpha: given_or("alpha", preset.map(|p| p.1)),
+        threshold1: a.real("threshold1"),
+        threshold2: a.real("threshold2"),
+        ..Default::default()
+    };
+    let beta = given_or("beta", preset.map(|p| p.2));
+    let named = preset.filter(|(_, pa, pb)| monitor.alpha == *pa && beta == *pb && a.given_count() == 1);
+    Box::new(Comprehensive::new(monitor, beta, a.real("interval_ms"), named.map(|p| p.0)))
+}
+
+/// Registry entry: `amp:ff`.
+pub(crate) const AMP_FF: Entry = Entry {
+    name: "amp:ff",
+    about: "fast cores first, tasks per kind in proportion to its capacity (S3's FF baseline)",
+    params: &[],
+    build: |_| Box::new(FastFirst::default()),
+};
 
 /// S3's presets for its three platforms: (alpha, beta).
 pub const PRESETS: [(&str, f64, f64); 3] = [("uma", 0.3, 0.0), ("numa1", 0.8, 0.3), ("numa2", 0.6, 0.3)];

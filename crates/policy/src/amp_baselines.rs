@@ -23,7 +23,43 @@
 use std::collections::BTreeMap;
 
 use crate::amp::{KindCache, Kinds, hint_gb};
+use crate::param::{Accepts, Entry, Param, Range, Value};
 use crate::{Plan, Policy, TaskId, View};
+
+/// Registry entry: `amp:hass-s`.
+pub(crate) const HASS_S: Entry = Entry {
+    name: "amp:hass-s",
+    about: "HASS static (S3's baseline): offline signature (whole-run LLC miss rate, else hint) fixes each task's core kind",
+    params: &[],
+    build: |_| Box::new(HassStatic::default()),
+};
+
+/// Registry entry: `amp:hass-d`.
+pub(crate) const HASS_D: Entry = Entry {
+    name: "amp:hass-d",
+    about: "HASS dynamic (S3's baseline): the same ranking from the online miss rate, every interval, no stability filter",
+    params: &[crate::amp::interval_ms("how often the ranking is recomputed")],
+    build: |a| Box::new(HassDynamic::new(a.real("interval_ms"))),
+};
+
+/// Registry entry: `amp:sample-run`.
+pub(crate) const SAMPLE_RUN: Entry = Entry {
+    name: "amp:sample-run",
+    about: "Sample-Run (S3's baseline): every task sampled on each kind, then the best fast/slow ratios run on fast cores",
+    params: &[
+        crate::amp::interval_ms("length of one sampling or run interval"),
+        Param {
+            key: "period",
+            default: Value::Number(10.0),
+            accepts: Accepts::Number {
+                range: Range::whole(1, u64::MAX),
+                words: &[],
+            },
+            about: "run intervals between samplings",
+        },
+    ],
+    build: |a| Box::new(SampleRun::new(a.real("interval_ms"), a.real("period") as u32)),
+};
 
 /// Kind (index into fastest-first kinds) for each task ranked by `key`
 /// ascending (lowest key to the fastest kind), tasks per CPU equal across

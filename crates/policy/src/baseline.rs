@@ -6,7 +6,42 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet};
 
 use herd_topo::CpuSet;
 
+use crate::param::{Accepts, Entry, Param, Value};
 use crate::{Plan, Policy, TaskId, View, order};
+
+/// The baseline's name: every comparison is against it.
+pub const BASELINE: &str = "linux";
+
+/// Registry entry: `linux`.
+pub(crate) const LINUX: Entry = Entry {
+    name: BASELINE,
+    about: "no intervention: the kernel places every task (the baseline)",
+    params: &[],
+    build: |_| Box::new(Linux),
+};
+
+const PLACES: Param = Param {
+    key: "places",
+    default: Value::Word("threads"),
+    accepts: Accepts::Words(&["threads", "cores"]),
+    about: "threads: pin each thread to one hardware thread; cores: to every sibling of its core",
+};
+
+/// Registry entry: `static:compact`.
+pub(crate) const STATIC_COMPACT: Entry = Entry {
+    name: "static:compact",
+    about: "pin threads to neighbouring hardware threads, job after job (OpenMP close)",
+    params: &[PLACES],
+    build: |a| Box::new(Static::new(Layout::Compact, a.word("places") == Some("cores"))),
+};
+
+/// Registry entry: `static:scatter`.
+pub(crate) const STATIC_SCATTER: Entry = Entry {
+    name: "static:scatter",
+    about: "pin threads spread over packages, NUMA nodes and cores (OpenMP spread)",
+    params: &[PLACES],
+    build: |a| Box::new(Static::new(Layout::Scatter, a.word("places") == Some("cores"))),
+};
 
 /// `linux`: herd does nothing; the kernel places every task.
 ///
@@ -18,7 +53,7 @@ pub struct Linux;
 
 impl Policy for Linux {
     fn name(&self) -> String {
-        "linux".into()
+        BASELINE.into()
     }
     fn decide(&mut self, _view: &View<'_>) -> Plan {
         Plan {

@@ -28,7 +28,74 @@ use herd_profile::iabw;
 use rustc_hash::FxHashSet;
 
 use crate::cosched::{Turns, admit};
+use crate::param::{Accepts, Args, Entry, Param, Range, Value};
 use crate::{JobId, Knowledge, Level, Plan, Policy, Reason, View};
+
+const WINDOW: Param = Param {
+    key: "window",
+    default: Value::Number(2.0),
+    accepts: Accepts::Number {
+        range: Range::whole(1, 64),
+        words: &[],
+    },
+    about: "co-runners come from the window x slots least-served programs (fairness vs. choice)",
+};
+
+const SCALE: Param = Param {
+    key: "scale",
+    default: Value::Number(1.0),
+    accepts: Accepts::Number {
+        range: Range::POSITIVE,
+        words: &[],
+    },
+    about: "aim at the target times this (exact solo demand does best aimed above IABW in herd's model)",
+};
+
+const TARGET: Param = Param {
+    key: "target",
+    default: Value::Word("remaining"),
+    accepts: Accepts::Words(&["remaining", "iabw", "fair"]),
+    about: "remaining: S1's ideal average bandwidth over the work left, each period; iabw: S1's over the whole run, once (ends with the longest program alone); fair: requests over summed solo times per CPU",
+};
+
+/// Registry entry: `bw:iabw`.
+pub(crate) const BW_IABW: Entry = Entry {
+    name: "bw:iabw",
+    about: "S1: co-runners whose predicted bandwidth sums to the group's ideal average (learned profiles; like linux below 80% coverage)",
+    params: &[WINDOW, TARGET, SCALE],
+    build: |a| build(BwSource::Iabw, a),
+};
+
+/// Registry entry: `bw:oracle`.
+pub(crate) const BW_ORACLE: Entry = Entry {
+    name: "bw:oracle",
+    about: "S1's upper bound: bw:iabw with exact solo profiles (simulator only)",
+    params: &[WINDOW, TARGET, SCALE],
+    build: |a| build(BwSource::Oracle, a),
+};
+
+/// Registry entry: `bw:greedy`.
+pub(crate) const BW_GREEDY: Entry = Entry {
+    name: "bw:greedy",
+    about: "bandwidth balancing with no history: last measured bandwidth, target the mean demand",
+    params: &[WINDOW],
+    build: |a| build(BwSource::Greedy, a),
+};
+
+/// A bandwidth co-scheduler from its entry's arguments (greedy has no
+/// target or scale: it aims at the mean of what it last measured).
+fn build(source: BwSource, a: &Args) -> Box<dyn Policy> {
+    let window = a.real("window") as usize;
+    if source == BwSource::Greedy {
+        return Box::new(BwCosched::with_target(source, window, BwTarget::Iabw));
+    }
+    let target = match a.word("target") {
+        Some("fair") => BwTarget::Fair,
+        Some("remaining") => BwTarget::Remaining,
+        _ => BwTarget::Iabw,
+    };
+    Box::new(BwCosched::with_target(source, window, target).scaled(a.real("scale")))
+}
 
 /// Coverage below which S1 does not trust a profile (80%).
 pub const COVERAGE_GATE: f64 = 0.8;

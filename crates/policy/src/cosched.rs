@@ -11,7 +11,24 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet};
 
 use herd_topo::CpuSet;
 
+use crate::param::{Accepts, Entry, Param, Range, Value};
 use crate::{JobId, Plan, Policy, TaskId, TaskView, View};
+
+/// Registry entry: `cosched:fair`.
+pub(crate) const COSCHED_FAIR: Entry = Entry {
+    name: "cosched:fair",
+    about: "time-slice programs: the least-served run while their threads fit the CPUs, the rest pause",
+    params: &[Param {
+        key: "slots",
+        default: Value::Word("cpus"),
+        accepts: Accepts::Number {
+            range: Range::whole(1, u64::MAX),
+            words: &["cpus"],
+        },
+        about: "how many threads may run at once (default: one per CPU)",
+    }],
+    build: |a| Box::new(CoschedFair::new(a.number("slots").map(|n| n as usize))),
+};
 
 /// Where a task was last told to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

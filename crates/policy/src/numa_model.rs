@@ -25,7 +25,35 @@ use herd_topo::{CpuSet, Machine};
 use rustc_hash::FxHashMap;
 
 use crate::node::{hint_share, numa_distances};
+use crate::param::{Accepts, Entry, Param, Range, Value};
 use crate::{JobId, Level, Plan, Policy, TaskId, View};
+
+/// Registry entry: `numa:model`.
+pub(crate) const NUMA_MODEL: Entry = Entry {
+    name: "numa:model",
+    about: "S2: each multithreaded job compact (on which NUMA nodes) or scatter, by the NUMA queueing model's predicted time given what runs",
+    params: &[
+        Param {
+            key: "node_bw_gbps",
+            default: Value::Number(DEFAULT_NODE_BW_GBPS),
+            accepts: Accepts::Number {
+                range: Range::POSITIVE,
+                words: &[],
+            },
+            about: "bandwidth per NUMA node when herd calibrate has stored no peak",
+        },
+        Param {
+            key: "shared",
+            default: Value::Number(DEFAULT_SHARED),
+            accepts: Accepts::Number {
+                range: Range::UNIT,
+                words: &[],
+            },
+            about: "share of a job's accesses to data all its threads share (the rest is local)",
+        },
+    ],
+    build: |a| Box::new(NumaModel::new(a.real("node_bw_gbps"), a.real("shared"))),
+};
 
 /// See the module docs.
 #[derive(Debug)]

@@ -802,5 +802,9 @@ impl Policy for Pack {
     }
 }
 
+mod entries;
+pub(crate) use entries::{PACK_PALM, PACK_TP, PACK_TR};
+pub use entries::static_best_periods_us;
+
 #[cfg(test)]
 mod tests;

@@ -12,7 +12,24 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet};
 
 use herd_topo::{CpuSet, Machine};
 
+use crate::param::Entry;
 use crate::{JobId, Plan, Policy, TaskId, View, order};
+
+/// Registry entry: `smt:speed`.
+pub(crate) const SMT_SPEED: Entry = Entry {
+    name: "smt:speed",
+    about: "S0 policy 1, speedup first: full cores spread over packages before any SMT sibling (Linux's order)",
+    params: &[],
+    build: |_| Box::new(SmtPlace::new(SmtGoal::Speed)),
+};
+
+/// Registry entry: `smt:spn`.
+pub(crate) const SMT_SPN: Entry = Entry {
+    name: "smt:spn",
+    about: "S0 policy 2, SPN first: both siblings of a core, then the next core, then a new package",
+    params: &[],
+    build: |_| Box::new(SmtPlace::new(SmtGoal::Spn)),
+};
 
 /// Which of S0's two orders.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,6 +11,7 @@ pub mod doctor;
 pub mod heartbeats;
 pub mod ipsample;
 pub mod live;
+pub mod meter;
 pub mod perf;
 pub mod probe;
 pub mod procfs;

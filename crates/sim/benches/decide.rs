@@ -78,7 +78,16 @@ fn main() {
         let mut decisions = 0;
         for _ in 0..3 {
             let mut m = Wall::default();
-            let r = herd_sim::run_policy(&s, &p, 1, &solo, Some(&mut m), false, |_, _| {}).expect("policy");
+            let r = herd_sim::run_policy(
+                &s,
+                &p.parse::<herd_sim::SimPolicy>().unwrap(),
+                1,
+                &solo,
+                Some(&mut m),
+                false,
+                |_, _| {},
+            )
+            .expect("policy");
             mean_us.push(r.decision_wall_us.unwrap_or(f64::NAN));
             pct.push(r.decision_overhead_pct.unwrap_or(f64::NAN));
             decisions = r.decisions;

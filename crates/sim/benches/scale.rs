@@ -65,8 +65,16 @@ fn main() {
         for _ in 0..3 {
             let t0 = Instant::now();
             let c0 = on_cpu_s();
-            let r =
-                herd_sim::run_policy::<NoMeter>(&s, &p, 1, &solo, None, false, |_, _| {}).expect("policy");
+            let r = herd_sim::run_policy::<NoMeter>(
+                &s,
+                &p.parse::<herd_sim::SimPolicy>().unwrap(),
+                1,
+                &solo,
+                None,
+                false,
+                |_, _| {},
+            )
+            .expect("policy");
             walls.push(t0.elapsed().as_secs_f64());
             cpus.push(on_cpu_s().zip(c0).map(|(a, b)| a - b));
             counts = (

@@ -69,7 +69,7 @@ fn main() {
     for path in scenario_paths("s3_bound") {
         let s = load(&path);
         let solo = herd_sim::solo_times(&s);
-        let run = |spec: &str| -> Vec<f64> {
+        let run = |spec: &herd_sim::SimPolicy| -> Vec<f64> {
             let runs: Vec<_> = s
                 .seeds
                 .iter()
@@ -136,7 +136,7 @@ fn main() {
             scored[scored.len() / 2].0,
             scored[scored.len() - 1].0
         );
-        for spec in std::iter::once("linux").chain(s.policies.iter().map(String::as_str)) {
+        for spec in &herd_sim::with_baseline_first(&s.policies) {
             println!(
                 "  {spec} over {} seeds: {:.3}",
                 s.seeds.len(),

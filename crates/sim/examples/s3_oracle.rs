@@ -210,8 +210,9 @@ fn main() {
                 .collect();
             mean_turnarounds(&runs)
         };
-        let build = |spec: &str| herd_policy::build(spec).expect("the scenario's policies build");
-        let base = turnarounds(&|| build("linux"));
+        let build =
+            |p: &herd_sim::SimPolicy| p.spec().expect("S3's scenarios name catalogue policies").build();
+        let base = turnarounds(&|| build(&herd_sim::SimPolicy::linux()));
         let completion = |t: &[f64]| completion(t, &base);
         let mut line = format!("{path}:");
         for (name, mode) in [("oracle-rank", Mode::Rank), ("oracle-fair", Mode::Fair)] {

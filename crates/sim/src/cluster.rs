@@ -132,7 +132,7 @@ pub struct ClusterScenario {
     /// Name for reports.
     pub name: String,
     /// Placements to compare.
-    pub selectors: Vec<String>,
+    pub selectors: Vec<ClusterPlacement>,
     /// Nodes.
     pub nodes: usize,
     /// One node's machine.
@@ -156,6 +156,61 @@ pub const REFERENCES: [(&str, &str); 2] = [
         "S2's worst packing: jobs waiting together sorted by memory traffic, heaviest first, packed first-fit",
     ),
 ];
+
+/// How jobs are placed on a cluster's nodes: a node selector, or one of
+/// S2's references.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClusterPlacement {
+    /// A node-selection policy.
+    Select(Selector),
+    /// Every job alone on a node of its own.
+    OnePerNode,
+    /// Waiting jobs sorted by memory traffic, heaviest first, then first fit.
+    Worst,
+}
+
+impl ClusterPlacement {
+    /// Its name, as scenarios and `--policy` take it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClusterPlacement::Select(s) => s.name(),
+            ClusterPlacement::OnePerNode => REFERENCES[0].0,
+            ClusterPlacement::Worst => REFERENCES[1].0,
+        }
+    }
+}
+
+impl std::str::FromStr for ClusterPlacement {
+    type Err = String;
+    /// A selector's or a reference's name; anything else is an error
+    /// naming the known ones.
+    fn from_str(name: &str) -> Result<ClusterPlacement, String> {
+        if let Some(s) = Selector::parse(name) {
+            return Ok(ClusterPlacement::Select(s));
+        }
+        match name {
+            "one-per-node" => Ok(ClusterPlacement::OnePerNode),
+            "worst" => Ok(ClusterPlacement::Worst),
+            _ => {
+                let known: Vec<&str> = Selector::ALL
+                    .iter()
+                    .map(|(_, n, _)| *n)
+                    .chain(REFERENCES.iter().map(|(n, _)| *n))
+                    .collect();
+                Err(format!(
+                    "unknown placement '{name}' (known: {})",
+                    known.join(", ")
+                ))
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for ClusterPlacement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// Most nodes a scenario may have: the scale, with room.
 pub const MAX_NODES: u32 = 10_000;
@@ -183,17 +238,12 @@ impl ClusterScenario {
             .validate(&machine)
             .map_err(|(f, why)| err(None, Some(format!("model.{f}")), why))?;
         let mem = spec.model.mem_system(&machine);
-        for s in &spec.selectors {
-            if Selector::parse(s).is_none() && !REFERENCES.iter().any(|(n, _)| n == s) {
-                let known: Vec<&str> = Selector::ALL
-                    .iter()
-                    .map(|(_, n, _)| *n)
-                    .chain(REFERENCES.iter().map(|(n, _)| *n))
-                    .collect();
-                let why = format!("unknown placement '{s}' (known: {})", known.join(", "));
-                return Err(err(None, Some("selectors".into()), why));
-            }
-        }
+        let selectors = spec
+            .selectors
+            .iter()
+            .map(|s| s.parse::<ClusterPlacement>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|why| err(None, Some("selectors".into()), why))?;
         let cpus = machine.cpus().len() as u32;
         let mut jobs = Vec::new();
         for sj in &spec.job {
@@ -255,7 +305,7 @@ impl ClusterScenario {
                     .file_stem()
                     .map_or(file.into(), |s| s.to_string_lossy().into())
             }),
-            selectors: spec.selectors,
+            selectors,
             nodes: c.nodes.0 as usize,
             machine,
             machine_spec: c.machine.clone(),
@@ -406,12 +456,15 @@ struct NodeSim {
 }
 
 /// Runs one placement over the scenario.
-pub fn run(s: &ClusterScenario, placement: &str) -> PlacementResult {
-    let one_per_node = placement == "one-per-node";
-    let worst = placement == "worst";
+pub fn run(s: &ClusterScenario, placement: ClusterPlacement) -> PlacementResult {
+    let one_per_node = placement == ClusterPlacement::OnePerNode;
+    let worst = placement == ClusterPlacement::Worst;
     // `worst` packs first-fit (Slurm's order) after sorting the queue;
-    // `one-per-node` picks empty nodes itself.
-    let selector = Selector::parse(placement).unwrap_or(Selector::Slurm);
+    // `one-per-node` picks empty nodes itself, so its selector is unused.
+    let selector = match placement {
+        ClusterPlacement::Select(s) => s,
+        ClusterPlacement::OnePerNode | ClusterPlacement::Worst => Selector::Slurm,
+    };
     let n_nodes = if one_per_node {
         s.nodes.max(s.jobs.len())
     } else {
@@ -598,7 +651,7 @@ pub fn run(s: &ClusterScenario, placement: &str) -> PlacementResult {
             }
         }
     }
-    summarise(s, placement, n_nodes, &nodes, outcomes, unconverged)
+    summarise(s, placement.name(), n_nodes, &nodes, outcomes, unconverged)
 }
 
 /// The predicted completion times, from now, of the jobs a node runs
@@ -809,29 +862,22 @@ pub struct ClusterComparison {
 /// hears (done, total) before each.
 pub fn compare(
     s: &ClusterScenario,
-    names: &[String],
+    names: &[ClusterPlacement],
     mut progress: impl FnMut(usize, usize),
-) -> Result<ClusterComparison, String> {
+) -> ClusterComparison {
     let names = if names.is_empty() { &s.selectors } else { names };
-    for n in names {
-        if Selector::parse(n).is_none() && !REFERENCES.iter().any(|(r, _)| r == n) {
-            return Err(format!(
-                "unknown placement '{n}' for a cluster scenario (see herd policies)"
-            ));
-        }
-    }
     let mut placements = Vec::new();
-    for (i, n) in names.iter().enumerate() {
+    for (i, &n) in names.iter().enumerate() {
         progress(i, names.len());
         placements.push(run(s, n));
     }
-    Ok(ClusterComparison {
+    ClusterComparison {
         scenario: s.name.clone(),
         nodes: s.nodes,
         machine: s.machine_spec.clone(),
         jobs: s.jobs.clone(),
         placements,
-    })
+    }
 }
 
 #[cfg(test)]

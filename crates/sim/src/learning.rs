@@ -127,18 +127,13 @@ fn trained_btr(s: &Scenario, store: &Profiles) -> Vec<TrainedBtr> {
 /// `seed`. `progress(run)` is called before each run.
 pub fn learning_runs(
     s: &Scenario,
-    policies: &[String],
+    policies: &[herd_policy::PolicySpec],
     seed: u64,
     runs: u32,
     mut progress: impl FnMut(u32),
 ) -> Result<LearningRuns, PolicyError> {
     let solo = solo_times(s);
-    let mut names = vec!["linux".to_string()];
-    for p in policies {
-        if !names.contains(p) {
-            names.push(p.clone());
-        }
-    }
+    let names = crate::with_baseline_first(policies);
     let (trained, training_runs) = train(s, seed, &solo)?;
     let (trained_coverage, trained_accuracy) = store_quality(s, &trained, &solo);
     let trained_btr = trained_btr(s, &trained);
@@ -153,7 +148,7 @@ pub fn learning_runs(
             let mut note = None;
             let r = run_learning::<NoMeter>(
                 &jittered,
-                herd_policy::build(name)?,
+                name.build(),
                 seed,
                 &solo,
                 Some(store),
@@ -165,7 +160,7 @@ pub fn learning_runs(
                     }
                 },
             );
-            if name == "linux" {
+            if name.is_baseline() {
                 linux_s = r.makespan_s;
             }
             points.push(RunPoint {
@@ -181,7 +176,7 @@ pub fn learning_runs(
     }
     let summary = points
         .iter()
-        .filter(|p| p.run == 1 && p.policy != "linux")
+        .filter(|p| p.run == 1 && p.policy != herd_policy::BASELINE)
         .map(|first| {
             let of = |lo: u32| -> Vec<f64> {
                 points

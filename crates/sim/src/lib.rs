@@ -21,6 +21,7 @@ use herd_policy::{Estimates, Plan, PolicyError, View};
 use serde::Serialize;
 
 pub use scenario::{Scenario, ScenarioError};
+pub use static_best::SimPolicy;
 
 /// Program profiles by program key: the simulator's in-memory profile store.
 pub type Profiles = std::collections::BTreeMap<String, herd_profile::ProgramProfile>;
@@ -190,7 +191,7 @@ fn history(s: &Scenario, solo: &[f64]) -> Estimates {
 /// plan (progress bars, traces, `--explain`).
 pub fn run_policy<M: CostMeter>(
     s: &Scenario,
-    policy: &str,
+    policy: &SimPolicy,
     seed: u64,
     solo: &[f64],
     meter: Option<&mut M>,
@@ -200,20 +201,11 @@ pub fn run_policy<M: CostMeter>(
     // S4's static best: every fixed period first, then the best again with
     // the meter, trace and callback the caller asked for.
     let mut chosen = None;
-    if let Some((inner, periods)) = static_best::inner(policy)? {
+    if let SimPolicy::StaticBest(inner, periods) = policy {
         let mut best: Option<(f64, f64)> = None;
-        for &p in &periods {
-            let spec = static_best::with_period(inner, p);
-            let r = run_learning::<NoMeter>(
-                s,
-                herd_policy::build(&spec)?,
-                seed,
-                solo,
-                None,
-                None,
-                false,
-                |_, _| {},
-            );
+        for &p in periods {
+            let spec = static_best::with_period(inner, p)?;
+            let r = run_learning::<NoMeter>(s, spec.build(), seed, solo, None, None, false, |_, _| {});
             let cost = r
                 .consolidation
                 .as_ref()
@@ -223,19 +215,13 @@ pub fn run_policy<M: CostMeter>(
             }
         }
         let (_, p) = best.expect("a PALM spec has at least one period");
-        chosen = Some((static_best::with_period(inner, p), p, periods.len()));
+        chosen = Some((static_best::with_period(inner, p)?, p, periods.len()));
     }
-    let spec = chosen.as_ref().map_or(policy, |(spec, _, _)| spec.as_str());
-    let mut r = run_learning(
-        s,
-        herd_policy::build(spec)?,
-        seed,
-        solo,
-        None,
-        meter,
-        trace,
-        on_decision,
-    );
+    let spec = match (&chosen, policy) {
+        (Some((spec, _, _)), _) | (None, SimPolicy::Spec(spec)) => spec,
+        (None, SimPolicy::StaticBest(..)) => unreachable!("a static best has chosen its period"),
+    };
+    let mut r = run_learning(s, spec.build(), seed, solo, None, meter, trace, on_decision);
     if let Some((_, p, tried)) = chosen {
         r.name = policy.to_string();
         r.notes.push(format!(
@@ -246,7 +232,7 @@ pub fn run_policy<M: CostMeter>(
 }
 
 /// [`run_policy`] with learning and a policy built already (by
-/// `herd_policy::build`, or one no spec names, such as a fixed assignment
+/// [`herd_policy::PolicySpec::build`], or one no spec names, such as a fixed assignment
 /// an experiment enumerates: `examples/s3_bound.rs`): the run starts from
 /// `profiles` (the profile store, by program key), the policy sees what is
 /// learned, and `profiles` holds the updated profiles afterwards. `None`:
@@ -429,25 +415,21 @@ pub fn run_learning<M: CostMeter>(
 /// `on_decision(policy, seed, view, plan)` sees every decision.
 pub fn compare<M: CostMeter>(
     s: &Scenario,
-    policies: &[String],
+    policies: &[SimPolicy],
     seeds: &[u64],
     mut meter: impl FnMut() -> Option<M>,
     trace: bool,
     mut on_decision: impl FnMut(&str, u64, &View<'_>, &Plan),
 ) -> Result<Comparison, PolicyError> {
     let solo = solo_times(s);
-    let mut names = vec!["linux".to_string()];
-    for p in policies {
-        if !names.contains(p) {
-            names.push(p.clone());
-        }
-    }
+    let names = with_baseline_first(policies);
     let mut results = Vec::new();
     for &seed in seeds {
-        for name in &names {
+        for policy in &names {
+            let name = policy.to_string();
             let mut m = meter();
-            let r = run_policy(s, name, seed, &solo, m.as_mut(), trace, |view, plan| {
-                on_decision(name, seed, view, plan)
+            let r = run_policy(s, policy, seed, &solo, m.as_mut(), trace, |view, plan| {
+                on_decision(&name, seed, view, plan)
             })?;
             results.push(r);
         }
@@ -460,4 +442,34 @@ pub fn compare<M: CostMeter>(
         learning: None,
         service: s.consolidation.clone(),
     })
+}
+
+/// `policies` without repeats, after the baseline: every comparison is
+/// against `linux`, run first.
+pub fn with_baseline_first<P: Clone + PartialEq + BaselineFirst>(policies: &[P]) -> Vec<P> {
+    let mut names = vec![P::baseline()];
+    for p in policies {
+        if !names.contains(p) {
+            names.push(p.clone());
+        }
+    }
+    names
+}
+
+/// A policy type that has a baseline ([`with_baseline_first`]).
+pub trait BaselineFirst {
+    /// The baseline.
+    fn baseline() -> Self;
+}
+
+impl BaselineFirst for SimPolicy {
+    fn baseline() -> Self {
+        SimPolicy::linux()
+    }
+}
+
+impl BaselineFirst for herd_policy::PolicySpec {
+    fn baseline() -> Self {
+        herd_policy::PolicySpec::linux()
+    }
 }

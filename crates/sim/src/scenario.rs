@@ -411,7 +411,7 @@ pub struct Scenario {
     /// The sensor's signals.
     pub sensor: SensorSpec,
     /// Policies to compare (`compare` runs `linux` first in any case).
-    pub policies: Vec<String>,
+    pub policies: Vec<crate::SimPolicy>,
     /// Seeds.
     pub seeds: Vec<u64>,
     /// Decision period.
@@ -625,10 +625,12 @@ impl Scenario {
                 )));
             }
         }
-        for p in &spec.policies {
-            crate::static_best::check(p).map_err(|e| err(None, Some("policies".into()), e.to_string()))?;
-        }
-        let policies = spec.policies;
+        let policies = spec
+            .policies
+            .iter()
+            .map(|p| p.parse())
+            .collect::<Result<Vec<crate::SimPolicy>, _>>()
+            .map_err(|e| err(None, Some("policies".into()), e.to_string()))?;
         let consolidation = match &spec.consolidation {
             None => None,
             Some(c) => Some(

@@ -1,46 +1,92 @@
-//! S4's static best: PALM with the one fixed period that does best on this
-//! workload, found offline by trying every period. A reference, not a
-//! policy one could run on a new program: it needs the runs first.
+//! What `herd sim` runs: a catalogue policy, or S4's static best.
 //!
+//! S4's static best is PALM with the one fixed period that does best on
+//! this workload, found offline by trying every period. A reference, not a
+//! policy one could run on a new program: it needs the runs first.
 //! `static-best:pack:palm[:params]` in a scenario's policies (or `herd sim
 //! --policy`) runs `pack:palm[:params],period_us=P` for every P of the
 //! controller's range (`herd_policy::static_best_periods_us`: 125 µs
 //! doubling to 64 ms by default), and reports the best run: the shortest
 //! makespan, or in a consolidation study the most batch work.
 
-use herd_policy::PolicyError;
+use std::fmt;
+use std::str::FromStr;
 
-/// The prefix that asks for it.
+use herd_policy::{PolicyError, PolicySpec, Value};
+
+/// The prefix that asks for the static best.
 pub const PREFIX: &str = "static-best:";
 
-/// What `name` asks for: `None` for a catalog policy, else the PALM spec
-/// to find the static best of and the periods (µs) to try; an error if
-/// that spec is not PALM's or fixes the period itself.
-pub fn inner(name: &str) -> Result<Option<(&str, Vec<f64>)>, PolicyError> {
-    let Some(inner) = name.strip_prefix(PREFIX) else {
-        return Ok(None);
-    };
-    Ok(Some((inner, herd_policy::static_best_periods_us(inner)?)))
+/// A policy as `herd sim` takes it, parsed once where it is read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SimPolicy {
+    /// A catalogue policy.
+    Spec(PolicySpec),
+    /// S4's static best of a `pack:palm` spec that leaves the period open,
+    /// and the periods (µs) it tries.
+    StaticBest(PolicySpec, Vec<f64>),
 }
 
-/// Checks a policy name as `herd sim` takes it: a catalog policy or a
-/// static-best of one.
-pub fn check(name: &str) -> Result<(), PolicyError> {
-    match inner(name)? {
-        Some(_) => Ok(()),
-        None => herd_policy::build(name).map(|_| ()),
+impl SimPolicy {
+    /// The baseline, `linux`.
+    pub fn linux() -> SimPolicy {
+        SimPolicy::Spec(PolicySpec::linux())
+    }
+
+    /// Whether this is the baseline.
+    pub fn is_baseline(&self) -> bool {
+        matches!(self, SimPolicy::Spec(s) if s.is_baseline())
+    }
+
+    /// The catalogue policy, or `None` for a static best.
+    pub fn spec(&self) -> Option<&PolicySpec> {
+        match self {
+            SimPolicy::Spec(s) => Some(s),
+            SimPolicy::StaticBest(..) => None,
+        }
     }
 }
 
-/// `inner` with a fixed period.
-pub fn with_period(inner: &str, period_us: f64) -> String {
-    let sep = if inner == "pack:palm" { ":" } else { "," };
-    format!("{inner}{sep}period_us={period_us}")
+/// `spec` with a fixed period.
+pub fn with_period(spec: &PolicySpec, period_us: f64) -> Result<PolicySpec, PolicyError> {
+    spec.with("period_us", Value::Number(period_us))
+}
+
+impl FromStr for SimPolicy {
+    type Err = PolicyError;
+    /// A catalogue spec, or `static-best:` and a PALM spec; an error if
+    /// that spec is not PALM's or fixes the period itself.
+    fn from_str(text: &str) -> Result<SimPolicy, PolicyError> {
+        match text.strip_prefix(PREFIX) {
+            None => Ok(SimPolicy::Spec(PolicySpec::parse(text)?)),
+            Some(inner) => {
+                let spec = PolicySpec::parse(inner)?;
+                let periods = herd_policy::static_best_periods_us(&spec)?;
+                Ok(SimPolicy::StaticBest(spec, periods))
+            }
+        }
+    }
+}
+
+impl fmt::Display for SimPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SimPolicy::Spec(s) => write!(f, "{s}"),
+            SimPolicy::StaticBest(s, _) => write!(f, "{PREFIX}{s}"),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn inner(text: &str) -> Result<Option<(String, Vec<f64>)>, PolicyError> {
+        Ok(match text.parse::<SimPolicy>()? {
+            SimPolicy::Spec(_) => None,
+            SimPolicy::StaticBest(s, p) => Some((s.to_string(), p)),
+        })
+    }
 
     #[test]
     fn the_prefix_takes_palm_only_and_tries_its_controllers_range() {
@@ -55,17 +101,30 @@ mod tests {
                 .contains("not for pack:tp")
         );
         assert!(inner("static-best:pack:palm:period_us=5").is_err());
-        assert!(check("static-best:nope").is_err());
-        assert!(check("linux").is_ok());
+        assert!("static-best:nope".parse::<SimPolicy>().is_err());
+        assert!("linux".parse::<SimPolicy>().is_ok());
         let (_, p) = inner("static-best:pack:palm:min_period_us=1000,max_period_ms=4")
             .unwrap()
             .unwrap();
         assert_eq!(p, vec![1000.0, 2000.0, 4000.0]);
-        assert_eq!(with_period("pack:palm", 250.0), "pack:palm:period_us=250");
+        let palm = |t: &str| PolicySpec::parse(t).unwrap();
         assert_eq!(
-            with_period("pack:palm:cores=3", 250.0),
+            with_period(&palm("pack:palm"), 250.0).unwrap().to_string(),
+            "pack:palm:period_us=250"
+        );
+        assert_eq!(
+            with_period(&palm("pack:palm:cores=3"), 250.0)
+                .unwrap()
+                .to_string(),
             "pack:palm:cores=3,period_us=250"
         );
-        assert!(herd_policy::build(&with_period("pack:palm:cores=3", 250.0)).is_ok());
+        assert!(
+            herd_policy::build(
+                &with_period(&palm("pack:palm:cores=3"), 250.0)
+                    .unwrap()
+                    .to_string()
+            )
+            .is_ok()
+        );
     }
 }

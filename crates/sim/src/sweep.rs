@@ -65,7 +65,7 @@ pub struct Sweep {
 /// the reference for speedups). `progress(done, total)` follows the runs.
 pub fn sweep(
     s: &Scenario,
-    policies: &[String],
+    policies: &[crate::SimPolicy],
     seed: u64,
     mut progress: impl FnMut(usize, usize),
 ) -> Result<Sweep, PolicyError> {

@@ -11,7 +11,9 @@ fn same_inputs_give_identical_json() {
     ))
     .unwrap();
     let s = Scenario::parse(&text, "smt-mix.toml", &|_| Err("none".into())).unwrap();
-    let policies = vec!["static:compact".to_string(), "static:scatter".to_string()];
+    let policies: Vec<herd_sim::SimPolicy> = ["static:compact", "static:scatter"]
+        .map(|p| p.parse().unwrap())
+        .to_vec();
     let run = || {
         let c =
             herd_sim::compare::<NoMeter>(&s, &policies, &[1, 2], || None, false, |_, _, _, _| {}).unwrap();

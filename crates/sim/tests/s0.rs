@@ -29,7 +29,7 @@ fn the_scenario_serial_fraction_is_fitted_to_table_2() {
 #[test]
 fn spn_first_beats_speed_first_per_physical_core() {
     let s = scenario(S0);
-    let policies = ["smt:speed".to_string(), "smt:spn".to_string()];
+    let policies = ["smt:speed", "smt:spn"].map(|p| p.parse().unwrap());
     let sw = herd_sim::sweep::sweep(&s, &policies, 1, |_, _| {}).unwrap();
     assert_eq!(sw.points.len(), 32, "16 unit counts x 2 policies");
     for p in &sw.points {
@@ -60,9 +60,17 @@ fn pinned_power_w(cpus: &str, threads: u32) -> f64 {
     );
     let s = scenario(&text);
     let solo = vec![1.0];
-    herd_sim::run_policy::<NoMeter>(&s, "linux", 1, &solo, None, false, |_, _| {})
-        .unwrap()
-        .avg_power_w
+    herd_sim::run_policy::<NoMeter>(
+        &s,
+        &"linux".parse::<herd_sim::SimPolicy>().unwrap(),
+        1,
+        &solo,
+        None,
+        false,
+        |_, _| {},
+    )
+    .unwrap()
+    .avg_power_w
 }
 
 #[test]
@@ -82,9 +90,17 @@ fn amdahl_fit_recovers_the_serial_fraction_from_three_runs() {
         let mut at = s.clone();
         at.jobs[0].threads = n;
         let solo = vec![1.0];
-        herd_sim::run_policy::<NoMeter>(&at, "smt:speed", 1, &solo, None, false, |_, _| {})
-            .unwrap()
-            .makespan_s
+        herd_sim::run_policy::<NoMeter>(
+            &at,
+            &"smt:speed".parse::<herd_sim::SimPolicy>().unwrap(),
+            1,
+            &solo,
+            None,
+            false,
+            |_, _| {},
+        )
+        .unwrap()
+        .makespan_s
     };
     let one = time_at(1);
     // Speed-first gives full cores up to 8 units: capacity = units.

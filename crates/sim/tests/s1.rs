@@ -21,7 +21,7 @@ fn gains(l: &herd_sim::LearningRuns, policy: &str) -> Vec<f64> {
 #[test]
 fn a_trained_store_opens_the_gate_and_iabw_beats_linux() {
     let s = scenario();
-    let l = learning_runs(&s, &["bw:iabw".to_string()], 1, 2, |_| {}).unwrap();
+    let l = learning_runs(&s, &["bw:iabw".parse().unwrap()], 1, 2, |_| {}).unwrap();
     assert!(
         l.training_runs < s.train_runs,
         "training stopped when every program was covered"
@@ -42,7 +42,7 @@ fn a_trained_store_opens_the_gate_and_iabw_beats_linux() {
 fn without_a_store_iabw_is_linux_and_says_why() {
     let mut s = scenario();
     s.train_runs = 0;
-    let l = learning_runs(&s, &["bw:iabw".to_string()], 1, 2, |_| {}).unwrap();
+    let l = learning_runs(&s, &["bw:iabw".parse().unwrap()], 1, 2, |_| {}).unwrap();
     assert_eq!(l.training_runs, 0);
     let g = gains(&l, "bw:iabw");
     assert!(

@@ -11,7 +11,7 @@ fn load() -> ClusterScenario {
 }
 
 fn place(s: &ClusterScenario, name: &str) -> PlacementResult {
-    let r = cluster::run(s, name);
+    let r = cluster::run(s, name.parse().unwrap());
     assert_eq!(r.unconverged_solves, 0, "{name}");
     assert!(
         r.jobs
@@ -93,6 +93,7 @@ fn the_model_places_jobs_better_than_the_worst_packing() {
 fn the_simulation_is_deterministic() {
     let s = load();
     for p in ["numa:model", "slurm", "least-loaded", "worst"] {
+        let p = p.parse().unwrap();
         assert_eq!(cluster::run(&s, p), cluster::run(&s, p), "{p}");
     }
 }
@@ -110,9 +111,17 @@ fn numa_model_follows_the_memory_inside_a_node() {
     };
     let makespan = |s: &herd_sim::Scenario, p: &str| {
         let solo = herd_sim::solo_times(s);
-        herd_sim::run_policy::<herd_engine::NoMeter>(s, p, 1, &solo, None, false, |_, _| {})
-            .unwrap()
-            .makespan_s
+        herd_sim::run_policy::<herd_engine::NoMeter>(
+            s,
+            &p.parse::<herd_sim::SimPolicy>().unwrap(),
+            1,
+            &solo,
+            None,
+            false,
+            |_, _| {},
+        )
+        .unwrap()
+        .makespan_s
     };
     let bound = load("numa-two-socket");
     let (compact, scatter, model) = (

@@ -25,8 +25,16 @@ fn runs(s: &Scenario, solo: &[f64], policy: &str) -> Vec<herd_sim::PolicyResult>
     s.seeds
         .iter()
         .map(|&seed| {
-            herd_sim::run_policy::<herd_engine::NoMeter>(s, policy, seed, solo, None, false, |_, _| {})
-                .unwrap()
+            herd_sim::run_policy::<herd_engine::NoMeter>(
+                s,
+                &policy.parse::<herd_sim::SimPolicy>().unwrap(),
+                seed,
+                solo,
+                None,
+                false,
+                |_, _| {},
+            )
+            .unwrap()
         })
         .collect()
 }

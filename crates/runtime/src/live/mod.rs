@@ -18,7 +18,12 @@
 mod actuate;
 pub mod budget;
 mod clock;
+mod learned;
 mod progress_turn;
+mod session;
+
+pub use learned::db_path;
+pub use session::{Finished, Learn, Session};
 
 use std::collections::BTreeMap;
 use std::io;

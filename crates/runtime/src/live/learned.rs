@@ -4,10 +4,21 @@
 //! after it. A database problem is a warning, never a lost run: the run
 //! then learns from itself alone.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use herd_engine::Learning;
 use herd_store::{PEAK_BTR, ProfileStore, SqliteStore};
+
+/// The profile database: `db` when given, else the default under
+/// `$XDG_DATA_HOME` or `$HOME` (`None` when neither is set).
+pub fn db_path(db: Option<&Path>) -> Option<PathBuf> {
+    db.map(Path::to_path_buf).or_else(|| {
+        herd_store::default_path(
+            std::env::var("XDG_DATA_HOME").ok().as_deref(),
+            std::env::var("HOME").ok().as_deref(),
+        )
+    })
+}
 
 /// The open database a run's learning goes back to.
 pub struct Stored {
@@ -18,7 +29,7 @@ pub struct Stored {
 /// the machine's peak bandwidth. Returns the learning to run with, the
 /// store to save into, and a note for the user when something is missing.
 pub fn load(db: Option<&Path>, programs: &[String]) -> (Learning, Stored, Option<String>) {
-    let Some(path) = crate::units::db_path(db) else {
+    let Some(path) = db_path(db) else {
         let note = "no HOME or XDG_DATA_HOME: nothing learned is kept (use --db PATH)".to_string();
         return (
             Learning::new(Default::default(), None),

@@ -1,0 +1,70 @@
+//! The policy API: what a policy is to the loop ([`Policy`]) and what it
+//! can report back ([`Finding`]).
+
+use crate::plan::Plan;
+use crate::view::{JobId, View};
+
+/// A placement policy.
+pub trait Policy: Send {
+    /// The policy's name with its non-default parameters, as `--policy` takes it.
+    fn name(&self) -> String;
+    /// Decides from `view`. Must not read clocks, files or global state.
+    fn decide(&mut self, view: &View<'_>) -> Plan;
+    /// Whether it wants exact solo profiles in [`View::oracle`]. Only the
+    /// simulator has them; on a real machine the view has none.
+    fn wants_oracle(&self) -> bool {
+        false
+    }
+    /// Whether it decides from what the loop learns ([`View::learned`]):
+    /// the simulator then learns even when no profile store is kept.
+    fn wants_learning(&self) -> bool {
+        false
+    }
+    /// The thread count jobs should be started with, for policies that
+    /// change it (S4's thread reduction): the simulator then runs each job
+    /// with that many threads and the same total work. `None`: as written.
+    fn launch_threads(&self, _machine: &herd_topo::Machine) -> Option<u32> {
+        None
+    }
+
+    /// Whether, between the sensor's full observations, the thread set and
+    /// heartbeats suffice to decide ([`Snapshot::progress_only`](crate::Snapshot::progress_only)). PALM
+    /// decides every 0.125 ms at first, and reading each thread's /proc
+    /// files costs more than that allows; asked before every turn.
+    fn progress_suffices(&self) -> bool {
+        false
+    }
+    /// Whether the periods the policy asks for are the moments of events it
+    /// must meet (PALM's plan: when its schedule next changes) rather than
+    /// a rate. The engine's loop share is then a budget over time, so a
+    /// short period comes when asked while the average stays within the
+    /// share; otherwise every period is at least the loop's cost over the
+    /// share, which spaces a fast-asking policy's turns evenly (for PALM's
+    /// rotation, 1.21x thread reduction's time against 1.28x with the
+    /// budget, 2 ms phases on the 2-CPU VM). Asked after every decision.
+    fn timed_turns(&self) -> bool {
+        false
+    }
+    /// Whether the policy keeps its jobs within
+    /// [`Snapshot::budget_cores`](crate::Snapshot::budget_cores) when an outside controller sets one (the
+    /// packing policies); others place as if there were none, and a study
+    /// of a moving budget cannot judge them.
+    fn follows_budget(&self) -> bool {
+        false
+    }
+    /// What the policy found out about its jobs' programs that the next
+    /// run should start from (the loop stores it in each program's
+    /// profile when the run ends). Asked once, at the end.
+    fn findings(&self) -> Vec<(JobId, Finding)> {
+        Vec::new()
+    }
+}
+
+/// Something a policy found out about a program during a run
+/// ([`Policy::findings`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finding {
+    /// Heartbeats each thread makes between barriers (`pack:palm` learns
+    /// them); `None`: what an earlier run found does not hold.
+    BarrierBeats(Option<u64>),
+}
