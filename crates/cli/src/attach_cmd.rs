@@ -8,7 +8,7 @@ use std::sync::Arc;
 use clap::Args;
 use herd_runtime::live::{Learn, LiveWorld, Program, Session};
 
-use crate::Failure;
+use crate::common::Failure;
 use crate::signals::Signals;
 
 /// Arguments of `herd attach`.
@@ -26,7 +26,7 @@ pub struct AttachArgs {
 
 /// `herd attach`.
 pub fn run(args: &AttachArgs) -> Result<u8, Failure> {
-    let cfg = crate::period_config(args.period_ms)?;
+    let cfg = crate::common::period_config(args.period_ms)?;
     let mut policy = args.policy.build();
     let program = Program::attach(args.pid).map_err(|e| {
         Failure::Input(anyhow::anyhow!(
@@ -34,7 +34,7 @@ pub fn run(args: &AttachArgs) -> Result<u8, Failure> {
             args.pid
         ))
     })?;
-    let machine = crate::this_machine()?;
+    let machine = crate::common::this_machine()?;
     let sig = Signals::install()?;
     let name = program.name.clone();
     let world = LiveWorld::new(vec![program], Arc::clone(&sig.stop));

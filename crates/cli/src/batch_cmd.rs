@@ -15,8 +15,9 @@ use herd_policy::{Level, PolicySpec, TaskState};
 use herd_runtime::live::{Learn, LiveWorld, Program, Session, SpawnOptions};
 use serde::{Deserialize, Serialize};
 
+use crate::common::Failure;
+use crate::output;
 use crate::signals::Signals;
-use crate::{Failure, output};
 
 /// Arguments of `herd batch`.
 #[derive(Args, Debug)]
@@ -337,12 +338,12 @@ fn run_once(
 
 /// `herd batch`; returns 0, or 1 if any program failed.
 pub fn run(args: &BatchArgs) -> Result<u8, Failure> {
-    let cfg = crate::period_config(args.period_ms)?;
+    let cfg = crate::common::period_config(args.period_ms)?;
     if args.repeat == 0 {
         return Err(Failure::Input(anyhow::anyhow!("--repeat must be at least 1")));
     }
     // Read the topology once for every run.
-    let machine = crate::this_machine()?;
+    let machine = crate::common::this_machine()?;
     if let Some(c) = &args.compare {
         if !c.is_baseline() {
             return Err(Failure::Input(anyhow::anyhow!(

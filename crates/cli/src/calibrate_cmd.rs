@@ -10,7 +10,8 @@ use clap::Args;
 use herd_runtime::probe::{ProbeOptions, stream_probe};
 use herd_store::{Calibration, PEAK_BTR, SqliteStore};
 
-use crate::{Failure, output};
+use crate::common::Failure;
+use crate::output;
 
 /// Arguments of `herd calibrate`.
 #[derive(Args, Debug)]
@@ -66,7 +67,7 @@ pub fn run(args: &CalibrateArgs) -> Result<(), Failure> {
             )));
         }
     };
-    let machine = crate::this_machine()?;
+    let machine = crate::common::this_machine()?;
     let cpus: Vec<u32> = machine.cpus().iter().map(|c| c.os).collect();
     let llc_bytes: u64 = machine.llcs().iter().filter_map(|l| l.size_bytes).sum();
     let bytes_per_thread = match args.buffer_mib {

@@ -12,7 +12,8 @@ use clap::{Args, Subcommand};
 use herd_profile::ProgramProfile;
 use herd_store::{ProfileStore, SqliteStore};
 
-use crate::{Failure, output};
+use crate::common::Failure;
+use crate::output;
 
 /// Arguments of `herd db`.
 #[derive(Args, Debug)]
@@ -118,8 +119,8 @@ pub fn run(args: &DbArgs) -> Result<(), Failure> {
             let key = pick(&programs, &show.program)?;
             let runs = store.runs(&key).map_err(|e| Failure::Input(e.into()))?;
             let (power, label, tolerance) = show.choice.checked()?;
-            let machine = crate::this_machine()?;
-            let curve = crate::units::curve(&machine, &runs, &show.policy.to_string(), &power, tolerance);
+            let machine = crate::common::this_machine()?;
+            let curve = herd_plan::units::curve(&machine, &runs, &show.policy.to_string(), &power, tolerance);
             let profile = store
                 .profiles([key.as_str()])
                 .map_err(|e| Failure::Input(e.into()))?
@@ -165,7 +166,7 @@ fn pick(programs: &[(String, i64)], query: &str) -> Result<String, Failure> {
     }
 }
 
-fn text(key: &str, runs: usize, show: &ShowArgs, label: &str, c: &crate::units::Curve) -> String {
+fn text(key: &str, runs: usize, show: &ShowArgs, label: &str, c: &herd_plan::units::Curve) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "program: {key} ({runs} runs)");
     let _ = writeln!(s, "\ncompleted runs by unit count:");

@@ -6,7 +6,8 @@ use clap::Args;
 use herd_runtime::doctor::{self, CpusetBackend, PauseBackend, Report, Roots};
 use serde::Serialize;
 
-use crate::{Failure, output};
+use crate::common::Failure;
+use crate::output;
 
 /// Arguments of `herd doctor`.
 #[derive(Args, Debug)]
@@ -25,7 +26,7 @@ struct DoctorJson<'a> {
 
 /// `herd doctor`.
 pub fn run(args: &DoctorArgs) -> Result<(), Failure> {
-    let machine = crate::this_machine()?;
+    let machine = crate::common::this_machine()?;
     let report = doctor::probe(&machine, &Roots::default());
     if args.json {
         output::print_json(&DoctorJson {

@@ -9,6 +9,7 @@
 mod attach_cmd;
 mod batch_cmd;
 mod calibrate_cmd;
+mod common;
 mod db_cmd;
 mod doctor_cmd;
 mod mechanism;
@@ -24,10 +25,11 @@ mod slurm_cmd;
 mod topo_cmd;
 mod units;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
+
+use common::Failure;
 
 /// Contention-aware placement and co-scheduling of threads and programs.
 #[derive(Parser, Debug)]
@@ -61,81 +63,6 @@ enum Command {
     Place(place_cmd::PlaceArgs),
     /// Slurm integration: keep the node-choice table for job_submit.lua fresh.
     Slurm(slurm_cmd::SlurmArgs),
-}
-
-/// Where the machine description comes from; this machine by default.
-#[derive(Args, Debug, Clone, Default)]
-pub struct MachineArgs {
-    /// An hwloc XML export, or a directory holding a Linux sys/ and proc/ tree.
-    #[arg(long, value_name = "FILE.xml|DIR", conflicts_with = "synthetic")]
-    pub input: Option<PathBuf>,
-    /// A synthetic machine, e.g. 'package:2 core:4 pu:2' or
-    /// 'package:1 core:6 pu:2 capacity:1.0 + core:8 capacity:0.6'.
-    #[arg(long, value_name = "SPEC")]
-    pub synthetic: Option<String>,
-}
-
-impl MachineArgs {
-    /// Loads the machine these arguments name.
-    pub fn load(&self) -> Result<herd_topo::Machine, Failure> {
-        let loaded = match (&self.input, &self.synthetic) {
-            (Some(path), _) => herd_topo::Machine::from_path(path),
-            (None, Some(spec)) => herd_topo::Machine::synthetic(spec),
-            (None, None) => return this_machine(),
-        };
-        loaded.map_err(|e| Failure::Input(e.into()))
-    }
-}
-
-/// The machine herd runs on; failing to read it is herd's problem (exit 3).
-pub fn this_machine() -> Result<herd_topo::Machine, Failure> {
-    herd_topo::Machine::this_machine().map_err(|e| Failure::Internal(e.into()))
-}
-
-/// The loop's configuration for a `--period-ms` flag, checked.
-pub fn period_config(period_ms: f64) -> Result<herd_engine::Config, Failure> {
-    if !(period_ms.is_finite() && period_ms > 0.0) {
-        return Err(Failure::Input(anyhow::anyhow!(
-            "--period-ms must be a positive number, got {period_ms}"
-        )));
-    }
-    let mut cfg = herd_engine::Config::with_period((period_ms * 1e6) as u64, 0);
-    // On a real machine the loop keeps to 5% of one CPU, whatever period a
-    // policy asks for (PALM starts at 0.125 ms, which observing and moving
-    // 3 threads would turn into half a CPU). On the barrier benchmark with
-    // 75 ms phases PALM took 1.04x TR's time at 5% and 1.11x at 20%; with
-    // 2 ms phases 1.22x and 1.19x (medians of 10, scripts/s4-barrier.py
-    // --sweep [--loop-share 20]): a share that suits every program does not
-    // exist, and herd's CPU is the user's. `herd run --loop-share` sets it.
-    cfg.loop_share = Some(LIVE_LOOP_SHARE);
-    Ok(cfg)
-}
-
-/// The share of one CPU herd's loop may take on a real machine.
-pub const LIVE_LOOP_SHARE: f64 = 0.05;
-
-/// Why a command failed; decides the exit code.
-#[derive(Debug)]
-pub enum Failure {
-    /// Bad flags, files or specs (exit 2).
-    Input(anyhow::Error),
-    /// herd could not do its work on this machine (exit 3).
-    Internal(anyhow::Error),
-}
-
-impl Failure {
-    fn code(&self) -> u8 {
-        match self {
-            Failure::Input(_) => 2,
-            Failure::Internal(_) => 3,
-        }
-    }
-}
-
-impl From<std::io::Error> for Failure {
-    fn from(e: std::io::Error) -> Self {
-        Failure::Internal(e.into())
-    }
 }
 
 fn main() -> ExitCode {

@@ -6,7 +6,7 @@ use herd_runtime::cgroup::{Cgroups, Request, Version};
 use herd_runtime::doctor::{self, CpusetBackend, PauseBackend, Roots};
 use herd_runtime::live::LiveWorld;
 
-use crate::Failure;
+use crate::common::Failure;
 
 /// How to pause programs.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,16 +11,17 @@ use std::path::{Path, PathBuf};
 
 use anyhow::anyhow;
 use clap::Args;
-use herd_model::numa::{self, Character};
-use herd_model::{Contention, MemSystem, ModelParams};
-use herd_policy::Level;
-use herd_policy::node::{JobRequest, LayoutRequest, NodeState, Selector, hint_share, numa_distances};
-use herd_profile::cluster::{Linkage, prior_estimate};
+use herd_model::ModelParams;
+use herd_model::numa;
+use herd_plan::character::{Traffic, character_of, numa_cpus, s2_model};
+use herd_plan::node::{JobRequest, LayoutRequest, NodeState, Selector};
+use herd_policy::{Level, numa_distances};
 use herd_store::ProfileStore;
 use herd_topo::Machine;
 use serde::Deserialize;
 
-use crate::{Failure, output};
+use crate::common::Failure;
+use crate::output;
 
 /// Arguments of `herd place`.
 #[derive(Args, Debug)]
@@ -101,21 +102,6 @@ impl From<HintArg> for Level {
     }
 }
 
-/// How a job's traffic is known.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Traffic {
-    /// Measured, in GB/s alone.
-    Gbps(f64),
-    /// A memory-intensity hint.
-    Hint(Level),
-    /// A program key to look up.
-    Program(String),
-}
-
-/// Complete linkage and a cut at ln 2: a cluster's programs are within a
-/// factor of two of each other's traffic.
-const PRIOR_CUT: f64 = std::f64::consts::LN_2;
-
 /// Traffic figures the profile database holds: GB/s alone per program,
 /// from its learned memory requests and solo time.
 pub fn known_traffic(db: Option<&Path>) -> Vec<(String, f64)> {
@@ -139,64 +125,6 @@ pub fn known_traffic(db: Option<&Path>) -> Vec<(String, f64)> {
             (gbps.is_finite() && gbps > 0.0).then_some((k, gbps))
         })
         .collect()
-}
-
-/// A job's S2 characteristics on a node like `mem` with `threads` placed as
-/// `placement`, and a sentence saying where its traffic came from.
-pub fn character_of(
-    traffic: &Traffic,
-    mem: &MemSystem,
-    placement: &[u32],
-    shared_fraction: f64,
-    known: &[(String, f64)],
-) -> Result<(Character, String), String> {
-    let most = numa::max_bw_gbps(mem, placement, &[], shared_fraction).map_err(|e| e.to_string())?;
-    let (gbps, source) = match traffic {
-        Traffic::Gbps(g) => (*g, format!("{g} GB/s as given")),
-        Traffic::Hint(l) => {
-            let g = hint_share(*l) * most;
-            let name = format!("{l:?}").to_lowercase();
-            (
-                g,
-                format!(
-                    "hint {name}: {g:.1} GB/s ({:.0}% of what it can draw)",
-                    hint_share(*l) * 100.0
-                ),
-            )
-        }
-        Traffic::Program(key) => match known.iter().find(|(k, _)| k == key) {
-            Some((_, g)) => (*g, format!("{g:.1} GB/s from its profile")),
-            None => match prior_estimate(key, known, Linkage::Complete, PRIOR_CUT) {
-                Some((g, members)) => (
-                    g,
-                    format!(
-                        "no profile: {g:.1} GB/s, the mean of the nearest cluster of {} past programs (S2)",
-                        members.len()
-                    ),
-                ),
-                None => {
-                    let g = hint_share(Level::Medium) * most;
-                    (
-                        g,
-                        format!("no profile and no history: assumed medium, {g:.1} GB/s"),
-                    )
-                }
-            },
-        },
-    };
-    // The figure must be below what the threads can draw; a profile from
-    // a larger machine can exceed it, and is then held just under.
-    let cap = numa::DRAWABLE_SHARE * most;
-    let (gbps, source) = if gbps > cap {
-        (
-            cap,
-            format!("{source}, held at {cap:.1} GB/s: more than its threads can draw here"),
-        )
-    } else {
-        (gbps, source)
-    };
-    // Time alone does not change a slowdown ratio: one second.
-    numa::from_alone(mem, placement, 1.0, gbps, shared_fraction).map(|c| (c, source))
 }
 
 /// One node of a cluster file.
@@ -233,19 +161,6 @@ struct ClusterFile {
     #[serde(default = "s2_model")]
     model: ModelParams,
     node: Vec<NodeSpec>,
-}
-
-/// S2's law (M/M/1 controllers and links) on herd's default bandwidths.
-pub fn s2_model() -> ModelParams {
-    ModelParams {
-        contention: Contention::MM1,
-        ..ModelParams::default()
-    }
-}
-
-/// Free CPUs per NUMA node of `machine`, all of them.
-pub fn numa_cpus(machine: &Machine) -> Vec<u32> {
-    machine.numa_nodes().iter().map(|n| n.cpus.len() as u32).collect()
 }
 
 /// A cluster file loaded: its nodes, the database's traffic figures, and

@@ -5,7 +5,8 @@ use std::fmt::Write;
 use clap::Args;
 use serde::Serialize;
 
-use crate::{Failure, output};
+use crate::common::Failure;
+use crate::output;
 
 /// Arguments of `herd policies`.
 #[derive(Args, Debug)]

@@ -13,7 +13,7 @@ use clap::Args;
 use herd_policy::Placement;
 use herd_runtime::live::{Learn, LiveWorld, Program, Session};
 
-use crate::Failure;
+use crate::common::Failure;
 use crate::signals::Signals;
 
 /// Arguments of `herd run`.
@@ -41,7 +41,7 @@ pub struct RunArgs {
     /// shorter than the loop's cost per turn allows is stretched (the run
     /// summary counts them). More lets pack:palm follow short barrier
     /// phases at the cost of herd's CPU (scripts/s4-barrier.py --sweep).
-    #[arg(long, value_name = "PCT", default_value_t = crate::LIVE_LOOP_SHARE * 100.0)]
+    #[arg(long, value_name = "PCT", default_value_t = crate::common::LIVE_LOOP_SHARE * 100.0)]
     loop_share: f64,
     /// Write one JSON line per decision to FILE: each thread's CPU, state,
     /// CPU time and heartbeats, and the placements made (docs/json.md).
@@ -176,7 +176,7 @@ pub enum Goal {
 
 /// `herd run`; returns the exit code to leave with (the program's).
 pub fn run(args: &RunArgs) -> Result<u8, Failure> {
-    let mut cfg = crate::period_config(args.period_ms)?;
+    let mut cfg = crate::common::period_config(args.period_ms)?;
     if !(args.loop_share > 0.0 && args.loop_share <= 100.0) {
         return Err(Failure::Input(anyhow::anyhow!(
             "--loop-share must be a per cent in (0, 100], got {}",
@@ -203,7 +203,7 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
         Some(path) => Some((path, first_budget(path, policy.as_ref())?)),
     };
     let (power, power_label, tolerance) = args.choice.checked()?;
-    let machine = crate::this_machine()?;
+    let machine = crate::common::this_machine()?;
     let units = match args.threads {
         None => None,
         Some(Threads::Count(n)) => Some(n),
@@ -515,7 +515,7 @@ fn auto_units(args: &RunArgs, m: &herd_topo::Machine, power: &herd_model::PowerM
         .and_then(|p| herd_store::SqliteStore::open(&p).ok())
         .and_then(|s| herd_store::ProfileStore::runs(&s, &key).ok())
         .unwrap_or_default();
-    let curve = crate::units::curve(m, &runs, &args.policy.to_string(), power, tolerance);
+    let curve = herd_plan::units::curve(m, &runs, &args.policy.to_string(), power, tolerance);
     let goal = args.goal.unwrap_or(Goal::Speed);
     let chosen = match goal {
         Goal::Speed => curve.for_speed,

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
-use crate::Failure;
+use crate::common::Failure;
 
 /// What the handlers saw.
 pub struct Signals {

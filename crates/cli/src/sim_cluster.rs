@@ -7,13 +7,26 @@ use std::path::Path;
 use herd_sim::cluster::{ClusterComparison, ClusterScenario};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::sim_cmd::SimArgs;
-use crate::{Failure, output};
+use crate::common::Failure;
+use crate::output;
+
+/// What `herd sim` asks of a cluster scenario.
+pub struct Flags<'a> {
+    /// `--policy`: the placements to compare (the scenario's when empty).
+    pub policies: &'a [String],
+    /// `--json`.
+    pub json: bool,
+    /// `--explain`.
+    pub explain: bool,
+    /// Whether flags only machine scenarios take were given (`--runs`,
+    /// `--train-runs`, `--seed`, `--report`).
+    pub machine_flags: bool,
+}
 
 /// Runs a cluster scenario and prints its table (unless `--json`).
-pub fn run(args: &SimArgs, path: &Path, text: &str) -> Result<ClusterComparison, Failure> {
+pub fn run(args: &Flags<'_>, path: &Path, text: &str) -> Result<ClusterComparison, Failure> {
     let input = |why: String| Failure::Input(anyhow::anyhow!("{}: {why}", path.display()));
-    if args.runs.is_some() || args.train_runs.is_some() || !args.seeds.is_empty() || args.report.is_some() {
+    if args.machine_flags {
         return Err(input(
             "--runs, --train-runs, --seed and --report are for machine scenarios; this is a cluster scenario"
                 .into(),

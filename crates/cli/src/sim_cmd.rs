@@ -8,8 +8,9 @@ use herd_policy::{BASELINE, Placement, Plan};
 use herd_sim::{Comparison, PolicyResult, Scenario, SimPolicy};
 use indicatif::{ProgressBar, ProgressStyle};
 
+use crate::common::Failure;
+use crate::output;
 use crate::sim_learning as learning;
-use crate::{Failure, output};
 use herd_runtime::meter::WallMeter;
 
 /// Arguments of `herd sim`.
@@ -64,7 +65,16 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| Failure::Input(anyhow::anyhow!("{}: {e}", path.display())))?;
         let value = if herd_sim::cluster::ClusterScenario::is_cluster(&text) {
-            serde_json::to_value(crate::sim_cluster::run(args, path, &text)?)
+            let flags = crate::sim_cluster::Flags {
+                policies: &args.policies,
+                json: args.json,
+                explain: args.explain,
+                machine_flags: args.runs.is_some()
+                    || args.train_runs.is_some()
+                    || !args.seeds.is_empty()
+                    || args.report.is_some(),
+            };
+            serde_json::to_value(crate::sim_cluster::run(&flags, path, &text)?)
         } else {
             let c = run_one(args, path)?;
             let v = serde_json::to_value(&c);

@@ -27,13 +27,15 @@ use anyhow::anyhow;
 use clap::{Args, Subcommand};
 use herd_model::MemSystem;
 use herd_model::numa::{self, Placed};
+use herd_plan::character::{Traffic, character_of, numa_cpus, s2_model};
+use herd_plan::node::{JobRequest, LayoutRequest, NodeState};
+use herd_plan::slurm::{decide, free_per_numa};
 use herd_policy::Level;
-use herd_policy::node::{JobRequest, LayoutRequest, NodeState, Selector};
 use herd_topo::Machine;
 
-use crate::Failure;
-use crate::place_cmd::{HintArg, Traffic, character_of, known_traffic, numa_cpus, s2_model};
-use herd_policy::node::numa_distances;
+use crate::common::Failure;
+use crate::place_cmd::{HintArg, known_traffic};
+use herd_policy::numa_distances;
 
 /// Arguments of `herd slurm`.
 #[derive(Args, Debug)]
@@ -100,7 +102,7 @@ fn watch(args: &WatchArgs) -> Result<(), Failure> {
     }
     let machine = match &args.machine {
         Some(spec) => Machine::synthetic(spec).map_err(|e| Failure::Input(anyhow!("--machine: {e}")))?,
-        None => crate::this_machine()?,
+        None => crate::common::this_machine()?,
     };
     let mut model = s2_model();
     let calibrated = herd_runtime::live::db_path(args.db.as_deref())
@@ -301,66 +303,6 @@ fn refresh(args: &WatchArgs, machine: &Machine, mem: &MemSystem) -> Result<Strin
         keys.len(),
         buckets.len()
     ))
-}
-
-/// Free CPUs per NUMA node: the node's CPUs less the running jobs' (as
-/// scattered), then trimmed so they sum to what Slurm says is idle (jobs
-/// herd cannot see, reservations, drained CPUs).
-fn free_per_numa(capacity: &[u32], running: &[Placed], idle: u32) -> Vec<u32> {
-    let mut free: Vec<u32> = capacity
-        .iter()
-        .enumerate()
-        .map(|(k, c)| c.saturating_sub(running.iter().map(|p| p.threads_per_node[k]).sum()))
-        .collect();
-    // Bounded: each pass takes one CPU from the NUMA node with the most.
-    while free.iter().sum::<u32>() > idle {
-        let most = (0..free.len())
-            .max_by_key(|&k| (free[k], std::cmp::Reverse(k)))
-            .expect("a node has NUMA nodes");
-        free[most] -= 1;
-    }
-    free
-}
-
-/// The table's decision for one key and thread count; `roomy` is every node
-/// as if it had room (`NodeState::with_room`), built once per refresh.
-fn decide(
-    nodes: &[NodeState],
-    roomy: &[NodeState],
-    job: &JobRequest,
-    threshold: f64,
-) -> (&'static str, String, String) {
-    // Where would the job run best, if every node had room?
-    let ideal = Selector::Model.choose(roomy, job);
-    let ratios: Vec<f64> = ideal.scores.iter().filter_map(|s| s.slowdown_ratio).collect();
-    let spread = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max)
-        - ratios.iter().copied().fold(f64::INFINITY, f64::min);
-    let Some(best) = ideal.node else {
-        return ("any", "-".into(), "fits no node".into());
-    };
-    let name = nodes[best].name.clone();
-    if spread.is_nan() || spread <= threshold {
-        return (
-            "any",
-            "-".into(),
-            format!("predicted T_cont/T_clean within {spread:.3} on every node"),
-        );
-    }
-    let ratio = ideal.scores[best].slowdown_ratio.unwrap_or(1.0);
-    let has_room = nodes[best].free_per_numa.iter().sum::<u32>() >= job.threads;
-    if has_room {
-        (
-            "require",
-            name,
-            format!("least predicted T_cont/T_clean {ratio:.3} (spread {spread:.3})"),
-        )
-    } else {
-        (
-            "prefer",
-            name,
-            format!("least predicted T_cont/T_clean {ratio:.3}, but full now"),
-        )
-    }
 }
 
 fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {

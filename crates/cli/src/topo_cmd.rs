@@ -6,7 +6,8 @@ use clap::Args;
 use herd_topo::Machine;
 use serde::Serialize;
 
-use crate::{Failure, MachineArgs, output};
+use crate::common::{Failure, MachineArgs};
+use crate::output;
 
 /// Arguments of `herd topo`.
 #[derive(Args, Debug)]

@@ -184,24 +184,6 @@ impl MemSystem {
             .collect()
     }
 
-    /// Solves for every stream's speed under contention.
-    pub fn solve(&self, streams: &[Stream]) -> Solution {
-        self.solve_from(streams, None)
-    }
-
-    /// As [`MemSystem::solve`], starting from a previous solution's arrival
-    /// rates and waits (the simulator re-solves after small changes; a warm
-    /// start needs a few Newton steps instead of a cold search).
-    pub fn solve_from(&self, streams: &[Stream], warm: Option<&Solution>) -> Solution {
-        // Identical streams wait the same: solve once per class (see
-        // `classes`) and give every member its class's result.
-        let mut classes = crate::classes::StreamClasses::default();
-        let class_of: Vec<_> = streams.iter().map(|s| classes.join(s)).collect();
-        let mut sol = classes.solve(self, warm);
-        sol.ns_per_instr = class_of.iter().map(|&c| sol.ns_per_instr[c as usize]).collect();
-        sol
-    }
-
     /// The fixed point for `streams`, stream j standing for `weight[j]`
     /// identical streams.
     pub(crate) fn solve_weighted(

@@ -13,7 +13,6 @@
 //! lists them in the order of the registry below.
 
 mod api;
-pub mod node;
 pub mod order;
 mod pack_plan;
 mod param;
@@ -49,7 +48,7 @@ pub use api::{Finding, Policy};
 pub use baseline::{BASELINE, Layout, Linux, Static};
 pub use bw::{BwCosched, BwSource, BwTarget, COVERAGE_GATE};
 pub use cosched::CoschedFair;
-pub use numa_model::NumaModel;
+pub use numa_model::{NumaModel, hint_share, numa_distances};
 pub use pack::{Controller, Pack, Packing, group_sizes, static_best_periods_us};
 pub use param::{Accepts, Args, Entry, Param, PolicyError, Range, Value};
 pub use plan::{JobDirective, Lane, Placement, Plan, Reason};

@@ -17,7 +17,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::scenario::{NonNegative, Positive};
+use crate::checked::{NonNegative, Positive};
 
 /// The tail the SLO is about.
 pub const QUANTILE: f64 = 0.99;

@@ -4,6 +4,7 @@
 //! `Scenario::parse` reads a scenario; [`run_policy`] simulates one policy
 //! with one seed; [`compare`] runs several policies and seeds.
 
+mod checked;
 pub mod cluster;
 pub mod consolidation;
 mod kernel;
@@ -185,6 +186,13 @@ fn history(s: &Scenario, solo: &[f64]) -> Estimates {
             });
     }
     e
+}
+
+/// [`run_policy`] with the scenario's solo times, no timing, no trace and
+/// no callback: one run's results, as tests and experiments want them.
+pub fn run_one(s: &Scenario, policy: &SimPolicy, seed: u64) -> Result<PolicyResult, PolicyError> {
+    let solo = solo_times(s);
+    run_policy::<NoMeter>(s, policy, seed, &solo, None, false, |_, _| {})
 }
 
 /// Simulates `policy` on `s` with `seed`. `on_decision` sees every view and

@@ -9,17 +9,7 @@ fn scenario(text: &str) -> Scenario {
 }
 
 fn run(s: &Scenario, policy: &str) -> PolicyResult {
-    let solo = herd_sim::solo_times(s);
-    herd_sim::run_policy::<NoMeter>(
-        s,
-        &policy.parse::<herd_sim::SimPolicy>().unwrap(),
-        1,
-        &solo,
-        None,
-        false,
-        |_, _| {},
-    )
-    .unwrap()
+    herd_sim::run_one(s, &policy.parse().unwrap(), 1).unwrap()
 }
 
 fn close(a: f64, b: f64, rel: f64) -> bool {
@@ -209,23 +199,16 @@ fn observations_reused_while_nothing_changes_are_not_counted_twice() {
     let s = scenario(text);
     let solo = herd_sim::solo_times(&s);
     let mut seen = 0u64;
-    let r = herd_sim::run_policy::<NoMeter>(
-        &s,
-        &"linux".parse::<herd_sim::SimPolicy>().unwrap(),
-        1,
-        &solo,
-        None,
-        false,
-        |view, _| {
-            seen += view
-                .snapshot
-                .tasks
-                .iter()
-                .filter(|t| t.job == 1)
-                .filter_map(|t| t.obs.instructions)
-                .sum::<u64>();
-        },
-    )
+    let linux = herd_sim::SimPolicy::linux();
+    let r = herd_sim::run_policy::<NoMeter>(&s, &linux, 1, &solo, None, false, |view, _| {
+        seen += view
+            .snapshot
+            .tasks
+            .iter()
+            .filter(|t| t.job == 1)
+            .filter_map(|t| t.obs.instructions)
+            .sum::<u64>();
+    })
     .unwrap();
     assert!(r.sim_reused_observations > 10, "{}", r.sim_reused_observations);
     // The tail after the last observation goes unreported: a period at most.
@@ -269,30 +252,23 @@ fn first_touch_memory_shows_where_it_was_touched() {
     let s = scenario(text);
     let solo = herd_sim::solo_times(&s);
     let mut seen = Vec::new();
-    herd_sim::run_policy::<NoMeter>(
-        &s,
-        &"linux".parse::<herd_sim::SimPolicy>().unwrap(),
-        1,
-        &solo,
-        None,
-        false,
-        |view, _| {
-            let kb = |name: &str| {
-                view.snapshot
-                    .jobs
-                    .iter()
-                    .find(|j| j.name == name)
-                    .and_then(|j| j.memory_kb.clone())
-            };
-            let cpu = view
-                .snapshot
-                .tasks
+    let linux = herd_sim::SimPolicy::linux();
+    herd_sim::run_policy::<NoMeter>(&s, &linux, 1, &solo, None, false, |view, _| {
+        let kb = |name: &str| {
+            view.snapshot
+                .jobs
                 .iter()
-                .find(|t| t.job == 0)
-                .and_then(|t| t.cpu);
-            seen.push((kb("ft"), kb("local"), cpu));
-        },
-    )
+                .find(|j| j.name == name)
+                .and_then(|j| j.memory_kb.clone())
+        };
+        let cpu = view
+            .snapshot
+            .tasks
+            .iter()
+            .find(|t| t.job == 0)
+            .and_then(|t| t.cpu);
+        seen.push((kb("ft"), kb("local"), cpu));
+    })
     .unwrap();
     assert!(seen.len() > 2, "{} decisions", seen.len());
     // The first decision sees a fresh process; later ones its pages.

@@ -12,28 +12,21 @@ fn four_jobs_on_two_cpus_take_turns() {
     let solo = herd_sim::solo_times(&s);
     let mut most_running = 0;
     let mut seen_running = std::collections::BTreeSet::new();
-    let r = herd_sim::run_policy::<NoMeter>(
-        &s,
-        &"cosched:fair".parse::<herd_sim::SimPolicy>().unwrap(),
-        1,
-        &solo,
-        None,
-        false,
-        |view, _| {
-            let running: Vec<u32> = view
-                .snapshot
-                .tasks
-                .iter()
-                .filter(|t| t.state != TaskState::Paused)
-                .map(|t| t.job)
-                .collect();
-            // The plan of this decision applies after the view; the view shows the last one's effect.
-            if view.decision > 0 {
-                most_running = most_running.max(running.len());
-            }
-            seen_running.extend(running);
-        },
-    )
+    let fair = "cosched:fair".parse().unwrap();
+    let r = herd_sim::run_policy::<NoMeter>(&s, &fair, 1, &solo, None, false, |view, _| {
+        let running: Vec<u32> = view
+            .snapshot
+            .tasks
+            .iter()
+            .filter(|t| t.state != TaskState::Paused)
+            .map(|t| t.job)
+            .collect();
+        // The plan of this decision applies after the view; the view shows the last one's effect.
+        if view.decision > 0 {
+            most_running = most_running.max(running.len());
+        }
+        seen_running.extend(running);
+    })
     .unwrap();
     assert!(most_running <= 2, "{most_running} ran at once");
     assert_eq!(seen_running.len(), 4, "every job got a turn");

@@ -33,17 +33,10 @@ fn policies_decide_the_same_on_replayed_views() {
     for policy in ["linux", "static:compact", "static:scatter:places=cores"] {
         // Simulation: record every view's snapshot and every plan.
         let mut recorded: Vec<(Snapshot, Plan)> = Vec::new();
-        herd_sim::run_policy::<NoMeter>(
-            &s,
-            &policy.parse::<herd_sim::SimPolicy>().unwrap(),
-            7,
-            &solo,
-            None,
-            false,
-            |view, plan| {
-                recorded.push((view.snapshot.clone(), plan.clone()));
-            },
-        )
+        let spec = policy.parse().unwrap();
+        herd_sim::run_policy::<NoMeter>(&s, &spec, 7, &solo, None, false, |view, plan| {
+            recorded.push((view.snapshot.clone(), plan.clone()));
+        })
         .unwrap();
         assert!(recorded.len() > 10, "{policy}: a real run");
         // "Live": a fresh policy object fed the same snapshots.

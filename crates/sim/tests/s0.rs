@@ -59,18 +59,9 @@ fn pinned_power_w(cpus: &str, threads: u32) -> f64 {
          [[job.phase]]\ninstructions = 1e9\nipc = 1.0\n"
     );
     let s = scenario(&text);
-    let solo = vec![1.0];
-    herd_sim::run_policy::<NoMeter>(
-        &s,
-        &"linux".parse::<herd_sim::SimPolicy>().unwrap(),
-        1,
-        &solo,
-        None,
-        false,
-        |_, _| {},
-    )
-    .unwrap()
-    .avg_power_w
+    let (solo, linux) = (vec![1.0], herd_sim::SimPolicy::linux());
+    let r = herd_sim::run_policy::<NoMeter>(&s, &linux, 1, &solo, None, false, |_, _| {});
+    r.unwrap().avg_power_w
 }
 
 #[test]
@@ -89,18 +80,9 @@ fn amdahl_fit_recovers_the_serial_fraction_from_three_runs() {
     let time_at = |n: u32| {
         let mut at = s.clone();
         at.jobs[0].threads = n;
-        let solo = vec![1.0];
-        herd_sim::run_policy::<NoMeter>(
-            &at,
-            &"smt:speed".parse::<herd_sim::SimPolicy>().unwrap(),
-            1,
-            &solo,
-            None,
-            false,
-            |_, _| {},
-        )
-        .unwrap()
-        .makespan_s
+        let (solo, speed) = (vec![1.0], "smt:speed".parse().unwrap());
+        let r = herd_sim::run_policy::<NoMeter>(&at, &speed, 1, &solo, None, false, |_, _| {});
+        r.unwrap().makespan_s
     };
     let one = time_at(1);
     // Speed-first gives full cores up to 8 units: capacity = units.

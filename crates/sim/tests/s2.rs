@@ -109,20 +109,8 @@ fn numa_model_follows_the_memory_inside_a_node() {
         let text = std::fs::read_to_string(&path).unwrap();
         herd_sim::Scenario::parse(&text, &path, &|_| Err("no XML".into())).unwrap()
     };
-    let makespan = |s: &herd_sim::Scenario, p: &str| {
-        let solo = herd_sim::solo_times(s);
-        herd_sim::run_policy::<herd_engine::NoMeter>(
-            s,
-            &p.parse::<herd_sim::SimPolicy>().unwrap(),
-            1,
-            &solo,
-            None,
-            false,
-            |_, _| {},
-        )
-        .unwrap()
-        .makespan_s
-    };
+    let makespan =
+        |s: &herd_sim::Scenario, p: &str| herd_sim::run_one(s, &p.parse().unwrap(), 1).unwrap().makespan_s;
     let bound = load("numa-two-socket");
     let (compact, scatter, model) = (
         makespan(&bound, "static:compact"),

@@ -22,19 +22,12 @@ fn load(name: &str) -> Scenario {
 /// One run of `policy` per seed of the scenario (the seeds move where
 /// linux puts each task).
 fn runs(s: &Scenario, solo: &[f64], policy: &str) -> Vec<herd_sim::PolicyResult> {
+    let policy = &policy.parse().unwrap();
     s.seeds
         .iter()
         .map(|&seed| {
-            herd_sim::run_policy::<herd_engine::NoMeter>(
-                s,
-                &policy.parse::<herd_sim::SimPolicy>().unwrap(),
-                seed,
-                solo,
-                None,
-                false,
-                |_, _| {},
-            )
-            .unwrap()
+            herd_sim::run_policy::<herd_engine::NoMeter>(s, policy, seed, solo, None, false, |_, _| {})
+                .unwrap()
         })
         .collect()
 }

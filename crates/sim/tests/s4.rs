@@ -8,17 +8,7 @@ fn scenario(name: &str) -> herd_sim::Scenario {
 }
 
 fn run(s: &herd_sim::Scenario, policy: &str) -> herd_sim::PolicyResult {
-    let solo = herd_sim::solo_times(s);
-    herd_sim::run_policy::<herd_engine::NoMeter>(
-        s,
-        &policy.parse::<herd_sim::SimPolicy>().unwrap(),
-        1,
-        &solo,
-        None,
-        false,
-        |_, _| {},
-    )
-    .unwrap()
+    herd_sim::run_one(s, &policy.parse().unwrap(), 1).unwrap()
 }
 
 fn makespan(name: &str, policy: &str) -> f64 {
@@ -138,7 +128,7 @@ fn with_three_threads_on_two_cores_palm_learns_the_barriers_and_its_plan_wins() 
     let mut notes = Vec::new();
     let auto = herd_sim::run_policy::<herd_engine::NoMeter>(
         &s,
-        &"pack:palm:cores=2".parse::<herd_sim::SimPolicy>().unwrap(),
+        &"pack:palm:cores=2".parse().unwrap(),
         1,
         &solo,
         None,

@@ -21,28 +21,6 @@ use herd_model::MemSystem;
 use herd_model::numa::{self, Character, Placed};
 use serde::{Deserialize, Serialize};
 
-/// A memory hint as a share of the most a job's threads can draw from a
-/// node alone: memory-bound programs reach well over half of it
-/// (STREAM-like codes nearly all), compute-bound ones a few percent.
-pub fn hint_share(l: crate::Level) -> f64 {
-    match l {
-        crate::Level::High => 0.6,
-        crate::Level::Medium => 0.25,
-        crate::Level::Low => 0.03,
-    }
-}
-
-/// The machine's NUMA distances (10 local, 21 between nodes when the
-/// machine gives none).
-pub fn numa_distances(m: &herd_topo::Machine) -> Vec<Vec<f64>> {
-    let n = m.numa_nodes().len();
-    m.numa_distances().map(|d| d.to_vec()).unwrap_or_else(|| {
-        (0..n)
-            .map(|i| (0..n).map(|j| if i == j { 10.0 } else { 21.0 }).collect())
-            .collect()
-    })
-}
-
 /// How a job's threads spread over a node's NUMA nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
