@@ -4,7 +4,8 @@
 //!   every public item is documented.
 //! - No source file grows past MAX_LINES: past that, split it.
 //! - Crates marked pure (`[package.metadata.herd] pure = true`) do no I/O and
-//!   read no clock: DESIGN.md's pure-core rule, checked by text.
+//!   read no clock: ARCHITECTURE.md's pure-core invariant, checked by text.
+//! - No two files of a crate import each other, directly or through others.
 
 use std::path::{Path, PathBuf};
 

@@ -167,3 +167,44 @@ impl Drop for Session {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use herd_engine::{Actuator, Sensor};
+    use herd_policy::Plan;
+
+    use super::*;
+    use crate::live::{Program, spawn};
+
+    /// A session that unwinds (a panic mid-run) leaves its program running:
+    /// `Drop` continues what herd stopped.
+    #[test]
+    fn a_panic_past_the_session_continues_a_paused_program() {
+        let child = spawn(&["sleep".into(), "30".into()]).unwrap();
+        let pid = child.id() as i32;
+        let world = LiveWorld::new(
+            vec![Program::new("sleep".into(), "sleep".into(), pid, Some(child))],
+            Arc::default(),
+        );
+        let (session, _) = Session::start(world, Learn::Off);
+        let mut session = std::panic::AssertUnwindSafe(session);
+        let state = || crate::procfs::state(Path::new("/proc"), pid);
+        let unwound = std::panic::catch_unwind(move || {
+            let world = session.world();
+            world.observe();
+            let mut plan = Plan::default();
+            plan.pause(pid as u64, "test");
+            world.apply(&plan);
+            assert_eq!(state(), Some('T'), "the plan stopped it");
+            panic!("a defect mid-run");
+        });
+        assert!(unwound.is_err());
+        let after = state();
+        // SAFETY: kill(2) on our own child's pid; no memory is involved.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        assert_ne!(after, Some('T'), "the session's Drop continued it");
+    }
+}
