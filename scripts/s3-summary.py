@@ -53,11 +53,7 @@ def main():
         for v in averaged(json.loads(r.stdout)):
             rows.append({"platform": platform, "set": set_name, **v})
     if args.svg:
-        try:
-            with open(args.svg, "w") as out:
-                out.write(figure(rows))
-        except OSError as e:
-            sys.exit(f"--svg {args.svg}: {e.strerror}")
+        draw(figure(rows), args.svg)
     if args.json:
         print(json.dumps(rows, indent=1))
         return
@@ -71,10 +67,10 @@ def main():
 
 
 def figure(rows):
-    """An SVG with one panel per platform, as S3's Figures 3-5: for each set,
-    a bar per policy of its completion time relative to linux (the line at
-    1; lower is better). Written by hand: a few rectangles need no plotting
-    library on a fresh machine."""
+    """The figure as `herd plot` takes it: one panel per platform, as S3's
+    Figures 3-5, and for each set a bar per policy of its completion time
+    relative to linux, drawn from 1 (lower is better). herd draws it (with
+    plotters), so the script needs no plotting library."""
     platforms = [p for p in ("uma", "numa1", "numa2") if any(r["platform"] == p for r in rows)]
     platforms += sorted({r["platform"] for r in rows} - set(platforms))
     # Each platform's preset is one series: "amp:comprehensive (preset)".
@@ -82,43 +78,24 @@ def figure(rows):
     policies = list(dict.fromkeys(series(r["policy"]) for r in rows))
     sets = list(dict.fromkeys(r["set"] for r in rows))
     value = {(r["platform"], r["set"], series(r["policy"])): r["completion_vs_linux"] for r in rows}
-    vals = list(value.values())
-    lo = min(0.8, math.floor(min(vals) * 20) / 20)
-    hi = max(1.1, math.ceil(max(vals) * 20) / 20)
-    colours = ["#999999", "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", "#edc948"]
-    bar, gap, plot_h, left, top = 12, 16, 220, 50, 40
-    group_w = bar * len(policies) + gap
-    panel_w = group_w * len(sets)
-    width = max(left + panel_w + 20, 520)
-    panel_h = plot_h + 50
-    height = top + panel_h * len(platforms) + 20 * len(policies) + 20
-    y = lambda v, base: base + plot_h * (hi - v) / (hi - lo)
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">',
-           f'<text x="{left}" y="20" font-size="14">Completion time relative to linux (S3\'s measure; lower is better)</text>']
-    for k, platform in enumerate(platforms):
-        base = top + k * panel_h
-        out.append(f'<text x="{left}" y="{base - 4}" font-weight="bold">{platform.upper()}</text>')
-        for step in range(round((hi - lo) / 0.05) + 1):
-            tick = lo + 0.05 * step
-            out.append(f'<line x1="{left}" x2="{left + panel_w}" y1="{y(tick, base):.1f}" y2="{y(tick, base):.1f}" '
-                       f'stroke="#{"000" if abs(tick - 1) < 1e-6 else "ddd"}"/>')
-            out.append(f'<text x="{left - 6}" y="{y(tick, base) + 4:.1f}" text-anchor="end">{tick:.2f}</text>')
-        for g, set_name in enumerate(sets):
-            x0 = left + g * group_w + gap / 2
-            for i, policy in enumerate(policies):
-                v = value.get((platform, set_name, policy))
-                if v is None:
-                    continue
-                top_y, bottom_y = sorted((y(max(min(v, hi), lo), base), y(1.0, base)))
-                out.append(f'<rect x="{x0 + i * bar:.1f}" y="{top_y:.1f}" width="{bar - 1}" height="{max(bottom_y - top_y, 0.5):.1f}" '
-                           f'fill="{colours[i % len(colours)]}"><title>{policy} {set_name}: {v:.3f}</title></rect>')
-            out.append(f'<text x="{x0 + bar * len(policies) / 2:.1f}" y="{base + plot_h + 16}" text-anchor="middle">{set_name.upper()}</text>')
-    legend = top + panel_h * len(platforms)
-    for i, policy in enumerate(policies):
-        out.append(f'<rect x="{left}" y="{legend + 20 * i}" width="12" height="12" fill="{colours[i % len(colours)]}"/>')
-        out.append(f'<text x="{left + 18}" y="{legend + 20 * i + 10}">{policy}</text>')
-    out.append("</svg>")
-    return "\n".join(out) + "\n"
+    return {
+        "title": "Completion time relative to linux (S3's measure; lower is better)",
+        "y_desc": "completion vs linux (x)",
+        "reference": 1.0,
+        "series": policies,
+        "panels": [
+            {"name": platform.upper(),
+             "groups": [[s.upper(), [value.get((platform, s, p)) for p in policies]] for s in sets]}
+            for platform in platforms
+        ],
+    }
+
+
+def draw(fig, path):
+    """Writes `fig` to `path` as SVG through `herd plot`."""
+    r = subprocess.run([HERD, "plot", "-", "--out", path], input=json.dumps(fig), capture_output=True, text=True)
+    if r.returncode:
+        sys.exit(f"--svg {path}: {r.stderr.strip()}")
 
 
 def averaged(d):

@@ -15,6 +15,7 @@ mod doctor_cmd;
 mod mechanism;
 mod output;
 mod place_cmd;
+mod plot_cmd;
 mod policies_cmd;
 mod run_cmd;
 mod signals;
@@ -49,6 +50,8 @@ enum Command {
     Sim(sim_cmd::SimArgs),
     /// List every policy with its parameters and defaults.
     Policies(policies_cmd::PoliciesArgs),
+    /// Draw a figure described in JSON as SVG (for the scripts).
+    Plot(plot_cmd::PlotArgs),
     /// Run a program under a policy, placing its threads every period.
     Run(run_cmd::RunArgs),
     /// Run a group of programs under a policy, optionally against plain Linux.
@@ -110,6 +113,7 @@ fn main() -> ExitCode {
         Command::Place(args) => place_cmd::run(args),
         Command::Slurm(args) => slurm_cmd::run(args),
         Command::Policies(args) => policies_cmd::run(args),
+        Command::Plot(args) => plot_cmd::run(args),
         Command::Db(args) => db_cmd::run(args),
         Command::Calibrate(args) => calibrate_cmd::run(args),
         Command::Run(_) | Command::Batch(_) | Command::Attach(_) => unreachable!("handled above"),

@@ -382,3 +382,25 @@ fn cluster_scenarios_compare_placements_and_name_bad_fields() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cluster scenario"));
 }
+
+#[test]
+fn plot_draws_a_figure_from_json_and_names_bad_input() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fig = tmp.path().join("fig.json");
+    std::fs::write(
+        &fig,
+        r#"{"title": "t", "y_desc": "completion vs linux (x)", "reference": 1.0,
+            "series": ["a", "b"],
+            "panels": [{"name": "UMA", "groups": [["HD1", [0.9, null]], ["LD1", [1.1, 0.95]]]}]}"#,
+    )
+    .unwrap();
+    let out = herd(&["plot", fig.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let svg = String::from_utf8(out.stdout).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("LD1") && svg.contains("completion vs linux (x)"));
+    std::fs::write(&fig, r#"{"title": "t"}"#).unwrap();
+    let bad = herd(&["plot", fig.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(2), "{err}");
+    assert!(err.contains("fig.json") && err.contains("missing field"), "{err}");
+}

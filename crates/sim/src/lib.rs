@@ -4,6 +4,7 @@
 //! `Scenario::parse` reads a scenario; [`run_policy`] simulates one policy
 //! with one seed; [`compare`] runs several policies and seeds.
 
+pub mod chart;
 mod checked;
 pub mod cluster;
 pub mod consolidation;
