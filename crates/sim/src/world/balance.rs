@@ -74,7 +74,7 @@ impl World<'_> {
         for pos in 0..self.kernel.queues.len() {
             if self.kernel.queues[pos].len() >= 2 {
                 self.kernel.queues[pos].rotate_left(1);
-                self.touched_cpus.push(pos);
+                self.rates.touched_cpus.push(pos);
                 self.dirty = true;
             }
         }

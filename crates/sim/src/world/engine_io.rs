@@ -39,12 +39,13 @@ impl Sensor for World<'_> {
         if self.dirty {
             self.recompute();
         }
-        if self.tasks_changed {
-            self.tasks_changed = false;
-            self.present = (0..self.threads.len())
+        if self.view.tasks_changed {
+            self.view.tasks_changed = false;
+            self.view.present = (0..self.threads.len())
                 .filter(|&t| self.threads[t].arrived && !self.threads[t].done)
                 .collect();
-            self.snapshot.tasks = self
+            self.view.snapshot.tasks = self
+                .view
                 .present
                 .iter()
                 .map(|&t| TaskView {
@@ -60,46 +61,46 @@ impl Sensor for World<'_> {
         }
         let hw = self.sensor.hw_counters;
         let bw = self.sensor.mem_bandwidth;
-        let period_ns = self.now_ns - self.last_observe_ns;
+        let period_ns = self.now_ns - self.view.last_observe_ns;
         // This observation covers period n; the snapshot holds period n-1's.
         // With no change in either, no warm-up being paid and equal lengths,
         // every task's counters moved exactly as before: reuse them.
-        let n = self.observes + 1;
-        let unchanged = self.last_change_period + 2 <= n
-            && self.debt_paid_ns <= self.before_last_observe_ns as f64
-            && period_ns == self.snapshot.period_ns
-            && !self.tasks_changed
+        let n = self.view.observes + 1;
+        let unchanged = self.view.last_change_period + 2 <= n
+            && self.view.debt_paid_ns <= self.view.before_last_observe_ns as f64
+            && period_ns == self.view.snapshot.period_ns
+            && !self.view.tasks_changed
             && !self.jobs_changed
             && !self.has_heartbeats
             && !self.jitter.active()
             && n > 2;
-        self.observes = n;
-        self.before_last_observe_ns = self.last_observe_ns;
+        self.view.observes = n;
+        self.view.before_last_observe_ns = self.view.last_observe_ns;
         if unchanged {
             self.totals.reused_observations += 1;
             // What this observation reports has happened: the next full one
             // must not report it again.
-            for &t in &self.present {
+            for &t in &self.view.present {
                 let th = &mut self.threads[t];
                 th.seen = th.seen.plus(&th.reported);
             }
-            let mem = self.snapshot.system.mem_bytes;
-            self.seen_mem_bytes += mem.unwrap_or(0) as f64;
-            self.snapshot.system.energy_j = self
+            let mem = self.view.snapshot.system.mem_bytes;
+            self.view.seen_mem_bytes += mem.unwrap_or(0) as f64;
+            self.view.snapshot.system.energy_j = self
                 .sensor
                 .energy
-                .then_some(self.totals.energy_j - self.seen_energy_j);
-            self.seen_energy_j = self.totals.energy_j;
-            self.snapshot.now_ns = self.now_ns;
-            self.last_observe_ns = self.now_ns;
-            return &self.snapshot;
+                .then_some(self.totals.energy_j - self.view.seen_energy_j);
+            self.view.seen_energy_j = self.totals.energy_j;
+            self.view.snapshot.now_ns = self.now_ns;
+            self.view.last_observe_ns = self.now_ns;
+            return &self.view.snapshot;
         }
         self.settle_all();
         // Update in place: this runs every decision for every task.
         let threads = &mut self.threads;
         let os = &self.kernel.os;
         let now_ns = self.now_ns;
-        for (view, &t) in self.snapshot.tasks.iter_mut().zip(&self.present) {
+        for (view, &t) in self.view.snapshot.tasks.iter_mut().zip(&self.view.present) {
             let th = &mut threads[t];
             let (d, s) = (&th.total, &th.seen);
             view.state = if th.paused {
@@ -132,7 +133,7 @@ impl Sensor for World<'_> {
         }
         if self.jobs_changed {
             self.jobs_changed = false;
-            self.snapshot.jobs = (0..self.jobs.len())
+            self.view.snapshot.jobs = (0..self.jobs.len())
                 .filter(|&j| {
                     let st = &self.job_state[j];
                     st.arrived && (st.finished_ns.is_none() || self.jobs[j].restart)
@@ -147,21 +148,21 @@ impl Sensor for World<'_> {
                 })
                 .collect();
         }
-        let mem_total = self.mem_bytes_total;
+        let mem_total = self.acct.mem_bytes_total;
         let system = SystemObs {
-            mem_bytes: bw.then_some((mem_total - self.seen_mem_bytes) as u64),
+            mem_bytes: bw.then_some((mem_total - self.view.seen_mem_bytes) as u64),
             energy_j: self
                 .sensor
                 .energy
-                .then_some(self.totals.energy_j - self.seen_energy_j),
+                .then_some(self.totals.energy_j - self.view.seen_energy_j),
         };
-        self.seen_mem_bytes = mem_total;
-        self.seen_energy_j = self.totals.energy_j;
-        self.snapshot.now_ns = self.now_ns;
-        self.snapshot.period_ns = period_ns;
-        self.snapshot.system = system;
-        self.last_observe_ns = self.now_ns;
-        &self.snapshot
+        self.view.seen_mem_bytes = mem_total;
+        self.view.seen_energy_j = self.totals.energy_j;
+        self.view.snapshot.now_ns = self.now_ns;
+        self.view.snapshot.period_ns = period_ns;
+        self.view.snapshot.system = system;
+        self.view.last_observe_ns = self.now_ns;
+        &self.view.snapshot
     }
 
     fn finished(&self) -> bool {
@@ -173,10 +174,10 @@ impl Sensor for World<'_> {
     /// [`World::set_solo_times`]) and its total memory requests.
     fn observe_with_oracle(&mut self) -> (&Snapshot, Option<&Knowledge>) {
         self.observe();
-        let request_ns = self.mem.request_ns;
-        if self.oracle_requests.is_empty() {
+        let request_ns = self.rates.mem.request_ns;
+        if self.view.oracle_requests.is_empty() {
             // Each job's memory requests over a whole run: fixed, so once.
-            self.oracle_requests = self
+            self.view.oracle_requests = self
                 .jobs
                 .iter()
                 .map(|job| {
@@ -195,7 +196,7 @@ impl Sensor for World<'_> {
                 })
                 .collect();
         }
-        let mut k = std::mem::take(&mut self.oracle);
+        let mut k = std::mem::take(&mut self.view.oracle);
         k.peak_btr = Some(self.peak_btr());
         k.counters = true;
         k.jobs.clear();
@@ -213,8 +214,8 @@ impl Sensor for World<'_> {
                     last_btr: None,
                     coverage: 1.0,
                     runs: 1,
-                    solo_time_s: self.solo_times_s.get(j).copied().filter(|t| t.is_finite()),
-                    mem_requests: Some(self.oracle_requests[j]),
+                    solo_time_s: self.view.solo_times_s.get(j).copied().filter(|t| t.is_finite()),
+                    mem_requests: Some(self.view.oracle_requests[j]),
                     // Exact profiles, not progress: a run's progress is
                     // what the learn step counts, oracle or not.
                     requests_done: 0.0,
@@ -223,8 +224,8 @@ impl Sensor for World<'_> {
                 },
             );
         }
-        self.oracle = k;
-        (&self.snapshot, Some(&self.oracle))
+        self.view.oracle = k;
+        (&self.view.snapshot, Some(&self.view.oracle))
     }
 }
 
@@ -238,7 +239,7 @@ impl Actuator for World<'_> {
                 self.threads[t].lane = *lane;
                 // Every thread on its CPU gets a new share.
                 if let Some(pos) = self.threads[t].cpu {
-                    self.touched_cpus.push(pos);
+                    self.rates.touched_cpus.push(pos);
                 }
                 self.touch(t);
             }
@@ -344,7 +345,7 @@ impl<'a> World<'a> {
     /// the observation that first saw it.
     fn consolidation_step(&mut self) {
         let Some(c) = self.consolidation else { return };
-        self.snapshot.budget_cores = Some(c.budget_at(self.now_ns));
+        self.view.snapshot.budget_cores = Some(c.budget_at(self.now_ns));
         // An observation that skipped whole intervals (a policy deciding
         // less often than the manager) marks each at the same instant: they
         // count no time and no work, and the next interval takes both.

@@ -13,13 +13,14 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
-use herd_model::{ClassId, MemSystem, ModelParams, Stream, StreamClasses, Target, smt_share};
+use herd_model::{ClassId, ModelParams, Stream, StreamClasses, Target, smt_share};
 use herd_policy::{Snapshot, TaskId};
 use herd_topo::{CpuSet, Machine};
 
 mod balance;
 mod engine_io;
 mod jitter;
+mod parts;
 mod sync;
 mod timeline;
 
@@ -165,20 +166,16 @@ pub struct Totals {
     pub reused_observations: u64,
 }
 
-/// The simulated machine and workload.
+/// The simulated machine and workload. Its own fields are the kernel model
+/// (threads, queues, jobs, time); the solver, the sensor's view and the
+/// accounting are parts of their own (`parts`, which says why the split
+/// is there).
 pub struct World<'a> {
     machine: &'a Machine,
     model: &'a ModelParams,
     sensor: SensorSpec,
     /// Within-phase variation of the reported LLC misses.
     jitter: jitter::Jitter,
-    mem: MemSystem,
-    /// Each job's solo time, for the oracle (empty unless set).
-    solo_times_s: Vec<f64>,
-    /// The last oracle answer, kept so the view can borrow it.
-    oracle: herd_policy::Knowledge,
-    /// Each job's memory requests per run, for the oracle (filled on first use).
-    oracle_requests: Vec<f64>,
     jobs: &'a [Job],
     kernel: Kernel,
     threads: Vec<Thread>,
@@ -206,79 +203,32 @@ pub struct World<'a> {
     /// Whether any job's memory is first-touch: only then does each
     /// decision look for runs whose memory is still to be fixed.
     has_first_touch: bool,
-    power_w: f64,
-    /// CPUs with a non-empty queue, as of the last recompute.
-    busy_cpus: usize,
     /// Threads' counters are accounted up to this time. Rates are constant
     /// between changes, so counters are brought up to date lazily: before
     /// anything changes a thread (`settle_all`) and when they are observed,
     /// not at every step.
     settled_ns: u64,
-    /// When the next thread event is due (absolute ns); set whenever rates
-    /// are set, valid until they change.
-    next_event_ns: f64,
-    /// The period (counted in observations) in which rates or placements
-    /// last changed, and the time by which every migration warm-up is paid:
-    /// observations of a period with neither equal the previous period's.
-    last_change_period: u64,
-    debt_paid_ns: f64,
-    /// Observations so far, and the time of the one before the last
-    /// (`last_observe_ns` is the last).
-    observes: u64,
-    before_last_observe_ns: u64,
     /// Whether any job emits heartbeats (cumulative counts change every
     /// period, so its observations are never reused).
     has_heartbeats: bool,
     /// Whether any job has a shared phase (whose pool `share_pools` keeps).
     has_shared: bool,
-    /// The last contention solution's arrival rates, to warm-start the next.
-    last_solution: Option<herd_model::Solution>,
-    /// Progressing threads' streams grouped into classes, updated only for
-    /// threads whose stream changed; a change that leaves the classes as
-    /// they were (a swap of like threads) needs no solve. The last solve's
-    /// ns per instruction, by class.
-    classes: StreamClasses,
-    class_ns_per_instr: Vec<f64>,
-    /// What changed since the last recompute: threads whose phase, barrier
-    /// or CPU changed, and CPUs whose queue changed (their own threads'
-    /// shares and their siblings' SMT shares follow). Only their threads'
-    /// streams are rebuilt; everything is on the first recompute.
-    touched_threads: Vec<usize>,
-    touched_cpus: Vec<usize>,
-    /// Scratch: which threads this recompute rebuilt.
-    rebuilt: Vec<bool>,
     /// The last periodic balance (without fairness rotation) moved nothing,
     /// and no queue or affinity changed since: balancing again is a no-op.
     balanced: bool,
-    /// Which physical cores any thread has run on for some time (S0
-    /// counts them; a placement undone at the same instant does not
-    /// count), and the cores busy since the last recompute, counted once
-    /// time passes.
-    core_used: Vec<bool>,
-    busy_cores: Vec<usize>,
-    busy_cores_counted: bool,
-    /// Scratch space for `recompute`, kept between calls.
-    smt_buf: Vec<f64>,
-    speed_of_kind: Vec<f64>,
-    snapshot: Snapshot,
-    last_observe_ns: u64,
-    seen_energy_j: f64,
-    seen_mem_bytes: f64,
-    /// Memory traffic of all threads so far.
-    mem_bytes_total: f64,
-    /// Thread indices behind `snapshot.tasks`, in order; rebuilt when a
-    /// thread arrives or finishes.
-    present: Vec<usize>,
-    tasks_changed: bool,
     /// Totals for metrics.
     pub totals: Totals,
-    trace: Option<Vec<Segment>>,
-    open_segments: Vec<Option<(u64, usize, usize)>>,
     /// The consolidation study the jobs follow (`follow_consolidation`),
     /// the jobs' cumulative useful instructions at each of its intervals'
     /// first observation (mark i: interval i, which starts at i x interval).
     consolidation: Option<&'a crate::consolidation::Consolidation>,
     marks: Vec<(u64, f64)>,
+    /// The contention solver's state (see `parts`).
+    rates: parts::Rates,
+    /// What the sensor last showed and when it may be shown again.
+    view: parts::SensorView,
+    /// What the run has used, for the totals and the timeline.
+    acct: parts::Accounting,
 }
 
 const EVENT_LIMIT: u64 = 50_000_000;
@@ -348,10 +298,6 @@ impl<'a> World<'a> {
             model: &scenario.model,
             sensor: scenario.sensor.clone(),
             jitter: jitter::Jitter::new(scenario.sensor.llc_jitter, 0),
-            mem: scenario.model.mem_system(machine),
-            solo_times_s: Vec::new(),
-            oracle: herd_policy::Knowledge::default(),
-            oracle_requests: Vec::new(),
             jobs,
             kernel,
             threads,
@@ -376,46 +322,56 @@ impl<'a> World<'a> {
             has_first_touch: jobs
                 .iter()
                 .any(|j| j.phases.first().is_some_and(|p| p.memory == Memory::FirstTouch)),
-            power_w: scenario.model.power.idle_w,
-            busy_cpus: 0,
             settled_ns: 0,
-            next_event_ns: 0.0,
-            last_change_period: 0,
-            debt_paid_ns: 0.0,
-            observes: 0,
-            before_last_observe_ns: 0,
             has_heartbeats: jobs.iter().any(|j| j.heartbeat_every.is_some()),
             has_shared: jobs
                 .iter()
                 .any(|j| j.phases.iter().any(|p| p.split == crate::scenario::Split::Shared)),
-            last_solution: None,
-            classes: StreamClasses::default(),
-            class_ns_per_instr: Vec::new(),
-            // The first recompute builds every thread's stream.
-            touched_threads: (0..thread_count).collect(),
-            touched_cpus: Vec::new(),
-            rebuilt: Vec::new(),
             balanced: false,
-            core_used: vec![false; machine.cores().len()],
-            busy_cores: Vec::new(),
-            busy_cores_counted: true,
-            smt_buf: Vec::new(),
-            speed_of_kind,
-            snapshot: Snapshot {
-                lanes_apply: true,
-                ..Snapshot::default()
-            },
-            last_observe_ns: 0,
-            seen_energy_j: 0.0,
-            seen_mem_bytes: 0.0,
-            mem_bytes_total: 0.0,
-            present: Vec::new(),
-            tasks_changed: true,
             totals: Totals::default(),
-            trace: trace.then(Vec::new),
-            open_segments: vec![None; n],
             consolidation: None,
             marks: Vec::new(),
+            rates: parts::Rates {
+                mem: scenario.model.mem_system(machine),
+                next_event_ns: 0.0,
+                last_solution: None,
+                classes: StreamClasses::default(),
+                class_ns_per_instr: Vec::new(),
+                // The first recompute builds every thread's stream.
+                touched_threads: (0..thread_count).collect(),
+                touched_cpus: Vec::new(),
+                rebuilt: Vec::new(),
+                smt_buf: Vec::new(),
+                speed_of_kind,
+            },
+            view: parts::SensorView {
+                solo_times_s: Vec::new(),
+                oracle: herd_policy::Knowledge::default(),
+                oracle_requests: Vec::new(),
+                last_change_period: 0,
+                debt_paid_ns: 0.0,
+                observes: 0,
+                before_last_observe_ns: 0,
+                snapshot: Snapshot {
+                    lanes_apply: true,
+                    ..Snapshot::default()
+                },
+                last_observe_ns: 0,
+                seen_energy_j: 0.0,
+                seen_mem_bytes: 0.0,
+                present: Vec::new(),
+                tasks_changed: true,
+            },
+            acct: parts::Accounting {
+                power_w: scenario.model.power.idle_w,
+                busy_cpus: 0,
+                core_used: vec![false; machine.cores().len()],
+                busy_cores: Vec::new(),
+                busy_cores_counted: true,
+                mem_bytes_total: 0.0,
+                trace: trace.then(Vec::new),
+                open_segments: vec![None; n],
+            },
         }
     }
 
@@ -449,7 +405,7 @@ impl<'a> World<'a> {
         self.kernel.enqueue(t, pos);
         self.threads[t].cpu = Some(pos);
         self.threads[t].last_cpu = Some(pos);
-        self.touched_cpus.push(pos);
+        self.rates.touched_cpus.push(pos);
         self.balanced = false;
         self.touch(t);
     }
@@ -457,7 +413,7 @@ impl<'a> World<'a> {
     fn dequeue(&mut self, t: usize) {
         if let Some(pos) = self.threads[t].cpu.take() {
             self.kernel.dequeue(t, pos);
-            self.touched_cpus.push(pos);
+            self.rates.touched_cpus.push(pos);
             self.balanced = false;
             self.touch(t);
         }
@@ -465,7 +421,7 @@ impl<'a> World<'a> {
 
     /// Marks thread `t`'s stream for rebuilding at the next recompute.
     fn touch(&mut self, t: usize) {
-        self.touched_threads.push(t);
+        self.rates.touched_threads.push(t);
         self.dirty = true;
     }
 
@@ -499,7 +455,7 @@ impl<'a> World<'a> {
             self.note_migration(t, from, to);
             self.threads[t].cpu = Some(to);
             self.threads[t].last_cpu = Some(to);
-            self.touched_cpus.extend([from, to]);
+            self.rates.touched_cpus.extend([from, to]);
             self.balanced = false;
             self.touch(t);
         }
@@ -550,7 +506,7 @@ impl<'a> World<'a> {
             th.left = phase_work(job, 0, th.rank);
             th.to_barrier = job.barrier.map_or(f64::INFINITY, |b| b.0);
             self.index_of.insert(id, t);
-            self.tasks_changed = true;
+            self.view.tasks_changed = true;
             self.touch(t);
             self.enqueue(t);
         }
@@ -568,13 +524,13 @@ impl<'a> World<'a> {
 
     /// Gives the oracle each job's solo time (index = job).
     pub fn set_solo_times(&mut self, solo_s: &[f64]) {
-        self.solo_times_s = solo_s.to_vec();
+        self.view.solo_times_s = solo_s.to_vec();
     }
 
     /// The machine's peak memory bandwidth in transactions (64-byte lines)
     /// per µs: every node's controller at full rate.
     pub fn peak_btr(&self) -> f64 {
-        self.mem.node_mu.iter().sum::<f64>() * 1e3
+        self.rates.mem.node_mu.iter().sum::<f64>() * 1e3
     }
 
     /// Whether every job that does not restart has finished; when every
@@ -588,26 +544,26 @@ impl<'a> World<'a> {
     fn recompute(&mut self) {
         self.settle_all();
         self.dirty = false;
-        self.last_change_period = self.observes + 1;
+        self.view.last_change_period = self.view.observes + 1;
         self.totals.recomputes += 1;
         // Per core: its busy CPUs give each of them an SMT share (S0) and
         // feed the power model. The buffer is reused: this runs after every
         // change.
-        let mut smt = std::mem::take(&mut self.smt_buf);
+        let mut smt = std::mem::take(&mut self.rates.smt_buf);
         smt.clear();
         smt.resize(self.kernel.len(), 1.0);
         let mut packages = vec![false; self.machine.packages().len()];
         let mut cores_by_kind = vec![0usize; self.machine.kinds().len()];
         let mut extra = 0;
-        self.busy_cores.clear();
-        self.busy_cores_counted = false;
+        self.acct.busy_cores.clear();
+        self.acct.busy_cores_counted = false;
         for (c, cpus) in self.kernel.core_cpus.iter().enumerate() {
             let b = cpus
                 .iter()
                 .filter(|&&p| !self.kernel.queues[p].is_empty())
                 .count();
             if b > 0 {
-                self.busy_cores.push(c);
+                self.acct.busy_cores.push(c);
                 packages[self.machine.cores()[c].package] = true;
                 cores_by_kind[self.machine.cores()[c].kind] += 1;
                 extra += b - 1;
@@ -618,18 +574,18 @@ impl<'a> World<'a> {
             }
         }
         let active = packages.iter().filter(|&&a| a).count();
-        self.busy_cpus = self.kernel.queues.iter().filter(|q| !q.is_empty()).count();
-        self.power_w = self.model.power.power_w(active, &cores_by_kind, extra);
-        let mut rebuilt = std::mem::take(&mut self.rebuilt);
+        self.acct.busy_cpus = self.kernel.queues.iter().filter(|q| !q.is_empty()).count();
+        self.acct.power_w = self.model.power.power_w(active, &cores_by_kind, extra);
+        let mut rebuilt = std::mem::take(&mut self.rates.rebuilt);
         rebuilt.clear();
         rebuilt.resize(self.threads.len(), false);
-        let mut todo = std::mem::take(&mut self.touched_threads);
-        for &pos in &self.touched_cpus {
+        let mut todo = std::mem::take(&mut self.rates.touched_threads);
+        for &pos in &self.rates.touched_cpus {
             for &p in &self.kernel.core_cpus[self.kernel.core[pos]] {
                 todo.extend_from_slice(&self.kernel.queues[p]);
             }
         }
-        self.touched_cpus.clear();
+        self.rates.touched_cpus.clear();
         for &t in &todo {
             if std::mem::replace(&mut rebuilt[t], true) {
                 continue;
@@ -638,14 +594,14 @@ impl<'a> World<'a> {
             let th = &mut self.threads[t];
             if th.stream != stream {
                 if let Some(c) = th.class.take() {
-                    self.classes.leave(c);
+                    self.rates.classes.leave(c);
                 }
-                th.class = stream.as_ref().map(|s| self.classes.join(s));
+                th.class = stream.as_ref().map(|s| self.rates.classes.join(s));
                 th.stream = stream;
             }
         }
         todo.clear();
-        self.touched_threads = todo;
+        self.rates.touched_threads = todo;
         // The bookkeeping above must miss nothing: in debug builds, check
         // that every other thread's stream is what a rebuild would give.
         #[cfg(debug_assertions)]
@@ -658,23 +614,26 @@ impl<'a> World<'a> {
                 "thread {t}'s stream changed without being touched"
             );
         }
-        self.rebuilt = rebuilt;
-        if self.classes.is_changed() {
-            let sol = self.classes.solve(&self.mem, self.last_solution.as_ref());
+        self.rates.rebuilt = rebuilt;
+        if self.rates.classes.is_changed() {
+            let sol = self
+                .rates
+                .classes
+                .solve(&self.rates.mem, self.rates.last_solution.as_ref());
             if !sol.converged {
                 self.totals.unconverged_solves += 1;
             }
             self.totals.solves += 1;
             self.totals.solve_sweeps += u64::from(sol.sweeps);
-            self.class_ns_per_instr.clone_from(&sol.ns_per_instr);
-            self.last_solution = Some(sol);
+            self.rates.class_ns_per_instr.clone_from(&sol.ns_per_instr);
+            self.rates.last_solution = Some(sol);
         }
-        self.smt_buf = smt;
+        self.rates.smt_buf = smt;
         let now = self.now_ns as f64;
         let (mut next, mut paid) = (f64::INFINITY, now);
         for th in &mut self.threads {
             if let Some(c) = th.class {
-                th.rate = th.share / self.class_ns_per_instr[c as usize];
+                th.rate = th.share / self.rates.class_ns_per_instr[c as usize];
             }
         }
         self.share_pools();
@@ -684,8 +643,8 @@ impl<'a> World<'a> {
                 paid = paid.max(now + th.debt / th.rate);
             }
         }
-        self.next_event_ns = now + next;
-        self.debt_paid_ns = paid;
+        self.rates.next_event_ns = now + next;
+        self.view.debt_paid_ns = paid;
         self.record_timeline();
     }
 
@@ -728,7 +687,7 @@ impl<'a> World<'a> {
         } else {
             0.0
         };
-        let kind_speed = self.speed_of_kind[self.kernel.kind[pos]];
+        let kind_speed = self.rates.speed_of_kind[self.kernel.kind[pos]];
         th.cycles_per_ns = self.model.freq_ghz * kind_speed;
         if !progressing {
             return None;
@@ -763,16 +722,16 @@ impl<'a> World<'a> {
 
     /// Machine-wide accounting over `dt` ns at the current rates.
     fn account(&mut self, dt: f64) {
-        if dt > 0.0 && !self.busy_cores_counted {
-            self.busy_cores_counted = true;
-            for &c in &self.busy_cores {
-                if !std::mem::replace(&mut self.core_used[c], true) {
+        if dt > 0.0 && !self.acct.busy_cores_counted {
+            self.acct.busy_cores_counted = true;
+            for &c in &self.acct.busy_cores {
+                if !std::mem::replace(&mut self.acct.core_used[c], true) {
                     self.totals.cores_used += 1;
                 }
             }
         }
-        self.totals.busy_cpu_ns += dt * self.busy_cpus as f64;
-        self.totals.energy_j += self.power_w * dt * 1e-9;
+        self.totals.busy_cpu_ns += dt * self.acct.busy_cpus as f64;
+        self.totals.energy_j += self.acct.power_w * dt * 1e-9;
     }
 
     /// Brings every thread's counters up to now at the rates set by the last
@@ -784,7 +743,7 @@ impl<'a> World<'a> {
         }
         self.settled_ns = self.now_ns;
         let mem_bytes: f64 = self.threads.iter_mut().map(|th| th.settle(dt)).sum();
-        self.mem_bytes_total += mem_bytes;
+        self.acct.mem_bytes_total += mem_bytes;
     }
 
     /// Handles every thread event due now.
@@ -852,7 +811,7 @@ impl<'a> World<'a> {
                 self.recompute();
             }
             let horizon = t_end.min(self.next_arrival_ns()).min(self.next_turn_ns);
-            let dt_thread = self.next_event_ns - self.now_ns as f64;
+            let dt_thread = self.rates.next_event_ns - self.now_ns as f64;
             let step_ns = (horizon - self.now_ns) as f64;
             if dt_thread < step_ns {
                 // Whole nanoseconds keep time exact; a sub-ns event rounds up.
@@ -862,7 +821,7 @@ impl<'a> World<'a> {
                 self.thread_events();
                 if !self.dirty {
                     // Rounding left the event a hair short: look again.
-                    self.next_event_ns = self.next_thread_event_ns();
+                    self.rates.next_event_ns = self.next_thread_event_ns();
                 }
             } else {
                 self.account(step_ns);

@@ -65,7 +65,7 @@ impl World<'_> {
             th.phase = 0;
             if th.loops_left == 0 {
                 th.done = true;
-                self.tasks_changed = true;
+                self.view.tasks_changed = true;
                 self.dequeue(t);
                 self.thread_done(t);
                 return;

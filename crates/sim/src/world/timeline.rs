@@ -25,8 +25,8 @@ impl World<'_> {
     /// The recorded timeline, closed at the current time.
     pub fn take_trace(&mut self) -> Option<Vec<Segment>> {
         let now = self.now_ns;
-        let mut trace = self.trace.take()?;
-        for (pos, open) in self.open_segments.iter_mut().enumerate() {
+        let mut trace = self.acct.trace.take()?;
+        for (pos, open) in self.acct.open_segments.iter_mut().enumerate() {
             if let Some((start, job, sharing)) = open.take() {
                 if trace.len() < MAX_SEGMENTS && now > start {
                     trace.push(Segment {
@@ -44,13 +44,13 @@ impl World<'_> {
 
     /// Opens and closes segments where a CPU's head job or sharing changed.
     pub(super) fn record_timeline(&mut self) {
-        let Some(trace) = self.trace.as_mut() else {
+        let Some(trace) = self.acct.trace.as_mut() else {
             return;
         };
         for pos in 0..self.kernel.len() {
             let q = &self.kernel.queues[pos];
             let now_state = q.first().map(|&t| (self.threads[t].job, q.len()));
-            let open = self.open_segments[pos];
+            let open = self.acct.open_segments[pos];
             if open.map(|(_, j, s)| (j, s)) == now_state {
                 continue;
             }
@@ -65,7 +65,7 @@ impl World<'_> {
                     });
                 }
             }
-            self.open_segments[pos] = now_state.map(|(j, s)| (self.now_ns, j, s));
+            self.acct.open_segments[pos] = now_state.map(|(j, s)| (self.now_ns, j, s));
         }
     }
 }
