@@ -290,26 +290,8 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
                 eprintln!("herd: the core budget is now {k}");
             }
         }
-        if !explain {
-            return;
-        }
-        for (task, placement) in &plan.tasks {
-            let line = match placement {
-                Placement::Run { cpus, why } => format!("herd: task {task} -> CPUs {cpus}: {why}"),
-                Placement::Pause { why } => format!("herd: task {task} paused: {why}"),
-            };
-            eprintln!("{line}");
-        }
-        for (task, lane) in &plan.lanes {
-            eprintln!("herd: task {task} -> lane {lane:?}");
-        }
-        // A policy may repeat its note every turn: say each one once
-        // until it changes.
-        if let Some(note) = &plan.note
-            && last_note.as_deref() != Some(note.as_ref())
-        {
-            eprintln!("herd: {note}");
-            last_note = Some(note.to_string());
+        if explain {
+            explain_plan(plan, &mut last_note);
         }
     });
     if realtime {
@@ -325,17 +307,69 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
         eprintln!("herd: warning: {problem}");
     }
     let (wall, herd_cpu, prog_cpu) = (done.wall_s, done.herd_cpu_s, done.programs_cpu_s());
-    let overhead = &done.overhead;
     // The run's tail after the last observation, at the last power seen.
     model_energy_j += last_w * (wall - modelled_s).max(0.0);
     let s = done.world.stats;
     warn_if_lanes_ignored(&s, &policy.name(), "run with --realtime");
+    let energy = ModelEnergy {
+        label: &power_label,
+        joules: model_energy_j,
+        over_s: wall.max(modelled_s),
+    };
+    let summary = summary(
+        &name,
+        &policy.name(),
+        &done,
+        (prog_cpu, args.loop_share),
+        &mechanism,
+        &energy,
+    );
+    eprintln!("{summary}");
+    record_run(
+        args,
+        &name,
+        &policy.name(),
+        (wall, prog_cpu, herd_cpu),
+        (s.max_threads, units),
+        (s.energy_j, Some(model_energy_j)),
+        status,
+    );
+    // The program's status is herd's: its code, or 128 + the signal that killed it, as shells do.
+    Ok(match status {
+        Some(st) => st
+            .code()
+            .map_or_else(|| 128 + st.signal().unwrap_or(0) as u8, |c| c as u8),
+        None => 1,
+    })
+}
+
+/// The power model's estimate of the machine's energy over a run.
+struct ModelEnergy<'a> {
+    /// Which model.
+    label: &'a str,
+    joules: f64,
+    /// The time it covers: the periods observed or the wall time.
+    over_s: f64,
+}
+
+/// The line `herd run` ends with: what the program and herd used.
+fn summary(
+    name: &str,
+    policy: &str,
+    done: &herd_runtime::live::Finished,
+    (prog_cpu, loop_share): (f64, f64),
+    mechanism: &str,
+    energy: &ModelEnergy<'_>,
+) -> String {
+    let (s, overhead, wall, herd_cpu) = (&done.world.stats, &done.overhead, done.wall_s, done.herd_cpu_s);
+    let power_label = energy.label;
+    let model_energy_j = energy.joules;
     let mut summary = String::new();
     let _ = write!(
         summary,
         "herd: {name} under {} for {wall:.2} s: {prog_cpu:.2} s CPU, up to {} threads, {} placements{}, {} migrations{}{}; \
          herd used {:.1} ms CPU ({:.2}% of the program's), {} decisions at {:.1} us each; {mechanism}",
-        policy.name(),
+        policy,
         s.max_threads,
         s.placements,
         if s.failed_placements > 0 {
@@ -367,7 +401,7 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
         let _ = write!(
             summary,
             "; {} periods stretched to keep herd's loop under {}% of a CPU (--loop-share)",
-            overhead.stretched_periods, args.loop_share
+            overhead.stretched_periods, loop_share
         );
     }
     if let Some(j) = s.energy_j {
@@ -382,7 +416,7 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
         "; the power model ({power_label}) estimates {model_energy_j:.1} J ({:.1} W){}",
         // Over the window the energy covers: the periods observed (the first
         // starts when the world does, before `started`) or the wall time.
-        model_energy_j / wall.max(modelled_s).max(1e-9),
+        model_energy_j / energy.over_s.max(1e-9),
         if s.energy_j.is_none() {
             " (no RAPL here to measure it)"
         } else {
@@ -392,23 +426,28 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     if let Some(b) = s.mem_bytes {
         let _ = write!(summary, "; memory traffic {:.2} GB", b as f64 * 1e-9);
     }
-    eprintln!("{summary}");
-    record_run(
-        args,
-        &name,
-        &policy.name(),
-        (wall, prog_cpu, herd_cpu),
-        (s.max_threads, units),
-        (s.energy_j, Some(model_energy_j)),
-        status,
-    );
-    // The program's status is herd's: its code, or 128 + the signal that killed it, as shells do.
-    Ok(match status {
-        Some(st) => st
-            .code()
-            .map_or_else(|| 128 + st.signal().unwrap_or(0) as u8, |c| c as u8),
-        None => 1,
-    })
+    summary
+}
+
+/// Says where a plan put each task, its lanes, and its note when it
+/// changed (a policy may repeat its note every turn).
+fn explain_plan(plan: &herd_policy::Plan, last_note: &mut Option<String>) {
+    for (task, placement) in &plan.tasks {
+        let line = match placement {
+            Placement::Run { cpus, why } => format!("herd: task {task} -> CPUs {cpus}: {why}"),
+            Placement::Pause { why } => format!("herd: task {task} paused: {why}"),
+        };
+        eprintln!("{line}");
+    }
+    for (task, lane) in &plan.lanes {
+        eprintln!("herd: task {task} -> lane {lane:?}");
+    }
+    if let Some(note) = &plan.note
+        && last_note.as_deref() != Some(note.as_ref())
+    {
+        eprintln!("herd: {note}");
+        *last_note = Some(note.to_string());
+    }
 }
 
 /// The budget `--cores-from` starts with, read before the program starts so
