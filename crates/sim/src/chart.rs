@@ -61,6 +61,20 @@ fn band(at: &SegmentValue<i32>, n: usize, name: impl Fn(usize) -> String) -> Str
     }
 }
 
+/// The series' legend, boxed, at `at`.
+fn legend<'a, CT: plotters::coord::CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
+    at: SeriesLabelPosition,
+) -> Result<(), ChartError> {
+    chart
+        .configure_series_labels()
+        .position(at)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
+}
+
 /// One horizontal bar per (label, value); `x_desc` names the axis with its
 /// unit.
 pub fn bars(x_desc: &str, values: &[(String, f64)]) -> Result<String, ChartError> {
@@ -148,13 +162,7 @@ pub fn timeline(spans: &[Span], series: &[String]) -> Result<String, ChartError>
                 .label(name.as_str())
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], colour(k).filled()));
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()?;
-        Ok(())
+        legend(&mut chart, SeriesLabelPosition::LowerRight)
     })
 }
 
@@ -214,13 +222,7 @@ pub fn lines_over_steps(
                 .label(name.as_str())
                 .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], colour(k).stroke_width(2)));
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()?;
-        Ok(())
+        legend(&mut chart, SeriesLabelPosition::UpperRight)
     })
 }
 
