@@ -4,6 +4,8 @@
 //! [`GroupedBars`] for the scripts (S3's Figures 3-5).
 
 use plotters::coord::Shift;
+use plotters::coord::ranged1d::SegmentedCoord;
+use plotters::coord::types::{RangedCoordf64, RangedCoordi32};
 use plotters::prelude::*;
 use serde::Deserialize;
 
@@ -61,9 +63,28 @@ fn band(at: &SegmentValue<i32>, n: usize, name: impl Fn(usize) -> String) -> Str
     }
 }
 
+/// A chart of horizontal bands ([`rows_chart`]).
+type RowsChart<'a, 'b> =
+    ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, SegmentedCoord<RangedCoordi32>>>;
+
+/// A chart of `rows` horizontal bands over 0..`x_end`, with room for
+/// labels `label_px` wide on the left.
+fn rows_chart<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    x_end: f64,
+    rows: usize,
+    label_px: u32,
+) -> Result<RowsChart<'a, 'b>, ChartError> {
+    Ok(ChartBuilder::on(root)
+        .margin(8)
+        .x_label_area_size(34)
+        .y_label_area_size(label_px)
+        .build_cartesian_2d(0.0..x_end, (0..rows as i32).into_segmented())?)
+}
+
 /// The series' legend, boxed, at `at`.
-fn legend<'a, CT: plotters::coord::CoordTranslate>(
-    chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
+fn legend<'a, 'b: 'a, CT: plotters::coord::CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'b>, CT>,
     at: SeriesLabelPosition,
 ) -> Result<(), ChartError> {
     chart
@@ -86,11 +107,7 @@ pub fn bars(x_desc: &str, values: &[(String, f64)]) -> Result<String, ChartError
         .fold(0.0, f64::max);
     let most = if most > 0.0 { most * 1.1 } else { 1.0 };
     svg((760, 50 + 26 * n as u32), |root| {
-        let mut chart = ChartBuilder::on(root)
-            .margin(8)
-            .x_label_area_size(34)
-            .y_label_area_size(260)
-            .build_cartesian_2d(0.0..most, (0..n as i32).into_segmented())?;
+        let mut chart = rows_chart(root, most, n, 260)?;
         chart
             .configure_mesh()
             .disable_y_mesh()
@@ -136,11 +153,7 @@ pub fn timeline(spans: &[Span], series: &[String]) -> Result<String, ChartError>
     let end_s = spans.iter().map(|s| s.end_s).fold(0.0, f64::max).max(1e-9);
     let n = rows.len().max(1);
     svg((960, 80 + 16 * n as u32 + 18 * series.len() as u32), |root| {
-        let mut chart = ChartBuilder::on(root)
-            .margin(8)
-            .x_label_area_size(34)
-            .y_label_area_size(60)
-            .build_cartesian_2d(0.0..end_s, (0..n as i32).into_segmented())?;
+        let mut chart = rows_chart(root, end_s, n, 60)?;
         chart
             .configure_mesh()
             .disable_y_mesh()
