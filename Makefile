@@ -7,9 +7,10 @@
 # (hwloc links it), pkg-config (finds hwloc and SQLite), bzip2 (test fixtures are
 # .tar.bz2), libsqlite3-dev (the profile database), and Slurm with munge for the
 # Slurm integration and its end-to-end test (not the slurm-wlm metapackage,
-# whose emulator build breaks slurmctld).
+# whose emulator build breaks slurmctld), and real programs no one here wrote
+# that the tests run under herd (stress-ng, sysbench, rt-tests' hackbench).
 APT_PACKAGES := hwloc libhwloc-dev libudev-dev pkg-config bzip2 libsqlite3-dev \
-	slurmctld slurmd slurm-client munge libslurm-dev
+	slurmctld slurmd slurm-client munge libslurm-dev stress-ng sysbench rt-tests
 CARGO ?= cargo
 HERD := target/release/herd
 

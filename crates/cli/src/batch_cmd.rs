@@ -92,7 +92,11 @@ fn load(path: &Path, logs: &Path) -> Result<(String, Vec<Entry>), Failure> {
     if file.program.is_empty() {
         return Err(bad(None, "the batch has no [[program]]".into()));
     }
-    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    // `herd batch ok.toml` has an empty parent: its folder is the current one.
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
     let mut entries = Vec::new();
     for sp in &file.program {
         let p = sp.get_ref();

@@ -326,3 +326,75 @@ fn pausing_churning_programs_never_crashes_herd() {
         .collect();
     assert_eq!(codes, vec![7, 7, 7, 7]);
 }
+
+/// Two copies of sysbench's CPU test (a program no one here wrote: a main
+/// thread that sleeps beside one busy worker) fit a 2-CPU machine side by
+/// side: cosched:fair counts the threads that run, not the ones that
+/// sleep, so neither copy waits for the other. `make test` installs
+/// sysbench.
+#[test]
+fn sleeping_helper_threads_do_not_take_turns_from_workers() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sb.toml");
+    std::fs::write(
+        &path,
+        "[[program]]\nname = \"sb\"\ncmd = [\"sysbench\", \"cpu\", \"--threads=1\", \"--events=6000\", \"--time=0\", \"run\"]\ncopies = 2\n",
+    )
+    .unwrap();
+    let trace = dir.path().join("t.jsonl");
+    let out = herd()
+        .args(["batch", "--period-ms", "50", "--trace"])
+        .arg(&trace)
+        .arg(&path)
+        .output()
+        .expect("run herd");
+    assert!(
+        out.status.success(),
+        "sysbench under herd batch (is sysbench installed? make test installs it): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let turns: Vec<serde_json::Value> = std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // Past the first two turns (where the sleeping thread is not yet told
+    // apart), both copies run at once whenever both are there.
+    let both_there: Vec<&serde_json::Value> = turns
+        .iter()
+        .skip(2)
+        .filter(|t| t["running"].as_array().unwrap().len() + t["waiting"].as_array().unwrap().len() == 2)
+        .collect();
+    assert!(
+        both_there.len() >= 4,
+        "{} turns with both copies",
+        both_there.len()
+    );
+    let together = both_there
+        .iter()
+        .filter(|t| t["running"].as_array().unwrap().len() == 2)
+        .count();
+    assert!(
+        together * 10 >= both_there.len() * 9,
+        "both ran together in {together} of {} turns",
+        both_there.len()
+    );
+}
+
+/// `cd dir && herd batch ok.toml`: a batch file named without a folder is
+/// in the current one, and so are its programs' paths.
+#[test]
+fn a_batch_file_without_a_folder_part_runs_from_the_current_one() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("ok.toml"),
+        "[[program]]\nname = \"t\"\ncmd = [\"/bin/true\"]\n",
+    )
+    .unwrap();
+    let out = herd()
+        .current_dir(dir.path())
+        .args(["batch", "ok.toml"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -782,3 +782,54 @@ fn progress_written_to_a_pipe_or_file_reaches_palm() {
         );
     }
 }
+
+/// A program whose work runs in a process it forked (stress-ng's stressors,
+/// a shell's commands): herd sees that process's thread, counts its CPU
+/// time and places it.
+#[test]
+fn work_in_a_forked_process_is_seen_and_placed() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.jsonl");
+    let out = herd()
+        .args([
+            "run",
+            "--period-ms",
+            "50",
+            "--policy",
+            "static:compact",
+            "--trace",
+        ])
+        .arg(&trace)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "(while :; do :; done) & child=$!; sleep 1.2; kill $child; wait",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // The shell sleeps; its child spins. Somewhere past the first turns a
+    // task used most of a 50 ms period, and herd placed it.
+    let busy: Vec<u64> = lines
+        .iter()
+        .flat_map(|l| l["tasks"].as_array().unwrap().iter())
+        .filter(|t| t["cpu_ns"].as_u64().unwrap_or(0) > 20_000_000)
+        .map(|t| t["id"].as_u64().unwrap())
+        .collect();
+    assert!(!busy.is_empty(), "the forked worker is a task herd sees");
+    let placed: Vec<u64> = lines
+        .iter()
+        .flat_map(|l| l["placed"].as_array().unwrap().iter())
+        .filter_map(|p| p["id"].as_u64())
+        .collect();
+    assert!(
+        busy.iter().any(|id| placed.contains(id)),
+        "and places: {placed:?}"
+    );
+}

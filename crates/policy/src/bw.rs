@@ -234,7 +234,7 @@ impl Policy for BwCosched {
     }
 
     fn decide(&mut self, view: &View<'_>) -> Plan {
-        let threads = self.turns.account(&view.snapshot.tasks);
+        let threads = self.turns.account(&view.snapshot.tasks, view.snapshot.period_ns);
         let capacity = view.machine.cpus().len().max(1);
         let total_threads: usize = threads.values().sum();
         let jobs: Vec<JobId> = threads.keys().copied().collect();

@@ -12,7 +12,7 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet};
 use herd_topo::CpuSet;
 
 use crate::param::{Accepts, Entry, Param, Range, Value};
-use crate::{JobId, Plan, Policy, TaskId, TaskView, View};
+use crate::{JobId, Plan, Policy, TaskId, TaskState, TaskView, View};
 
 /// Registry entry: `cosched:fair`.
 pub(crate) const COSCHED_FAIR: Entry = Entry {
@@ -47,16 +47,47 @@ enum Slot {
 pub(crate) struct Turns {
     received_ns: HashMap<JobId, u64>,
     slots: HashMap<TaskId, Slot>,
+    /// Each job's busy threads the last time any of its threads ran: what
+    /// it needs of the CPUs while it waits its turn.
+    busy: HashMap<JobId, usize>,
+}
+
+/// Whether a task needs a CPU of its own: runnable now, or it used at
+/// least a tenth of the last period. Real programs keep threads that
+/// mostly sleep (sysbench's main thread beside its worker, a runtime's
+/// helpers); counting them as CPU users halves what fits.
+pub(crate) fn is_busy(t: &TaskView, period_ns: u64) -> bool {
+    t.state == TaskState::Runnable || t.obs.cpu_time_ns.saturating_mul(10) >= period_ns.max(1)
 }
 
 impl Turns {
-    /// Adds the last period's CPU time; returns each present job's thread
-    /// count, in job order (BTreeMap: deterministic).
-    pub(crate) fn account(&mut self, tasks: &[TaskView]) -> BTreeMap<JobId, usize> {
-        let mut threads = BTreeMap::new();
+    /// Adds the last period's CPU time; returns each present job's count
+    /// of threads that need a CPU, in job order (BTreeMap: deterministic):
+    /// the busy ones where the job ran last period, else as many as were
+    /// busy when it last ran, else all of its threads (a job not seen
+    /// running yet).
+    pub(crate) fn account(&mut self, tasks: &[TaskView], period_ns: u64) -> BTreeMap<JobId, usize> {
+        let mut threads: BTreeMap<JobId, usize> = BTreeMap::new();
+        let mut ran: BTreeMap<JobId, usize> = BTreeMap::new();
         for t in tasks {
             *self.received_ns.entry(t.job).or_insert(0) += t.obs.cpu_time_ns;
             *threads.entry(t.job).or_insert(0) += 1;
+            if t.state != TaskState::Paused {
+                *ran.entry(t.job).or_insert(0) += usize::from(is_busy(t, period_ns));
+            }
+        }
+        for (job, busy) in ran {
+            // A job whose threads all slept still holds a place: it is
+            // between bursts, not done.
+            self.busy.insert(job, busy.max(1));
+        }
+        for (job, n) in threads.iter_mut() {
+            if let Some(&busy) = self.busy.get(job) {
+                *n = busy.min(*n);
+            }
+        }
+        if self.busy.len() > 2 * threads.len() + 64 {
+            self.busy.retain(|j, _| threads.contains_key(j));
         }
         threads
     }
@@ -70,10 +101,12 @@ impl Turns {
 
     /// Runs the tasks of jobs `admitted` says yes to and pauses the rest;
     /// the plan names only tasks whose place changes. With `pin`, each
-    /// running task gets a CPU of its own (a task that keeps running keeps
-    /// its CPU; a resumed one takes a free one), because a resumed task
-    /// the kernel stacks on a busy CPU waits for the next load balance,
-    /// a loss every slice; without, running tasks go anywhere.
+    /// busy running task ([`is_busy`]) gets a CPU of its own (a task that
+    /// keeps running keeps its CPU; a resumed one takes a free one),
+    /// because a resumed task the kernel stacks on a busy CPU waits for the
+    /// next load balance, a loss every slice; a task that sleeps may run
+    /// anywhere and takes no CPU from a busy one. Without `pin`, running
+    /// tasks go anywhere.
     pub(crate) fn apply(
         &mut self,
         view: &View<'_>,
@@ -83,10 +116,22 @@ impl Turns {
         pause_why: &'static str,
     ) -> Plan {
         let tasks = &view.snapshot.tasks;
+        let period_ns = view.snapshot.period_ns;
+        // A task that has just been resumed shows no CPU time yet: its place
+        // counts as busy until it has had a period to show otherwise.
+        let busy: FxHashSet<TaskId> = tasks
+            .iter()
+            .filter(|t| {
+                is_busy(t, period_ns) || matches!(self.slots.get(&t.id), Some(Slot::Paused) | None)
+            })
+            .map(|t| t.id)
+            .collect();
+        let busy = |t: &TaskView| busy.contains(&t.id);
         let mut held: FxHashSet<u32> = FxHashSet::default();
         if pin {
             for t in tasks {
                 if admitted(t.job)
+                    && busy(t)
                     && let Some(Slot::Cpu(c)) = self.slots.get(&t.id)
                 {
                     held.insert(*c);
@@ -104,7 +149,7 @@ impl Turns {
             let old = self.slots.get(&t.id).copied();
             let new = if !admitted(t.job) {
                 Slot::Paused
-            } else if !pin {
+            } else if !pin || !busy(t) {
                 Slot::Any
             } else {
                 match old {
@@ -175,7 +220,7 @@ impl Policy for CoschedFair {
     }
 
     fn decide(&mut self, view: &View<'_>) -> Plan {
-        let threads = self.turns.account(&view.snapshot.tasks);
+        let threads = self.turns.account(&view.snapshot.tasks, view.snapshot.period_ns);
         let capacity = self.slots.unwrap_or(view.machine.cpus().len()).max(1);
         let admitted = admit(self.turns.least_served(&threads), &threads, capacity);
         self.turns.apply(
@@ -185,5 +230,71 @@ impl Policy for CoschedFair {
             "cosched: among the least-served programs that fit the CPUs",
             "cosched: waits its turn; the CPUs are full",
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::decide_once;
+    use crate::{JobView, Obs, Placement, Snapshot, TaskState};
+
+    /// Two programs like sysbench: a main thread that sleeps beside one
+    /// busy worker each, on two CPUs.
+    fn main_and_worker(now_ns: u64) -> Snapshot {
+        let task = |id: u64, job: u32, busy: bool| TaskView {
+            id,
+            job,
+            rank: (id % 2) as u32,
+            state: if busy { TaskState::Runnable } else { TaskState::Blocked },
+            cpu: None,
+            obs: Obs {
+                cpu_time_ns: if busy { 100_000_000 } else { 0 },
+                ..Obs::default()
+            },
+            heartbeats: None,
+        };
+        let job = |id: u32| JobView {
+            id,
+            name: format!("p{id}"),
+            program: "p".into(),
+            arrival_ns: 0,
+            memory_hint: None,
+            memory_kb: None,
+        };
+        Snapshot {
+            now_ns,
+            period_ns: 100_000_000,
+            tasks: vec![task(1, 0, false), task(2, 0, true), task(3, 1, false), task(4, 1, true)],
+            jobs: vec![job(0), job(1)],
+            ..Snapshot::default()
+        }
+    }
+
+    #[test]
+    fn sleeping_threads_take_no_cpu_from_busy_ones() {
+        let m = herd_topo::Machine::synthetic("core:2").unwrap();
+        let mut p = CoschedFair::new(None);
+        // Once each program has been seen running, both fit: two busy
+        // threads on two CPUs, the sleeping ones anywhere.
+        // The first turn cannot tell the sleeping threads yet: a task with
+        // no place counts as busy until it has had a period to show.
+        decide_once(&mut p, &m, &main_and_worker(0));
+        let second = decide_once(&mut p, &m, &main_and_worker(100_000_000));
+        let cpus_of = |id: u64| {
+            second.tasks.iter().find(|(t, _)| *t == id).map(|(_, pl)| match pl {
+                Placement::Run { cpus, .. } => cpus.len(),
+                Placement::Pause { .. } => 0,
+            })
+        };
+        assert_eq!(cpus_of(1), Some(2), "the sleeping main thread may run anywhere: {second:?}");
+        assert_eq!(cpus_of(4), Some(1), "the second worker gets the CPU it freed: {second:?}");
+        for t in 2..5 {
+            let plan = decide_once(&mut p, &m, &main_and_worker(t * 100_000_000));
+            assert!(
+                !plan.tasks.iter().any(|(_, pl)| matches!(pl, Placement::Pause { .. })),
+                "turn {t}: nobody waits: {plan:?}"
+            );
+        }
     }
 }

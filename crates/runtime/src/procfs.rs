@@ -98,6 +98,60 @@ pub fn threads(proc_root: &Path, pid: i32) -> Vec<i32> {
     tids
 }
 
+/// The parent of a process from its `stat` text.
+fn parse_ppid(text: &str) -> Option<i32> {
+    // After the command's closing parenthesis: state, then ppid.
+    text[text.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// For each of `roots`, the processes below it (children, their children,
+/// ...), from each process's parent in `/proc/<pid>/stat`: one pass over
+/// `/proc` for all roots. Real programs fork workers (stress-ng's
+/// stressors, make's compilers, a shell's commands), and those do the
+/// work a policy must see and place. A process that exits or is adopted
+/// elsewhere during the pass is simply missed until the next.
+pub fn descendants(proc_root: &Path, roots: &[i32]) -> Vec<Vec<i32>> {
+    let mut children: std::collections::HashMap<i32, Vec<i32>> = std::collections::HashMap::new();
+    let Ok(dir) = fs::read_dir(proc_root) else {
+        return vec![Vec::new(); roots.len()];
+    };
+    let mut buf = String::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        buf.clear();
+        let read = fs::File::open(entry.path().join("stat"))
+            .and_then(|mut f| std::io::Read::read_to_string(&mut f, &mut buf));
+        if let (Ok(_), Some(ppid)) = (read, parse_ppid(&buf)) {
+            children.entry(ppid).or_default().push(pid);
+        }
+    }
+    roots
+        .iter()
+        .map(|&root| {
+            let mut found = Vec::new();
+            let mut next = vec![root];
+            while let Some(p) = next.pop() {
+                for &c in children.get(&p).map_or(&[][..], Vec::as_slice) {
+                    // A pid loop cannot happen in a consistent /proc, but a
+                    // pass is not atomic: never visit a process twice.
+                    if c != root && !found.contains(&c) {
+                        found.push(c);
+                        next.push(c);
+                    }
+                }
+            }
+            found.sort_unstable();
+            found
+        })
+        .collect()
+}
+
 /// Samples one thread once; `None` if it is gone (threads come and go
 /// between listing and reading: that is normal, not an error). The live
 /// sensor keeps a [`ThreadFiles`] open instead of calling this every period.
@@ -182,6 +236,27 @@ pub fn allowed(proc_root: &Path, pid: i32, tid: i32) -> Option<CpuSet> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn descendants_follow_parents_through_generations() {
+        let dir = tempfile::tempdir().unwrap();
+        let proc_stat = |pid: i32, ppid: i32| {
+            let d = dir.path().join(pid.to_string());
+            fs::create_dir_all(&d).unwrap();
+            fs::write(d.join("stat"), format!("{pid} (a (b) c) S {ppid} 1 1 0")).unwrap();
+        };
+        proc_stat(10, 1);
+        proc_stat(11, 10);
+        proc_stat(12, 11);
+        proc_stat(13, 1);
+        proc_stat(14, 13);
+        fs::create_dir_all(dir.path().join("self")).unwrap();
+        assert_eq!(
+            descendants(dir.path(), &[10, 13, 99]),
+            vec![vec![11, 12], vec![14], Vec::<i32>::new()]
+        );
+        assert_eq!(parse_ppid("5 (x) R 4 5"), Some(4));
+    }
 
     #[test]
     fn numa_maps_count_memory_per_node_with_page_sizes() {

@@ -115,10 +115,12 @@ impl LiveWorld {
             let Some(p) = self.programs.get_mut(job) else {
                 continue;
             };
+            // The processes it forked pause and resume with it.
+            let family = self.family.get(job).map_or(&[][..], Vec::as_slice);
             match placement {
                 Placement::Run { cpus, .. } => {
                     if p.paused && !p.held {
-                        resume(p, job, self.cgroups.as_mut());
+                        resume(p, family, job, self.cgroups.as_mut());
                     }
                     if track.placed.as_ref() == Some(cpus) {
                         continue;
@@ -153,6 +155,11 @@ impl LiveWorld {
                             p.paused = true;
                             self.stats.pauses += 1;
                             stopping.push(p.pid);
+                            for &pid in family {
+                                if control::signal(pid, libc::SIGSTOP).is_ok() {
+                                    stopping.push(pid);
+                                }
+                            }
                         }
                     }
                 }
@@ -207,7 +214,7 @@ impl LiveWorld {
 }
 
 /// Lets a paused program run again, the way it was paused.
-fn resume(p: &mut Program, job: usize, cgroups: Option<&mut Cgroups>) {
+fn resume(p: &mut Program, family: &[i32], job: usize, cgroups: Option<&mut Cgroups>) {
     if p.frozen {
         if let Some(cg) = cgroups {
             if cg.freeze(job, false).is_ok() {
@@ -217,6 +224,9 @@ fn resume(p: &mut Program, job: usize, cgroups: Option<&mut Cgroups>) {
         }
     } else if control::signal(p.pid, libc::SIGCONT).is_ok() {
         p.paused = false;
+        for &pid in family {
+            let _ = control::signal(pid, libc::SIGCONT);
+        }
     }
 }
 

@@ -309,9 +309,19 @@ pub struct LiveWorld {
     /// under SCHED_FIFO above them (`--realtime`), or a thread held back
     /// behind spinning ones would wait for a loop that never runs.
     lanes_allowed: bool,
+    /// Each program's processes below it (forked workers), as last found,
+    /// and when: found again every [`FAMILY_RESCAN_NS`].
+    family: Vec<Vec<i32>>,
+    family_ns: Option<u64>,
     /// What herd did.
     pub stats: LiveStats,
 }
+
+/// How often the sensor looks for processes a program forked: a pass over
+/// `/proc` reads every process's `stat` (about a millisecond for a few
+/// hundred processes), too much for every period of a fast policy, and a
+/// fork shows up within this long.
+const FAMILY_RESCAN_NS: u64 = 250_000_000;
 
 /// Programs' memory per NUMA node (kB by OS node), as last read.
 struct NumaMemory {
@@ -389,6 +399,8 @@ impl LiveWorld {
             budget: None,
             full_ns: 0,
             lanes_allowed: false,
+            family: Vec::new(),
+            family_ns: None,
         }
     }
 
@@ -471,13 +483,16 @@ impl LiveWorld {
         if let Some(mbm) = self.mbm.as_mut() {
             mbm.release();
         }
-        for p in &mut self.programs {
+        for (job, p) in self.programs.iter_mut().enumerate() {
             if p.frozen {
                 p.paused = false;
                 p.frozen = false;
             }
             if (p.paused || p.held) && p.alive() {
                 let _ = control::signal(p.pid, libc::SIGCONT);
+                for &pid in self.family.get(job).map_or(&[][..], Vec::as_slice) {
+                    let _ = control::signal(pid, libc::SIGCONT);
+                }
             }
             p.paused = false;
             p.held = false;
@@ -511,16 +526,33 @@ impl Sensor for LiveWorld {
         let now_ns = self.now_ns();
         let mut seen: BTreeMap<i32, Track> = BTreeMap::new();
         let mut tasks = Vec::new();
+        if self
+            .family_ns
+            .is_none_or(|t| now_ns.saturating_sub(t) >= FAMILY_RESCAN_NS)
+        {
+            let roots: Vec<i32> = self.programs.iter().map(|p| p.pid).collect();
+            self.family = procfs::descendants(&self.proc_root, &roots);
+            self.family_ns = Some(now_ns);
+        }
         for (job, p) in self.programs.iter().enumerate() {
             if !p.alive() {
                 continue;
             }
             let beats = self.heartbeats.read(job, p.pid, now_ns);
-            for tid in procfs::threads(&self.proc_root, p.pid) {
+            // The program's own threads, then those of the processes it forked.
+            let family = self.family.get(job).map_or(&[][..], Vec::as_slice);
+            let threads = std::iter::once(p.pid)
+                .chain(family.iter().copied())
+                .flat_map(|pid| {
+                    procfs::threads(&self.proc_root, pid)
+                        .into_iter()
+                        .map(move |tid| (pid, tid))
+                });
+            for (pid, tid) in threads.collect::<Vec<_>>() {
                 let mut track = match self.tasks.remove(&tid) {
                     Some(track) => track,
                     None => {
-                        let Some(files) = procfs::ThreadFiles::open(&self.proc_root, p.pid, tid) else {
+                        let Some(files) = procfs::ThreadFiles::open(&self.proc_root, pid, tid) else {
                             continue;
                         };
                         let rank = self
