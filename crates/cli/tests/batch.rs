@@ -398,3 +398,33 @@ fn a_batch_file_without_a_folder_part_runs_from_the_current_one() {
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// When a program exits, the co-scheduler fills its place at once, not at
+/// the next period: with one slot and a 2 s period, the second of two
+/// short programs starts when the first ends.
+#[test]
+fn a_program_that_exits_hands_its_place_on_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("short.toml");
+    std::fs::write(
+        &path,
+        "[[program]]\nname = \"s\"\ncmd = [\"sleep\", \"0.2\"]\ncopies = 2\n",
+    )
+    .unwrap();
+    let out = herd()
+        .args([
+            "batch",
+            "--policy",
+            "cosched:fair:slots=1",
+            "--period-ms",
+            "2000",
+            "--json",
+        ])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let makespan = doc["runs"][0]["makespan_s"].as_f64().unwrap();
+    assert!(makespan < 1.5, "the second waited for the period: {makespan} s");
+}

@@ -49,7 +49,10 @@ pub trait Clock {
     /// Now, in nanoseconds since the run started.
     fn now_ns(&self) -> u64;
     /// Lets the world run until `t_ns` (or until everything has finished,
-    /// whichever is first): sleeps on a real machine, simulates in the simulator.
+    /// whichever is first): sleeps on a real machine, simulates in the
+    /// simulator. A live world also returns as soon as a program exits:
+    /// what runs has changed, and a co-scheduler should fill the CPUs it
+    /// freed now, not at the next period.
     fn advance_to(&mut self, t_ns: u64);
 }
 

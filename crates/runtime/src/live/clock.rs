@@ -20,10 +20,15 @@ impl Clock for LiveWorld {
         use std::os::fd::AsRawFd;
         // Sleep until the deadline, a program's exit (its pidfd turns
         // readable) or a signal (poll returns EINTR), whichever is first.
+        let exited = |w: &LiveWorld| w.programs.iter().filter(|p| !p.alive()).count();
+        let before = exited(self);
         loop {
             self.reap();
             let now = self.now_ns();
-            if now >= t_ns || self.finished() {
+            // A program that ended during the last turn or this wait: the
+            // loop decides again at once (200 programs of 35 ms each took
+            // 3.3x plain Linux's time when each exit waited out its period).
+            if now >= t_ns || self.finished() || exited(self) > before {
                 return;
             }
             let mut fds: Vec<libc::pollfd> = self
