@@ -130,6 +130,9 @@ def averaged(d):
 
 
 def sweep(scenarios):
+    """S3's parameter study (3.2.3), on S3's algorithm as published:
+    `keep_memory=0`, so herd's rule against stranding memory does not mask
+    what alpha does."""
     alphas = [0.0, 0.2, 0.3, 0.4, 0.6, 0.8, 1.0]
     betas = [0.0, 0.1, 0.2, 0.3, 0.5]
     files = sorted(glob.glob(os.path.join(scenarios, "s3-*.toml")))
@@ -139,7 +142,7 @@ def sweep(scenarios):
         platform, set_name = name.split("-", 1)
         if set_name == "nd":
             continue
-        pols = [f"amp:comprehensive:alpha={a},beta={b}" for a in alphas for b in betas]
+        pols = [f"amp:comprehensive:alpha={a},beta={b},keep_memory=0" for a in alphas for b in betas]
         cmd = [HERD, "sim", f, "--json", "--no-timing"] + sum((["--policy", p] for p in pols), [])
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode:

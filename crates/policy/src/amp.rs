@@ -93,6 +93,15 @@ pub(crate) const AMP_COMPREHENSIVE: Entry = Entry {
             Range::POSITIVE,
             "relative change under which a new phase is stable (two intervals)",
         ),
+        Param {
+            key: "keep_memory",
+            default: Value::Number(1.0),
+            accepts: Accepts::Number {
+                range: Range::whole(0, 1),
+                words: &[],
+            },
+            about: "1: a task whose memory lies near its cores moves away only when its IB differs from the task it would displace by more than threshold1, and rule 2 moves a task whose memory stays near first (herd's); 0: S3's rules as published",
+        },
     ],
     build: build_comprehensive,
 };
@@ -114,7 +123,8 @@ fn build_comprehensive(a: &Args) -> Box<dyn Policy> {
     };
     let beta = given_or("beta", preset.map(|p| p.2));
     let named = preset.filter(|(_, pa, pb)| monitor.alpha == *pa && beta == *pb && a.given_count() == 1);
-    Box::new(Comprehensive::new(monitor, beta, a.real("interval_ms"), named.map(|p| p.0)))
+    let comprehensive = Comprehensive::new(monitor, beta, a.real("interval_ms"), named.map(|p| p.0));
+    Box::new(comprehensive.keeping_memory(a.real("keep_memory") == 1.0))
 }
 
 /// Registry entry: `amp:ff`.
@@ -149,6 +159,8 @@ pub struct Comprehensive {
     tasks: BTreeMap<TaskId, TaskState>,
     noted_no_counters: bool,
     kinds: KindCache,
+    /// Whether moves weigh the memory they leave behind ([`Strands`]).
+    keep_memory: bool,
 }
 
 impl Comprehensive {
@@ -163,7 +175,15 @@ impl Comprehensive {
             tasks: BTreeMap::new(),
             noted_no_counters: false,
             kinds: KindCache::default(),
+            keep_memory: false,
         }
+    }
+
+    /// With `on`, a move weighs the memory it leaves behind ([`Strands`]);
+    /// without, S3's rules as published.
+    pub fn keeping_memory(mut self, on: bool) -> Self {
+        self.keep_memory = on;
+        self
     }
 }
 
@@ -207,7 +227,7 @@ impl KindCache {
 
 impl Policy for Comprehensive {
     fn name(&self) -> String {
-        if let Some(p) = self.preset {
+        if let Some(p) = self.preset.filter(|_| self.keep_memory) {
             return format!("amp:comprehensive:preset={p}");
         }
         let d = MonitorParams::default();
@@ -226,6 +246,9 @@ impl Policy for Comprehensive {
         }
         if self.params.threshold2 != d.threshold2 {
             p.push(format!("threshold2={}", self.params.threshold2));
+        }
+        if !self.keep_memory {
+            p.push("keep_memory=0".into());
         }
         if p.is_empty() {
             "amp:comprehensive".into()
@@ -293,10 +316,15 @@ impl Policy for Comprehensive {
             return plan;
         }
         let old: BTreeMap<TaskId, Option<usize>> = self.tasks.iter().map(|(id, s)| (*id, s.kind)).collect();
+        let strands = if self.keep_memory {
+            Strands::new(view, &kinds)
+        } else {
+            Strands::default()
+        };
         for id in reschedule {
-            self.insert(id, &kinds);
+            self.insert(id, &kinds, &strands);
         }
-        self.rebalance(&kinds);
+        self.rebalance(&kinds, &strands);
         for (id, st) in &self.tasks {
             let k = st.kind.expect("every task is in a queue after rebalance");
             if old.get(id).copied().flatten() != Some(k) {
@@ -332,11 +360,14 @@ impl Comprehensive {
     }
 
     /// S3's reschedule(t): the kind whose IB range holds t's IB, the less
-    /// loaded neighbour when it falls between two ranges.
-    fn insert(&mut self, id: TaskId, kinds: &[(usize, CpuSet, f64)]) {
+    /// loaded neighbour when it falls between two ranges. A task whose
+    /// memory sits by its present kind's cores stays there unless the move
+    /// is worth the memory it would leave behind ([`Strands`]).
+    fn insert(&mut self, id: TaskId, kinds: &[(usize, CpuSet, f64)], strands: &Strands) {
         let Some(ib) = self.tasks.get(&id).map(|s| s.monitor.ib()) else {
             return;
         };
+        let current = self.tasks.get(&id).and_then(|s| s.kind);
         self.tasks.get_mut(&id).expect("present").kind = None;
         let q = self.queues(kinds.len());
         let load = |k: usize| q[k].len() as f64 / kinds[k].2;
@@ -355,13 +386,32 @@ impl Comprehensive {
                 break;
             }
         }
+        if let Some(cur) = current.filter(|&c| c != target && strands.moving(id, c, target)) {
+            // The IB the task would displace: the highest of a faster
+            // kind, the lowest of a slower one (none: nobody to displace).
+            let rival = if target < cur { max_ib(target) } else { min_ib(target) };
+            let gap = if rival.is_finite() {
+                (ib - rival).abs() / ib.max(rival).max(f64::MIN_POSITIVE)
+            } else {
+                f64::INFINITY
+            };
+            // A difference below what S3 counts as a phase change does not
+            // pay for memory made remote for the rest of the run (S3's ND
+            // set on NUMA: identical programs swapped packages on every
+            // phase change, 1.17-1.22x linux).
+            if gap < self.params.threshold1 {
+                target = cur;
+            }
+        }
         self.tasks.get_mut(&id).expect("present").kind = Some(target);
     }
 
     /// Rule 2 between adjacent kinds: move queue heads across until the
     /// loads per core are within beta. Each move strictly narrows one
-    /// pair's imbalance; the sweep is bounded by tasks x kinds.
-    fn rebalance(&mut self, kinds: &[(usize, CpuSet, f64)]) {
+    /// pair's imbalance; the sweep is bounded by tasks x kinds. Of the
+    /// tasks in line to move, the first whose memory stays near goes
+    /// ([`Strands`]; a restarted run has none placed yet), else the head.
+    fn rebalance(&mut self, kinds: &[(usize, CpuSet, f64)], strands: &Strands) {
         let bound = (self.tasks.len() + 1) * kinds.len() * 2;
         for _ in 0..bound {
             let q = self.queues(kinds.len());
@@ -369,23 +419,22 @@ impl Comprehensive {
             for k in 0..kinds.len() - 1 {
                 let (tf, f) = (q[k].len() as f64, kinds[k].2);
                 let (ts, s) = (q[k + 1].len() as f64, kinds[k + 1].2);
-                let head = |v: &[(f64, TaskId)], highest: bool| {
-                    v.iter()
-                        .copied()
-                        .max_by(|a, b| {
-                            if highest {
-                                a.0.total_cmp(&b.0).then(b.1.cmp(&a.1))
-                            } else {
-                                b.0.total_cmp(&a.0).then(b.1.cmp(&a.1))
-                            }
-                        })
+                let head = |v: &[(f64, TaskId)], highest: bool, from: usize, to: usize| {
+                    let mut line: Vec<(f64, TaskId)> = v.to_vec();
+                    line.sort_by(|a, b| {
+                        let by_ib = if highest { b.0.total_cmp(&a.0) } else { a.0.total_cmp(&b.0) };
+                        by_ib.then(a.1.cmp(&b.1))
+                    });
+                    line.iter()
+                        .find(|x| !strands.moving(x.1, from, to))
+                        .or(line.first())
                         .map(|x| x.1)
                 };
                 if tf / f > ts / ((1.0 - self.beta) * s)
                     && (tf - 1.0) / f >= (ts + 1.0) / s * (1.0 - self.beta)
                 {
                     // The faster kind is overloaded: its highest-IB task goes down.
-                    if let Some(id) = head(&q[k], true) {
+                    if let Some(id) = head(&q[k], true, k, k + 1) {
                         self.tasks.get_mut(&id).expect("queued").kind = Some(k + 1);
                         moved = true;
                         break;
@@ -394,7 +443,7 @@ impl Comprehensive {
                     && (tf + 1.0) / f <= (ts - 1.0) / s / (1.0 - self.beta)
                 {
                     // The faster kind is underused: the slower kind's lowest IB comes up.
-                    if let Some(id) = head(&q[k + 1], false) {
+                    if let Some(id) = head(&q[k + 1], false, k + 1, k) {
                         self.tasks.get_mut(&id).expect("queued").kind = Some(k);
                         moved = true;
                         break;
@@ -405,6 +454,62 @@ impl Comprehensive {
                 return;
             }
         }
+    }
+}
+
+/// Which moves between kinds would leave a task's memory behind: its job's
+/// memory (as `numa_maps` shows it live, or the simulator places it) lies
+/// mostly on one NUMA node, near the cores of the kind it is on and not
+/// near those of the kind it would go to. Without memory placement (one
+/// node, memory that follows the thread) no move strands anything.
+#[derive(Default)]
+pub(crate) struct Strands {
+    /// Each task's job's home node (OS index), where it has one.
+    home: rustc_hash::FxHashMap<TaskId, u32>,
+    /// The OS nodes local to each kind's cores.
+    near: Vec<Vec<u32>>,
+}
+
+impl Strands {
+    fn new(view: &View<'_>, kinds: &[(usize, CpuSet, f64)]) -> Strands {
+        let m = view.machine;
+        let near = kinds
+            .iter()
+            .map(|(_, cpus, _)| {
+                let mut nodes: Vec<u32> =
+                    cpus.iter().filter_map(|c| m.cpu(c)).map(|c| m.numa_nodes()[c.numa].os).collect();
+                nodes.sort_unstable();
+                nodes.dedup();
+                nodes
+            })
+            .collect();
+        let job_home: rustc_hash::FxHashMap<u32, u32> = view
+            .snapshot
+            .jobs
+            .iter()
+            .filter_map(|j| {
+                let kb = j.memory_kb.as_ref()?;
+                let total: u64 = kb.iter().map(|x| x.1).sum();
+                let &(node, most) = kb.iter().max_by_key(|x| x.1)?;
+                // Mostly on one node: more than half of it.
+                (total > 0 && most * 2 > total).then_some((j.id, node))
+            })
+            .collect();
+        let home = view
+            .snapshot
+            .tasks
+            .iter()
+            .filter_map(|t| Some((t.id, *job_home.get(&t.job)?)))
+            .collect();
+        Strands { home, near }
+    }
+
+    /// Whether moving `task` from kind `from` to kind `to` takes it away
+    /// from its memory.
+    fn moving(&self, task: TaskId, from: usize, to: usize) -> bool {
+        self.home
+            .get(&task)
+            .is_some_and(|n| self.near[from].contains(n) && !self.near[to].contains(n))
     }
 }
 
