@@ -1,0 +1,44 @@
+//! A short run of the live A/B harness (`scripts/bench.py`) on a real
+//! program (sysbench, which `make test` installs): it runs, alternates
+//! policy and Linux, and reports a ratio with an interval and a figure.
+//! The harness's figures themselves are measurements, not tests.
+
+use std::path::Path;
+use std::process::Command;
+
+#[test]
+fn the_bench_harness_runs_a_workload_a_b_and_reports_an_interval() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let tmp = tempfile::tempdir().unwrap();
+    let (json, svg) = (tmp.path().join("b.json"), tmp.path().join("b.svg"));
+    let out = Command::new("python3")
+        .arg(root.join("scripts/bench.py"))
+        .args(["--workloads"])
+        .arg(root.join("bench/smoke.toml"))
+        .args(["--policy", "cosched:fair", "--repeat", "2", "--json"])
+        .arg(&json)
+        .arg("--svg")
+        .arg(&svg)
+        .env("HERD", env!("CARGO_BIN_EXE_herd"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("95% interval"));
+    let rows: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let row = &rows[0];
+    assert_eq!(row["rounds"], 2);
+    let (lo, r, hi) = (
+        row["ratio_lo"].as_f64().unwrap(),
+        row["ratio"].as_f64().unwrap(),
+        row["ratio_hi"].as_f64().unwrap(),
+    );
+    assert!(lo <= r && r <= hi && r > 0.0, "{row}");
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("sysbench-cpu"));
+    let bad = Command::new("python3")
+        .arg(root.join("scripts/bench.py"))
+        .args(["--repeat", "1"])
+        .env("HERD", env!("CARGO_BIN_EXE_herd"))
+        .output()
+        .unwrap();
+    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("--repeat"));
+}
