@@ -283,9 +283,17 @@ pub fn grouped_bars(fig: &GroupedBars) -> Result<String, ChartError> {
     let per_panel = 240;
     let legend = 18 * fig.series.len() as u32 + 20;
     let height = 40 + per_panel * fig.panels.len().max(1) as u32 + legend;
-    let width = 120
-        + 14 * fig.series.len().max(1) as u32
-            * fig.panels.iter().map(|p| p.groups.len()).max().unwrap_or(1) as u32;
+    // Each group as wide as its bars, and as its name needs (about 7 px a
+    // character at the axis's font size), so names do not run together.
+    let longest = fig
+        .panels
+        .iter()
+        .flat_map(|p| p.groups.iter().map(|g| g.0.len()))
+        .max()
+        .unwrap_or(1) as u32;
+    let group_px = (14 * (fig.series.len() as u32 + 1)).max(7 * longest + 12);
+    let groups = fig.panels.iter().map(|p| p.groups.len()).max().unwrap_or(1) as u32;
+    let width = 120 + group_px * groups;
     svg((width.max(560), height), |root| {
         let root = root.titled(&fig.title, ("sans-serif", 16))?;
         let (plots, key) = root.split_vertically(root.dim_in_pixel().1 - legend);
