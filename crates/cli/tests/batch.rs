@@ -353,11 +353,7 @@ fn sleeping_helper_threads_do_not_take_turns_from_workers() {
         "sysbench under herd batch (is sysbench installed? make test installs it): {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let turns: Vec<serde_json::Value> = std::fs::read_to_string(&trace)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let turns = common::json_lines(&trace);
     // Past the first two turns (where the sleeping thread is not yet told
     // apart), both copies run at once whenever both are there.
     let both_there: Vec<&serde_json::Value> = turns

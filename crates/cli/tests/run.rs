@@ -402,6 +402,17 @@ fn smt_policies_run_here_and_explain_why_they_place_alike() {
     }
 }
 
+/// `herd run --period-ms PERIOD --policy POLICY --trace TRACE -- CMD`.
+fn traced_run(trace: &std::path::Path, period_ms: &str, policy: &str, cmd: &[&str]) -> std::process::Output {
+    herd()
+        .args(["run", "--period-ms", period_ms, "--policy", policy, "--trace"])
+        .arg(trace)
+        .arg("--")
+        .args(cmd)
+        .output()
+        .unwrap()
+}
+
 /// `--trace` writes one JSON line per decision with every thread and the
 /// placements made; a path that cannot be written is refused before the
 /// program starts.
@@ -409,30 +420,19 @@ fn smt_policies_run_here_and_explain_why_they_place_alike() {
 fn trace_writes_a_line_per_decision() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("t.jsonl");
-    let out = herd()
-        .args([
-            "run",
-            "--period-ms",
-            "20",
-            "--policy",
-            "static:scatter",
-            "--trace",
-        ])
-        .arg(&trace)
-        .args(["--", "python3", "-c", &threads_program(0.2, 0.3)])
-        .output()
-        .unwrap();
+    let out = traced_run(
+        &trace,
+        "20",
+        "static:scatter",
+        &["python3", "-c", &threads_program(0.2, 0.3)],
+    );
     assert_eq!(
         out.status.code(),
         Some(3),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&trace)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = common::json_lines(&trace);
     assert!(lines.len() >= 5, "{} lines", lines.len());
     let most = lines
         .iter()
@@ -790,30 +790,18 @@ fn progress_written_to_a_pipe_or_file_reaches_palm() {
 fn work_in_a_forked_process_is_seen_and_placed() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("t.jsonl");
-    let out = herd()
-        .args([
-            "run",
-            "--period-ms",
-            "50",
-            "--policy",
-            "static:compact",
-            "--trace",
-        ])
-        .arg(&trace)
-        .args([
-            "--",
+    let out = traced_run(
+        &trace,
+        "50",
+        "static:compact",
+        &[
             "sh",
             "-c",
             "(while :; do :; done) & child=$!; sleep 1.2; kill $child; wait",
-        ])
-        .output()
-        .unwrap();
+        ],
+    );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&trace)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = common::json_lines(&trace);
     // The shell sleeps; its child spins. Somewhere past the first turns a
     // task used most of a 50 ms period, and herd placed it.
     let busy: Vec<u64> = lines

@@ -89,3 +89,13 @@ pub fn realtime_allowed() -> bool {
         .map(|c| c["available"] == true)
         .expect("doctor reports realtime")
 }
+
+/// The JSON lines of a trace file.
+#[allow(dead_code)] // Each test binary uses a different part of this module.
+pub fn json_lines(path: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
