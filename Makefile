@@ -1,6 +1,7 @@
 # herd: two commands for a new user.
 #   make run   installs what is missing, builds in release mode, shows the machine and
 #              what herd can do on it, then co-schedules a real batch against plain Linux
+#              (five alternated rounds, the ratio with its interval)
 #   make test  the same set-up, then every test (fmt, clippy, unit, integration)
 
 # Debian packages herd needs: hwloc's library and headers (topology), libudev
@@ -54,12 +55,16 @@ deps:
 build: deps workloads
 	$(CARGO) build --release --workspace
 
+# The main job: herd's bandwidth-aware co-scheduler against plain Linux on a
+# batch this machine has contention in (two memory streamers slow each
+# other; a streamer beside a compute loop loses nothing), five alternated
+# rounds, with the interval and a sentence saying what herd won.
 run: build
 	$(HERD) topo
 	@echo
 	$(HERD) doctor
 	@echo
-	$(HERD) batch examples/mix.toml --compare linux
+	python3 scripts/bench.py --only herd-mix --policy bw:iabw --repeat 5
 
 test: deps workloads
 	$(CARGO) fmt --all -- --check

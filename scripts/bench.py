@@ -131,7 +131,19 @@ def table(rows):
         out.append(f"{r['workload']:<18} {r['policy']:<16} {r['linux_s']:>8.3f} {r['policy_s']:>9.3f} {r['ratio']:>6.3f} "
                    f"{r['ratio_lo']:>7.3f}-{r['ratio_hi']:<7.3f} {r['herd_cpu_pct']:>10.2f}  {r['verdict']}")
     out.append("seconds: median makespan; ratio: geometric mean of policy/linux over the rounds (lower is better)")
+    out.extend(say(r) for r in rows)
     return "\n".join(out)
+
+
+def say(r):
+    """One plain sentence: what herd won or lost, or that the rounds cannot tell."""
+    head = (f"{r['workload']}: under {r['policy']} the batch took {r['ratio']:.3f}x plain Linux's time "
+            f"(95% interval {r['ratio_lo']:.3f}-{r['ratio_hi']:.3f}, {r['rounds']} rounds)")
+    if r["ratio_hi"] < 1.0:
+        return f"{head}: herd won {100 * (1 - r['ratio']):.1f}%."
+    if r["ratio_lo"] > 1.0:
+        return f"{head}: herd lost {100 * (r['ratio'] - 1):.1f}%."
+    return f"{head}: no difference this machine's noise lets {r['rounds']} rounds tell."
 
 
 def draw(rows, policies, path):
