@@ -345,6 +345,8 @@ fn sleeping_helper_threads_do_not_take_turns_from_workers() {
     let out = herd()
         .args(["batch", "--period-ms", "50", "--trace"])
         .arg(&trace)
+        .arg("--logs")
+        .arg(dir.path())
         .arg(&path)
         .output()
         .expect("run herd");
@@ -416,6 +418,8 @@ fn a_program_that_exits_hands_its_place_on_at_once() {
             "2000",
             "--json",
         ])
+        .arg("--logs")
+        .arg(dir.path())
         .arg(&path)
         .output()
         .unwrap();

@@ -36,7 +36,7 @@ fn static_compact_puts_every_thread_on_its_cpu() {
             "--period-ms",
             "20",
             "--",
-            "python3",
+            &common::python(),
             "-c",
             &threads_program(0.6, 1.0),
         ])
@@ -83,7 +83,7 @@ fn sigterm_restores_and_passes_the_signal_on() {
             "--period-ms",
             "20",
             "--",
-            "python3",
+            &common::python(),
             "-c",
             &threads_program(30.0, 30.0),
         ])
@@ -170,7 +170,7 @@ fn a_cgroup_cpuset_keeps_a_program_inside() {
                 "--confine",
                 confine,
             ])
-            .args(["--", "python3", "-c", &escape_program(0.5)])
+            .args(["--", &common::python(), "-c", &escape_program(0.5)])
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -299,7 +299,7 @@ fn churning_programs_never_crash_herd() {
                 "--period-ms",
                 "5",
                 "--",
-                "python3",
+                &common::python(),
                 "-c",
                 CHURN,
             ])
@@ -372,7 +372,7 @@ fn smt_policies_run_here_and_explain_why_they_place_alike() {
                 "20",
                 "--explain",
                 "--",
-                "python3",
+                &common::python(),
                 "-c",
                 &threads_program(0.5, 0.8),
             ])
@@ -424,7 +424,7 @@ fn trace_writes_a_line_per_decision() {
         &trace,
         "20",
         "static:scatter",
-        &["python3", "-c", &threads_program(0.2, 0.3)],
+        &[common::python().as_str(), "-c", &threads_program(0.2, 0.3)],
     );
     assert_eq!(
         out.status.code(),
@@ -621,7 +621,7 @@ fn palm_python(
         .args(extra)
         .arg("--trace")
         .arg(trace)
-        .args(["--", "python3", "-c", program])
+        .args(["--", &common::python(), "-c", program])
         .output()
         .unwrap()
 }

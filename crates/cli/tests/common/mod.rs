@@ -99,3 +99,15 @@ pub fn json_lines(path: &std::path::Path) -> Vec<serde_json::Value> {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
 }
+
+/// The Python interpreter itself, not a wrapper in front of it (pyenv's
+/// `python3` is a shell script that forks helpers before it execs
+/// Python, and herd sees and places a program's forked processes).
+#[allow(dead_code)]
+pub fn python() -> String {
+    let out = std::process::Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .expect("python3 runs");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
