@@ -82,6 +82,18 @@ impl LiveWorld {
 
     fn apply_placements(&mut self, plan: &Plan) {
         self.confine(plan);
+        // A program about to be paused joins its freezer group first.
+        if self.cgroups.as_ref().is_some_and(|c| c.freezes()) {
+            let pausing: Vec<usize> = plan
+                .tasks
+                .iter()
+                .filter(|(_, p)| matches!(p, Placement::Pause { .. }))
+                .filter_map(|(id, _)| self.tasks.get(&(*id as i32)).map(|t| t.job))
+                .collect();
+            for job in pausing {
+                self.adopt_for(job);
+            }
+        }
         // Pauses first, then runs: a co-scheduler's limit on how many
         // programs run at once holds even while a plan is being applied.
         let pauses = plan
@@ -172,9 +184,9 @@ impl LiveWorld {
     /// be given CPUs outside its cpuset). A program with a thread herd has
     /// not placed keeps its cpuset, so that thread is not squeezed.
     fn confine(&mut self, plan: &Plan) {
-        let Some(cg) = self.cgroups.as_mut().filter(|c| c.confines()) else {
+        if !self.cgroups.as_ref().is_some_and(|c| c.confines()) {
             return;
-        };
+        }
         let named: BTreeMap<i32, &Placement> = plan.tasks.iter().map(|(id, p)| (*id as i32, p)).collect();
         let mut want: Vec<Option<Option<CpuSet>>> = vec![Some(None); self.programs.len()];
         for (&tid, track) in &self.tasks {
@@ -191,11 +203,21 @@ impl LiveWorld {
                 (None, _) => {}
             }
         }
+        let all = self.machine_cpus();
         for (job, union) in want.into_iter().enumerate() {
             let Some(Some(cpus)) = union else {
                 continue;
             };
-            if !cg.has(job) || !matches!(cg.set_cpus(job, &cpus), Ok(true)) {
+            // A program its plan lets run everywhere needs no cpuset; one
+            // confined for the first time joins its group now.
+            let joined = self.cgroups.as_ref().is_some_and(|c| c.has(job));
+            if !joined && (all.as_ref() == Some(&cpus) || !self.adopt_for(job)) {
+                continue;
+            }
+            let Some(cg) = self.cgroups.as_mut() else {
+                return;
+            };
+            if !matches!(cg.set_cpus(job, &cpus), Ok(true)) {
                 continue;
             }
             // A v1 cpuset write resets every task's affinity to the cpuset:

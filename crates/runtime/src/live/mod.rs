@@ -313,6 +313,11 @@ pub struct LiveWorld {
     /// and when: found again every [`FAMILY_RESCAN_NS`].
     family: Vec<Vec<i32>>,
     family_ns: Option<u64>,
+    /// Programs that could not join herd's cgroups (said once).
+    adopt_failed: Vec<usize>,
+    /// The CPUs herd itself may use: a program allowed all of them needs
+    /// no cpuset.
+    own_cpus: Option<CpuSet>,
     /// What herd did.
     pub stats: LiveStats,
 }
@@ -401,6 +406,8 @@ impl LiveWorld {
             lanes_allowed: false,
             family: Vec::new(),
             family_ns: None,
+            adopt_failed: Vec::new(),
+            own_cpus: control::affinity(std::process::id() as i32).ok(),
         }
     }
 
@@ -424,17 +431,48 @@ impl LiveWorld {
     /// its own groups now (a held program before its first instruction).
     /// Returns the programs that could not be moved; they fall back to
     /// signals and per-thread affinity.
-    pub fn use_cgroups(&mut self, mut cgroups: Cgroups) -> Vec<(String, CgroupError)> {
-        let mut failed = Vec::new();
-        for (job, p) in self.programs.iter().enumerate() {
-            if p.child.is_some() && p.alive() {
-                if let Err(e) = cgroups.adopt(job, p.pid) {
-                    failed.push((p.name.clone(), e));
-                }
-            }
-        }
+    pub fn use_cgroups(&mut self, cgroups: Cgroups) -> Vec<(String, CgroupError)> {
+        // Programs join their groups when a plan first pauses or confines
+        // them (`adopt_for`): a group costs even when it holds a program
+        // nothing is done to (sysbench's threads test ran 1.061x plain
+        // Linux inside one, 0.998x outside), and most plans that let every
+        // program run everywhere never need it.
         self.cgroups = Some(cgroups);
-        failed
+        Vec::new()
+    }
+
+    /// The CPUs herd itself may use, when it can tell.
+    pub(super) fn machine_cpus(&self) -> Option<CpuSet> {
+        self.own_cpus.clone()
+    }
+
+    /// Puts program `job` and the processes it forked into its groups, if
+    /// herd started it, has groups and has not yet; returns whether it is
+    /// in them. A program that cannot join is paused by signals and
+    /// confined by affinity alone, and says so once.
+    pub(super) fn adopt_for(&mut self, job: usize) -> bool {
+        let (Some(cg), Some(p)) = (self.cgroups.as_mut(), self.programs.get(job)) else {
+            return false;
+        };
+        if cg.has(job) {
+            return true;
+        }
+        if p.child.is_none() || !p.alive() || self.adopt_failed.contains(&job) {
+            return false;
+        }
+        let family = self.family.get(job).map_or(&[][..], Vec::as_slice);
+        let joined = std::iter::once(p.pid)
+            .chain(family.iter().copied())
+            .try_for_each(|pid| cg.adopt(job, pid));
+        if let Err(e) = joined {
+            eprintln!(
+                "herd: program '{}' stays out of herd's cgroups ({e}): signals and affinity for it",
+                p.name
+            );
+            self.adopt_failed.push(job);
+            return false;
+        }
+        true
     }
 
     /// The managed programs.
