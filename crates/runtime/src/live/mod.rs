@@ -460,7 +460,12 @@ impl LiveWorld {
         if p.child.is_none() || !p.alive() || self.adopt_failed.contains(&job) {
             return false;
         }
-        let family = self.family.get(job).map_or(&[][..], Vec::as_slice);
+        // Its processes as they are now, not as of the last periodic scan:
+        // one forked since would stay outside and keep running while its
+        // program is frozen.
+        let family = procfs::descendants(&self.proc_root, &[p.pid])
+            .pop()
+            .unwrap_or_default();
         let joined = std::iter::once(p.pid)
             .chain(family.iter().copied())
             .try_for_each(|pid| cg.adopt(job, pid));
