@@ -111,3 +111,14 @@ pub fn python() -> String {
         .expect("python3 runs");
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
+
+/// The whole JSON lines of a trace a running herd is still writing (a last
+/// line cut mid-write is left out).
+#[allow(dead_code)]
+pub fn json_lines_so_far(path: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
