@@ -39,8 +39,8 @@ pub fn run(args: &AttachArgs) -> Result<u8, Failure> {
     let name = program.name.clone();
     let world = LiveWorld::new(vec![program], Arc::clone(&sig.stop));
     let (mut session, _) = Session::start(world, Learn::Off);
-    let overhead = session.run(policy.as_mut(), &machine, &cfg, |_, _| {});
-    let done = session.finish(overhead);
+    session.run(policy.as_mut(), &machine, &cfg, |_, _| {});
+    let done = session.finish();
     let how = match sig.received() {
         Some(s) => format!("detached on signal {s}"),
         None => "it exited".to_string(),

@@ -285,16 +285,16 @@ fn run_once(
     let (mut session, note) = Session::start(world, learn);
     let used = mechanism.map_or("none".to_string(), |m| m.attach(session.world()));
     let mut notes: Vec<String> = note.into_iter().collect();
-    let (variant, overhead) = match policy {
+    let variant = match policy {
         None => {
             // No intervention: let them go, wait for them, nothing else.
             session.let_run();
-            (herd_policy::BASELINE.to_string(), Default::default())
+            herd_policy::BASELINE.to_string()
         }
         Some(spec) => {
             let mut p = spec.build();
             let names: Vec<String> = entries.iter().map(|e| e.name.clone()).collect();
-            let overhead = session.run(
+            session.run(
                 p.as_mut(),
                 machine,
                 cfg,
@@ -323,10 +323,10 @@ fn run_once(
                     }
                 },
             );
-            (p.name(), overhead)
+            p.name()
         }
     };
-    let mut done = session.finish(overhead);
+    let mut done = session.finish();
     sig.pass_on(&done.world);
     done.world.wait_all();
     Ok(results(

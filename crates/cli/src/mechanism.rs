@@ -117,11 +117,7 @@ impl Mechanism {
     /// Hands the cgroups to `world`, whose programs move into them now.
     pub fn attach(self, world: &mut LiveWorld) -> String {
         if let Some(cg) = self.cgroups {
-            for (name, e) in world.use_cgroups(cg) {
-                eprintln!(
-                    "herd: program '{name}' stays out of herd's cgroups ({e}): signals and affinity for it"
-                );
-            }
+            world.use_cgroups(cg);
         }
         self.said
     }

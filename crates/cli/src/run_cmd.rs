@@ -268,7 +268,7 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     if realtime {
         session.world().allow_lanes();
     }
-    let overhead = session.run(policy.as_mut(), &machine, &cfg, |view, plan| {
+    session.run(policy.as_mut(), &machine, &cfg, |view, plan| {
         if let Some(w) = period_power_w(&power, view) {
             let period_s = view.snapshot.period_ns as f64 * 1e-9;
             model_energy_j += w * period_s;
@@ -297,7 +297,7 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     if realtime {
         let _ = herd_runtime::control::set_normal();
     }
-    let mut done = session.finish(overhead);
+    let mut done = session.finish();
     sig.pass_on(&done.world);
     if let Some(e) = trace_failed.or_else(|| trace.as_mut().and_then(|f| std::io::Write::flush(f).err())) {
         eprintln!("herd: warning: the trace is incomplete: {e}");

@@ -208,7 +208,7 @@ fn run_one(args: &SimArgs, path: &Path) -> Result<Comparison, Failure> {
     .map_err(|e| Failure::Input(e.into()))?;
     let mut comparison = comparison;
     if !scenario.sweep_threads.is_empty() {
-        let names = herd_sim::with_baseline_first(&policies);
+        let names = herd_sim::with_baseline_first(SimPolicy::linux(), &policies);
         let sweep = herd_sim::sweep::sweep(&scenario, &names, seeds[0], |done, total| {
             bar.set_message(format!("unit sweep: run {done} of {total}"));
             bar.tick();

@@ -577,7 +577,7 @@ fn a_core_budget_from_a_file_moves_every_thread_and_a_bad_file_is_survived() {
     wait_for_trace(&trace, |v| v["budget_cores"] == 1 && !workers_on(v).is_empty());
     // The turn that saw the change (a later turn may move one thread alone,
     // and a loaded machine polls the trace later).
-    let after = common::json_lines_so_far(&trace)
+    let after = common::json_lines(&trace)
         .into_iter()
         .find(|v| v["budget_cores"] == 1 && !workers_on(v).is_empty())
         .expect("the turn wait_for_trace saw");

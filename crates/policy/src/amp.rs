@@ -420,14 +420,16 @@ impl Comprehensive {
                 let (tf, f) = (q[k].len() as f64, kinds[k].2);
                 let (ts, s) = (q[k + 1].len() as f64, kinds[k + 1].2);
                 let head = |v: &[(f64, TaskId)], highest: bool, from: usize, to: usize| {
-                    let mut line: Vec<(f64, TaskId)> = v.to_vec();
-                    line.sort_by(|a, b| {
-                        let by_ib = if highest { b.0.total_cmp(&a.0) } else { a.0.total_cmp(&b.0) };
-                        by_ib.then(a.1.cmp(&b.1))
-                    });
-                    line.iter()
-                        .find(|x| !strands.moving(x.1, from, to))
-                        .or(line.first())
+                    // First in line: the highest IB (or the lowest), the
+                    // lower id on a tie.
+                    let first = |a: &&(f64, TaskId), b: &&(f64, TaskId)| {
+                        let by_ib = if highest { a.0.total_cmp(&b.0) } else { b.0.total_cmp(&a.0) };
+                        by_ib.then(b.1.cmp(&a.1))
+                    };
+                    v.iter()
+                        .filter(|x| !strands.moving(x.1, from, to))
+                        .max_by(first)
+                        .or_else(|| v.iter().max_by(first))
                         .map(|x| x.1)
                 };
                 if tf / f > ts / ((1.0 - self.beta) * s)

@@ -126,22 +126,18 @@ impl Turns {
         let period_ns = view.snapshot.period_ns;
         // A task that has just been resumed shows no CPU time yet: its place
         // counts as busy until it has had a period to show otherwise.
-        let busy: FxHashSet<TaskId> = tasks
-            .iter()
-            .filter(|t| {
-                is_busy(t, period_ns) || matches!(self.slots.get(&t.id), Some(Slot::Paused) | None)
-            })
-            .map(|t| t.id)
-            .collect();
-        let busy = |t: &TaskView| busy.contains(&t.id);
+        let busy = |t: &TaskView, old: Option<Slot>| {
+            is_busy(t, period_ns) || matches!(old, Some(Slot::Paused) | None)
+        };
         let mut held: FxHashSet<u32> = FxHashSet::default();
         if pin {
             for t in tasks {
-                if admitted(t.job)
-                    && busy(t)
-                    && let Some(Slot::Cpu(c)) = self.slots.get(&t.id)
+                let old = self.slots.get(&t.id).copied();
+                if let Some(Slot::Cpu(c)) = old
+                    && admitted(t.job)
+                    && busy(t, old)
                 {
-                    held.insert(*c);
+                    held.insert(c);
                 }
             }
         }
@@ -156,7 +152,7 @@ impl Turns {
             let old = self.slots.get(&t.id).copied();
             let new = if !admitted(t.job) {
                 Slot::Paused
-            } else if !pin || !busy(t) {
+            } else if !pin || !busy(t, old) {
                 Slot::Any
             } else {
                 match old {

@@ -236,6 +236,7 @@ pub fn allowed(proc_root: &Path, pid: i32, tid: i32) -> Option<CpuSet> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn descendants_follow_parents_through_generations() {
@@ -271,8 +272,6 @@ mod tests {
             assert!(nodes.iter().map(|(_, kb)| kb).sum::<u64>() > 0, "{nodes:?}");
         }
     }
-
-    use super::*;
 
     #[test]
     fn stat_survives_odd_command_names() {

@@ -136,7 +136,7 @@ fn main() {
             scored[scored.len() / 2].0,
             scored[scored.len() - 1].0
         );
-        for spec in &herd_sim::with_baseline_first(&s.policies) {
+        for spec in &herd_sim::with_baseline_first(herd_sim::SimPolicy::linux(), &s.policies) {
             println!(
                 "  {spec} over {} seeds: {:.3}",
                 s.seeds.len(),

@@ -133,7 +133,7 @@ pub fn learning_runs(
     mut progress: impl FnMut(u32),
 ) -> Result<LearningRuns, PolicyError> {
     let solo = solo_times(s);
-    let names = crate::with_baseline_first(policies);
+    let names = crate::with_baseline_first(herd_policy::PolicySpec::linux(), policies);
     let (trained, training_runs) = train(s, seed, &solo)?;
     let (trained_coverage, trained_accuracy) = store_quality(s, &trained, &solo);
     let trained_btr = trained_btr(s, &trained);

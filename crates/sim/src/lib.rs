@@ -209,29 +209,28 @@ pub fn run_policy<M: CostMeter>(
 ) -> Result<PolicyResult, PolicyError> {
     // S4's static best: every fixed period first, then the best again with
     // the meter, trace and callback the caller asked for.
-    let mut chosen = None;
-    if let SimPolicy::StaticBest(inner, periods) = policy {
-        let mut best: Option<(f64, f64)> = None;
-        for &p in periods {
-            let spec = static_best::with_period(inner, p)?;
-            let r = run_learning::<NoMeter>(s, spec.build(), seed, solo, None, None, false, |_, _| {});
-            let cost = r
-                .consolidation
-                .as_ref()
-                .map_or(r.makespan_s, |c| -c.batch_ginstr_per_s);
-            if best.is_none_or(|(b, _)| cost < b) {
-                best = Some((cost, p));
+    let (spec, chosen) = match policy {
+        SimPolicy::Spec(spec) => (spec.clone(), None),
+        SimPolicy::StaticBest(inner) => {
+            let periods = herd_policy::static_best_periods_us(inner)?;
+            let mut best: Option<(f64, f64)> = None;
+            for &p in &periods {
+                let spec = static_best::with_period(inner, p)?;
+                let r = run_learning::<NoMeter>(s, spec.build(), seed, solo, None, None, false, |_, _| {});
+                let cost = r
+                    .consolidation
+                    .as_ref()
+                    .map_or(r.makespan_s, |c| -c.batch_ginstr_per_s);
+                if best.is_none_or(|(b, _)| cost < b) {
+                    best = Some((cost, p));
+                }
             }
+            let (_, p) = best.expect("a PALM spec has at least one period");
+            (static_best::with_period(inner, p)?, Some((p, periods.len())))
         }
-        let (_, p) = best.expect("a PALM spec has at least one period");
-        chosen = Some((static_best::with_period(inner, p)?, p, periods.len()));
-    }
-    let spec = match (&chosen, policy) {
-        (Some((spec, _, _)), _) | (None, SimPolicy::Spec(spec)) => spec,
-        (None, SimPolicy::StaticBest(..)) => unreachable!("a static best has chosen its period"),
     };
     let mut r = run_learning(s, spec.build(), seed, solo, None, meter, trace, on_decision);
-    if let Some((_, p, tried)) = chosen {
+    if let Some((p, tried)) = chosen {
         r.name = policy.to_string();
         r.notes.push(format!(
             "static best: period_us={p}, the best of {tried} fixed periods tried"
@@ -431,7 +430,7 @@ pub fn compare<M: CostMeter>(
     mut on_decision: impl FnMut(&str, u64, &View<'_>, &Plan),
 ) -> Result<Comparison, PolicyError> {
     let solo = solo_times(s);
-    let names = with_baseline_first(policies);
+    let names = with_baseline_first(SimPolicy::linux(), policies);
     let mut results = Vec::new();
     for &seed in seeds {
         for policy in &names {
@@ -453,32 +452,14 @@ pub fn compare<M: CostMeter>(
     })
 }
 
-/// `policies` without repeats, after the baseline: every comparison is
+/// `policies` without repeats, after `baseline`: every comparison is
 /// against `linux`, run first.
-pub fn with_baseline_first<P: Clone + PartialEq + BaselineFirst>(policies: &[P]) -> Vec<P> {
-    let mut names = vec![P::baseline()];
+pub fn with_baseline_first<P: Clone + PartialEq>(baseline: P, policies: &[P]) -> Vec<P> {
+    let mut names = vec![baseline];
     for p in policies {
         if !names.contains(p) {
             names.push(p.clone());
         }
     }
     names
-}
-
-/// A policy type that has a baseline ([`with_baseline_first`]).
-pub trait BaselineFirst {
-    /// The baseline.
-    fn baseline() -> Self;
-}
-
-impl BaselineFirst for SimPolicy {
-    fn baseline() -> Self {
-        SimPolicy::linux()
-    }
-}
-
-impl BaselineFirst for herd_policy::PolicySpec {
-    fn baseline() -> Self {
-        herd_policy::PolicySpec::linux()
-    }
 }

@@ -22,9 +22,8 @@ pub const PREFIX: &str = "static-best:";
 pub enum SimPolicy {
     /// A catalogue policy.
     Spec(PolicySpec),
-    /// S4's static best of a `pack:palm` spec that leaves the period open,
-    /// and the periods (µs) it tries.
-    StaticBest(PolicySpec, Vec<f64>),
+    /// S4's static best of a `pack:palm` spec that leaves the period open.
+    StaticBest(PolicySpec),
 }
 
 impl SimPolicy {
@@ -42,7 +41,7 @@ impl SimPolicy {
     pub fn spec(&self) -> Option<&PolicySpec> {
         match self {
             SimPolicy::Spec(s) => Some(s),
-            SimPolicy::StaticBest(..) => None,
+            SimPolicy::StaticBest(_) => None,
         }
     }
 }
@@ -61,8 +60,10 @@ impl FromStr for SimPolicy {
             None => Ok(SimPolicy::Spec(PolicySpec::parse(text)?)),
             Some(inner) => {
                 let spec = PolicySpec::parse(inner)?;
-                let periods = herd_policy::static_best_periods_us(&spec)?;
-                Ok(SimPolicy::StaticBest(spec, periods))
+                // Refused here, where the text is read, if it is not PALM's
+                // or fixes the period itself.
+                herd_policy::static_best_periods_us(&spec)?;
+                Ok(SimPolicy::StaticBest(spec))
             }
         }
     }
@@ -72,7 +73,7 @@ impl fmt::Display for SimPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SimPolicy::Spec(s) => write!(f, "{s}"),
-            SimPolicy::StaticBest(s, _) => write!(f, "{PREFIX}{s}"),
+            SimPolicy::StaticBest(s) => write!(f, "{PREFIX}{s}"),
         }
     }
 }
@@ -84,7 +85,7 @@ mod tests {
     fn inner(text: &str) -> Result<Option<(String, Vec<f64>)>, PolicyError> {
         Ok(match text.parse::<SimPolicy>()? {
             SimPolicy::Spec(_) => None,
-            SimPolicy::StaticBest(s, p) => Some((s.to_string(), p)),
+            SimPolicy::StaticBest(s) => Some((s.to_string(), herd_policy::static_best_periods_us(&s)?)),
         })
     }
 

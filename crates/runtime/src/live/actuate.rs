@@ -8,7 +8,7 @@ use herd_engine::Actuator;
 use herd_policy::{Lane, Placement, Plan};
 use herd_topo::CpuSet;
 
-use super::{LiveWorld, Program};
+use super::{LiveWorld, Program, forked};
 use crate::cgroup::Cgroups;
 use crate::{control, procfs};
 
@@ -128,7 +128,7 @@ impl LiveWorld {
                 continue;
             };
             // The processes it forked pause and resume with it.
-            let family = self.family.get(job).map_or(&[][..], Vec::as_slice);
+            let family = forked(&self.family, job);
             match placement {
                 Placement::Run { cpus, .. } => {
                     if p.paused && !p.held {
@@ -203,7 +203,6 @@ impl LiveWorld {
                 (None, _) => {}
             }
         }
-        let all = self.machine_cpus();
         for (job, union) in want.into_iter().enumerate() {
             let Some(Some(cpus)) = union else {
                 continue;
@@ -211,7 +210,7 @@ impl LiveWorld {
             // A program its plan lets run everywhere needs no cpuset; one
             // confined for the first time joins its group now.
             let joined = self.cgroups.as_ref().is_some_and(|c| c.has(job));
-            if !joined && (all.as_ref() == Some(&cpus) || !self.adopt_for(job)) {
+            if !joined && (self.own_cpus.as_ref() == Some(&cpus) || !self.adopt_for(job)) {
                 continue;
             }
             let Some(cg) = self.cgroups.as_mut() else {

@@ -37,7 +37,7 @@ use herd_engine::{Clock, Sensor};
 use herd_policy::{JobView, Level, Obs, Snapshot, SystemObs, TaskState, TaskView};
 use herd_topo::CpuSet;
 
-use crate::cgroup::{CgroupError, Cgroups};
+use crate::cgroup::Cgroups;
 use crate::control;
 use crate::perf::{self, Event};
 use crate::procfs::{self, ThreadSample};
@@ -322,6 +322,12 @@ pub struct LiveWorld {
     pub stats: LiveStats,
 }
 
+/// The processes program `job` forked, as `LiveWorld::family` last found
+/// them (a free function: callers hold other fields of the world mutably).
+fn forked(family: &[Vec<i32>], job: usize) -> &[i32] {
+    family.get(job).map_or(&[], Vec::as_slice)
+}
+
 /// How often the sensor looks for processes a program forked: a pass over
 /// `/proc` reads every process's `stat` (about a millisecond for a few
 /// hundred processes), too much for every period of a fast policy, and a
@@ -431,19 +437,13 @@ impl LiveWorld {
     /// its own groups now (a held program before its first instruction).
     /// Returns the programs that could not be moved; they fall back to
     /// signals and per-thread affinity.
-    pub fn use_cgroups(&mut self, cgroups: Cgroups) -> Vec<(String, CgroupError)> {
+    pub fn use_cgroups(&mut self, cgroups: Cgroups) {
         // Programs join their groups when a plan first pauses or confines
         // them (`adopt_for`): a group costs even when it holds a program
         // nothing is done to (sysbench's threads test ran 1.061x plain
         // Linux inside one, 0.998x outside), and most plans that let every
         // program run everywhere never need it.
         self.cgroups = Some(cgroups);
-        Vec::new()
-    }
-
-    /// The CPUs herd itself may use, when it can tell.
-    pub(super) fn machine_cpus(&self) -> Option<CpuSet> {
-        self.own_cpus.clone()
     }
 
     /// Puts program `job` and the processes it forked into its groups, if
@@ -533,7 +533,7 @@ impl LiveWorld {
             }
             if (p.paused || p.held) && p.alive() {
                 let _ = control::signal(p.pid, libc::SIGCONT);
-                for &pid in self.family.get(job).map_or(&[][..], Vec::as_slice) {
+                for &pid in forked(&self.family, job) {
                     let _ = control::signal(pid, libc::SIGCONT);
                 }
             }
@@ -583,7 +583,7 @@ impl Sensor for LiveWorld {
             }
             let beats = self.heartbeats.read(job, p.pid, now_ns);
             // The program's own threads, then those of the processes it forked.
-            let family = self.family.get(job).map_or(&[][..], Vec::as_slice);
+            let family = forked(&self.family, job);
             let threads = std::iter::once(p.pid)
                 .chain(family.iter().copied())
                 .flat_map(|pid| {

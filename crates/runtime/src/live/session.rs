@@ -38,6 +38,8 @@ pub struct Session {
     /// `None` once finished, so `Drop` knows the machine is restored.
     world: Option<LiveWorld>,
     learning: Option<(Learning, Stored)>,
+    /// What the loop cost (zero while no loop has run).
+    overhead: Overhead,
     started: Instant,
     herd_cpu_before_s: f64,
     programs_cpu_before_s: f64,
@@ -82,6 +84,7 @@ impl Session {
         let session = Session {
             world: Some(world),
             learning,
+            overhead: Overhead::default(),
             started: Instant::now(),
             herd_cpu_before_s: cpu_seconds(libc::RUSAGE_SELF),
             programs_cpu_before_s: cpu_seconds(libc::RUSAGE_CHILDREN),
@@ -98,19 +101,20 @@ impl Session {
     }
 
     /// Runs herd's loop under `policy` until the programs end or a signal
-    /// stops it; `on_decision` sees every view and plan.
+    /// stops it; `on_decision` sees every view and plan. Its cost is in
+    /// [`Finished::overhead`].
     pub fn run(
         &mut self,
         policy: &mut dyn Policy,
         machine: &Machine,
         config: &Config,
         on_decision: impl FnMut(&View<'_>, &Plan),
-    ) -> Overhead {
+    ) {
         let world = self
             .world
             .as_mut()
             .expect("a session is used only until it finishes");
-        herd_engine::run(
+        self.overhead = herd_engine::run(
             policy,
             machine,
             // Live runs get no stored estimates yet: what earlier runs
@@ -121,7 +125,7 @@ impl Session {
             &mut CpuMeter::default(),
             config,
             on_decision,
-        )
+        );
     }
 
     /// No loop: the programs go and Linux places them (a batch's
@@ -137,13 +141,13 @@ impl Session {
 
     /// Restores the machine, stores what was learned, and returns the
     /// programs and the session's figures.
-    pub fn finish(mut self, overhead: Overhead) -> Finished {
+    pub fn finish(mut self) -> Finished {
         let mut world = self.world.take().expect("a session finishes once");
         world.restore();
         self.save();
         Finished {
             world,
-            overhead,
+            overhead: self.overhead,
             wall_s: self.started.elapsed().as_secs_f64(),
             herd_cpu_s: cpu_seconds(libc::RUSAGE_SELF) - self.herd_cpu_before_s,
             programs_cpu_before_s: self.programs_cpu_before_s,
