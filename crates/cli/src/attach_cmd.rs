@@ -19,14 +19,13 @@ pub struct AttachArgs {
     /// The policy, NAME[:key=value,...].
     #[arg(long, default_value_t = herd_policy::PolicySpec::linux())]
     policy: herd_policy::PolicySpec,
-    /// Decision period in milliseconds.
-    #[arg(long, default_value_t = 100.0)]
-    period_ms: f64,
+    #[command(flatten)]
+    looping: crate::common::LoopArgs,
 }
 
 /// `herd attach`.
 pub fn run(args: &AttachArgs) -> Result<u8, Failure> {
-    let cfg = crate::common::period_config(args.period_ms)?;
+    let cfg = crate::common::period_config(&args.looping)?;
     let mut policy = args.policy.build();
     let program = Program::attach(args.pid).map_err(|e| {
         Failure::Input(anyhow::anyhow!(

@@ -33,9 +33,8 @@ pub struct BatchArgs {
     /// Run each variant this many times, alternating, and report medians.
     #[arg(long, default_value_t = 1)]
     repeat: u32,
-    /// Decision period in milliseconds.
-    #[arg(long, default_value_t = 100.0)]
-    period_ms: f64,
+    #[command(flatten)]
+    looping: crate::common::LoopArgs,
     /// Where program logs go (default: herd-logs/<batch name>/).
     #[arg(long, value_name = "DIR")]
     logs: Option<PathBuf>,
@@ -163,6 +162,8 @@ struct RunResult {
     /// The policy's notes on its decisions (e.g. which signals it used),
     /// each once, in order.
     notes: Vec<String>,
+    /// What the guard did (`None`: plain Linux, or `--guard off`).
+    guard: Option<herd_engine::GuardReport>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -211,7 +212,7 @@ fn results(
     decisions: u64,
     cpu_s: (f64, f64),
     mechanism: String,
-    notes: Vec<String>,
+    (notes, guard): (Vec<String>, Option<herd_engine::GuardReport>),
 ) -> RunResult {
     let (herd_cpu_s, programs_cpu_s) = cpu_s;
     let programs: Vec<ProgramResult> = world
@@ -255,6 +256,7 @@ fn results(
         energy_j: s.energy_j,
         mem_bytes: s.mem_bytes,
         notes,
+        guard,
     }
 }
 
@@ -299,7 +301,8 @@ fn run_once(
                 machine,
                 cfg,
                 |view, plan| {
-                    if let Some(n) = &plan.note
+                    // The guard's notes are in its report.
+                    if let Some(n) = plan.note.as_ref().filter(|n| !n.starts_with(herd_engine::guard::NOTE_PREFIX))
                         && notes.len() < 8
                         && !notes.iter().any(|m| m == n)
                     {
@@ -317,7 +320,10 @@ fn run_once(
                                 running.insert(name)
                             };
                         }
-                        let line = serde_json::json!({"t_s": view.now_ns() as f64 * 1e-9, "running": running, "waiting": waiting});
+                        let mut line = serde_json::json!({"t_s": view.now_ns() as f64 * 1e-9, "running": running, "waiting": waiting});
+                        if let Some(n) = plan.note.as_ref().filter(|n| n.starts_with(herd_engine::guard::NOTE_PREFIX)) {
+                            line["guard"] = n.to_string().into();
+                        }
                         use std::io::Write as _;
                         let _ = writeln!(f, "{line}");
                     }
@@ -336,13 +342,13 @@ fn run_once(
         done.overhead.decisions,
         (done.herd_cpu_s, done.programs_cpu_s()),
         used,
-        notes,
+        (notes, done.guard.take()),
     ))
 }
 
 /// `herd batch`; returns 0, or 1 if any program failed.
 pub fn run(args: &BatchArgs) -> Result<u8, Failure> {
-    let cfg = crate::common::period_config(args.period_ms)?;
+    let cfg = crate::common::period_config(&args.looping)?;
     if args.repeat == 0 {
         return Err(Failure::Input(anyhow::anyhow!("--repeat must be at least 1")));
     }
@@ -455,6 +461,14 @@ fn table(name: &str, runs: &[RunResult], entries: &[Entry], wall_s: f64) -> Stri
     for v in &variants {
         if let Some(r) = runs.iter().find(|r| r.variant == *v && r.mechanism != "none") {
             let _ = writeln!(s, "{v} used: {}", r.mechanism);
+        }
+        for (k, g) in runs
+            .iter()
+            .filter(|r| r.variant == *v)
+            .enumerate()
+            .filter_map(|(k, r)| Some((k, r.guard.as_ref()?)))
+        {
+            let _ = writeln!(s, "{v} run {}: {}", k + 1, g.summary());
         }
         // The first run's notes: what herd learned from and what the
         // policy decided from.

@@ -34,8 +34,32 @@ pub fn this_machine() -> Result<herd_topo::Machine, Failure> {
     herd_topo::Machine::this_machine().map_err(|e| Failure::Internal(e.into()))
 }
 
-/// The loop's configuration for a `--period-ms` flag, checked.
-pub fn period_config(period_ms: f64) -> Result<herd_engine::Config, Failure> {
+/// On or off.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnOff {
+    /// On.
+    On,
+    /// Off.
+    Off,
+}
+
+/// How the live loop runs: its period and its guard.
+#[derive(Args, Debug, Clone)]
+pub struct LoopArgs {
+    /// Decision period in milliseconds.
+    #[arg(long, default_value_t = 100.0)]
+    pub period_ms: f64,
+    /// The guard: compare the policy with the kernel in short probes and
+    /// give the kernel the workload back while the policy loses more than
+    /// 2% of its progress (heartbeats, instructions, or CPU time). Off: the
+    /// policy as written.
+    #[arg(long, value_enum, default_value = "on")]
+    pub guard: OnOff,
+}
+
+/// The loop's configuration for `--period-ms` and `--guard`, checked.
+pub fn period_config(args: &LoopArgs) -> Result<herd_engine::Config, Failure> {
+    let period_ms = args.period_ms;
     if !(period_ms.is_finite() && period_ms > 0.0) {
         return Err(Failure::Input(anyhow::anyhow!(
             "--period-ms must be a positive number, got {period_ms}"
@@ -50,6 +74,7 @@ pub fn period_config(period_ms: f64) -> Result<herd_engine::Config, Failure> {
     // --sweep [--loop-share 20]): a share that suits every program does not
     // exist, and herd's CPU is the user's. `herd run --loop-share` sets it.
     cfg.loop_share = Some(LIVE_LOOP_SHARE);
+    cfg.guard = (args.guard == OnOff::On).then(herd_engine::GuardConfig::default);
     Ok(cfg)
 }
 

@@ -22,9 +22,8 @@ pub struct RunArgs {
     /// The policy, NAME[:key=value,...] (see `herd policies`).
     #[arg(long, default_value_t = herd_policy::PolicySpec::linux())]
     policy: herd_policy::PolicySpec,
-    /// Decision period in milliseconds.
-    #[arg(long, default_value_t = 100.0)]
-    period_ms: f64,
+    #[command(flatten)]
+    looping: crate::common::LoopArgs,
     /// Print each placement decision and its reason on stderr.
     #[arg(long)]
     explain: bool,
@@ -124,6 +123,9 @@ fn trace_line(
     if view.snapshot.progress_only {
         line["progress_only"] = true.into();
     }
+    if let Some(n) = plan.note.as_ref().filter(|n| n.starts_with(herd_engine::guard::NOTE_PREFIX)) {
+        line["guard"] = n.to_string().into();
+    }
     if !plan.lanes.is_empty() {
         line["lanes"] = plan
             .lanes
@@ -176,7 +178,7 @@ pub enum Goal {
 
 /// `herd run`; returns the exit code to leave with (the program's).
 pub fn run(args: &RunArgs) -> Result<u8, Failure> {
-    let mut cfg = crate::common::period_config(args.period_ms)?;
+    let mut cfg = crate::common::period_config(&args.looping)?;
     if !(args.loop_share > 0.0 && args.loop_share <= 100.0) {
         return Err(Failure::Input(anyhow::anyhow!(
             "--loop-share must be a per cent in (0, 100], got {}",
@@ -425,6 +427,9 @@ fn summary(
     );
     if let Some(b) = s.mem_bytes {
         let _ = write!(summary, "; memory traffic {:.2} GB", b as f64 * 1e-9);
+    }
+    if let Some(g) = &done.guard {
+        let _ = write!(summary, "; {}", g.summary());
     }
     summary
 }

@@ -46,6 +46,11 @@ pub struct SimArgs {
     /// Print why each policy placed tasks where it did (its first plan).
     #[arg(long)]
     pub(crate) explain: bool,
+    /// Run policies under herd's guard (on: as users get them) or without
+    /// (off: each algorithm as published); replaces the scenario's `guard`
+    /// (default on).
+    #[arg(long, value_enum)]
+    pub(crate) guard: Option<crate::common::OnOff>,
 }
 
 /// Loads a scenario file; XML machines resolve relative to the file.
@@ -108,6 +113,9 @@ fn run_one(args: &SimArgs, path: &Path) -> Result<Comparison, Failure> {
     let mut scenario = load_scenario(path)?;
     let runs = args.runs.unwrap_or(scenario.runs);
     scenario.train_runs = args.train_runs.unwrap_or(scenario.train_runs);
+    if let Some(g) = args.guard {
+        scenario.guard = g == crate::common::OnOff::On;
+    }
     let policies: Vec<SimPolicy> = if args.policies.is_empty() {
         scenario.policies.clone()
     } else {

@@ -8,9 +8,11 @@
 //! from the [`Clock`]; the cost of deciding is measured by an injected
 //! [`CostMeter`], so the crate stays pure and simulations stay reproducible.
 
+pub mod guard;
 pub mod learn;
 pub mod replay;
 
+pub use guard::{Guard, GuardConfig, GuardReport, InCharge};
 pub use learn::Learning;
 
 use herd_policy::{Estimates, Knowledge, Plan, Policy, Snapshot, View};
@@ -102,6 +104,10 @@ pub struct Config {
     /// `None`: no floor (the simulator, whose meter measures the host, not
     /// the modelled machine).
     pub loop_share: Option<f64>,
+    /// The guard ([`guard`]): with `Some`, a policy other than `linux` is
+    /// compared with the kernel in short probes and backed off where it
+    /// loses; `None`: the policy as written.
+    pub guard: Option<GuardConfig>,
 }
 
 impl Config {
@@ -115,6 +121,7 @@ impl Config {
             seed,
             horizon_ns: None,
             loop_share: None,
+            guard: None,
         }
     }
 }
@@ -147,6 +154,15 @@ impl Overhead {
     }
 }
 
+/// What a run of the loop reports.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Ran {
+    /// What the loop cost.
+    pub overhead: Overhead,
+    /// What the guard did, when there was one.
+    pub guard: Option<GuardReport>,
+}
+
 /// Runs the loop until the sensor reports everything finished or the
 /// horizon passes. With `learning`, every period's observations are learned
 /// before the policy decides, the policy sees what was learned, and its
@@ -162,7 +178,7 @@ pub fn run<P, W, M>(
     meter: &mut M,
     config: &Config,
     mut on_decision: impl FnMut(&View<'_>, &Plan),
-) -> Overhead
+) -> Ran
 where
     P: Policy + ?Sized,
     W: Sensor + Actuator + Clock,
@@ -178,6 +194,10 @@ where
     // last topped up.
     let mut credit_ns = 0.0f64;
     let mut last_turn_ns: Option<u64> = None;
+    let mut guard = config
+        .guard
+        .filter(|_| policy.name() != herd_policy::BASELINE)
+        .map(|g| Guard::new(g, config.period_ns));
     // What the last wait cost beyond the wait itself: waking, the clock's
     // system calls (half of herd's CPU per turn at 0.3 ms periods here).
     let mut woke_ns = 0u64;
@@ -190,9 +210,10 @@ where
         meter.start();
         // The plan, and what observing and deciding it cost.
         let (plan, observed_and_spent) = {
+            let kernel_places = guard.as_ref().is_some_and(Guard::kernel_places);
             let (snapshot, oracle) = if wants_oracle {
                 world.observe_with_oracle()
-            } else if policy.progress_suffices() {
+            } else if !kernel_places && policy.progress_suffices() {
                 (world.observe_progress(), None)
             } else {
                 (world.observe(), None)
@@ -216,7 +237,10 @@ where
                 seed: config.seed,
                 decision: overhead.decisions,
             };
-            let plan = policy.decide(&view);
+            let plan = match guard.as_mut() {
+                Some(g) => g.turn(&view, policy),
+                None => policy.decide(&view),
+            };
             let spent = meter.stop();
             overhead.decisions += 1;
             overhead.decide_ns_total += spent;
@@ -253,7 +277,8 @@ where
                 credit_ns = credit_ns.min(share * BURST_NS);
             }
             last_turn_ns = Some(now);
-            let floor = if policy.timed_turns() {
+            let kernel_places = guard.as_ref().is_some_and(Guard::kernel_places);
+            let floor = if policy.timed_turns() && !kernel_places {
                 // Wait only while the budget is overdrawn.
                 (-credit_ns / share).max(0.0) as u64
             } else {
@@ -281,7 +306,10 @@ where
             l.record(job, finding);
         }
     }
-    overhead
+    Ran {
+        overhead,
+        guard: guard.map(|g| g.report().clone()),
+    }
 }
 
 /// The most of its share the loop may save for timed turns: at 5%, half a
@@ -372,7 +400,7 @@ mod tests {
             &cfg,
             |_, _| {},
         );
-        (world.gaps_ns, o)
+        (world.gaps_ns, o.overhead)
     }
 
     #[test]

@@ -489,13 +489,7 @@ impl Strands {
             .snapshot
             .jobs
             .iter()
-            .filter_map(|j| {
-                let kb = j.memory_kb.as_ref()?;
-                let total: u64 = kb.iter().map(|x| x.1).sum();
-                let &(node, most) = kb.iter().max_by_key(|x| x.1)?;
-                // Mostly on one node: more than half of it.
-                (total > 0 && most * 2 > total).then_some((j.id, node))
-            })
+            .filter_map(|j| Some((j.id, j.home_node()?)))
             .collect();
         let home = view
             .snapshot

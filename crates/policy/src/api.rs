@@ -52,6 +52,13 @@ pub trait Policy: Send {
     fn follows_budget(&self) -> bool {
         false
     }
+    /// The CPUs the user gave the workload, when a policy parameter or an
+    /// outside core budget restricts it (`pack:*`'s K cores): the guard's
+    /// probes then ask how Linux would place the tasks within them, not on
+    /// the whole machine, which the user did not offer. `None`: every CPU.
+    fn allowed_cpus(&self) -> Option<herd_topo::CpuSet> {
+        None
+    }
     /// What the policy found out about its jobs' programs that the next
     /// run should start from (the loop stores it in each program's
     /// profile when the run ends). Asked once, at the end.

@@ -562,6 +562,10 @@ impl Policy for Pack {
         true
     }
 
+    fn allowed_cpus(&self) -> Option<CpuSet> {
+        self.allowed.as_ref().map(|(_, a)| a.1.clone())
+    }
+
     fn timed_turns(&self) -> bool {
         // The plan's turns are when its schedule changes.
         self.planned.is_some()

@@ -117,6 +117,17 @@ pub struct JobView {
     pub memory_kb: Option<Vec<(u32, u64)>>,
 }
 
+impl JobView {
+    /// The NUMA node (OS index) holding more than half of the job's memory,
+    /// where its memory placement is known and there is such a node.
+    pub fn home_node(&self) -> Option<u32> {
+        let kb = self.memory_kb.as_ref()?;
+        let total: u64 = kb.iter().map(|x| x.1).sum();
+        let &(node, most) = kb.iter().max_by_key(|x| x.1)?;
+        (total > 0 && most * 2 > total).then_some(node)
+    }
+}
+
 /// System-wide observations over the last period.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SystemObs {

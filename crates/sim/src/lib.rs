@@ -18,7 +18,7 @@ mod world;
 
 use std::collections::HashMap;
 
-use herd_engine::{Clock, Config, CostMeter, Learning, NoMeter};
+use herd_engine::{Clock, Config, CostMeter, GuardConfig, Learning, NoMeter};
 use herd_policy::{Estimates, Plan, PolicyError, View};
 use serde::Serialize;
 
@@ -100,6 +100,9 @@ pub struct PolicyResult {
     /// core budget in a scenario that has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub consolidation: Option<consolidation::ConsolidationResult>,
+    /// What the guard did, when the policy ran under one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guard: Option<herd_engine::GuardReport>,
     /// The CPU timeline, when recorded.
     #[serde(skip)]
     pub timeline: Option<Vec<Segment>>,
@@ -271,6 +274,7 @@ pub fn run_learning<M: CostMeter>(
     }
     let mut cfg = Config::with_period(s.period_ns, seed);
     cfg.horizon_ns = s.horizon_ns;
+    cfg.guard = s.guard.then(GuardConfig::default);
     let estimates = history(s, solo);
     let timed = meter.is_some();
     // A policy that decides from learning learns even without a store,
@@ -283,7 +287,7 @@ pub fn run_learning<M: CostMeter>(
             .wants_learning()
             .then(|| Learning::new(Profiles::new(), Some(world.peak_btr()))),
     };
-    let overhead = match meter {
+    let ran = match meter {
         Some(m) => herd_engine::run(
             p.as_mut(),
             &s.machine,
@@ -343,7 +347,11 @@ pub fn run_learning<M: CostMeter>(
         .filter_map(|j| j.turnaround_s.map(|t| j.solo_s / t))
         .sum();
     let t = &world.totals;
+    let overhead = ran.overhead;
     let mut notes = Vec::new();
+    if let Some(g) = ran.guard.as_ref().filter(|g| g.backoffs > 0) {
+        notes.push(g.summary());
+    }
     if t.unconverged_solves > 0 {
         notes.push(format!(
             "{} memory-contention solves did not converge",
@@ -414,6 +422,7 @@ pub fn run_learning<M: CostMeter>(
         },
         sim_reused_observations: t.reused_observations,
         consolidation,
+        guard: ran.guard,
         timeline: world.take_trace(),
     }
 }

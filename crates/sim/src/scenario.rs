@@ -235,6 +235,11 @@ pub struct ScenarioSpec {
     /// signature). Default false: nothing is known before a run.
     #[serde(default)]
     pub history: bool,
+    /// Whether policies run under herd's guard (`herd_engine::guard`), as
+    /// users get them; `false`: each algorithm as published. Default true;
+    /// `herd sim --guard` overrides it.
+    #[serde(default = "yes")]
+    pub guard: bool,
     /// S4's consolidation case study: a latency-critical service whose load
     /// moves the jobs' core budget (see `herd_sim::consolidation`).
     pub consolidation: Option<toml::Spanned<crate::consolidation::ConsolidationSpec>>,
@@ -246,6 +251,10 @@ pub struct ScenarioSpec {
 pub struct SweepSpec {
     /// Thread counts (units) to run every job with.
     pub threads: Vec<Count>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn ten() -> Positive {
@@ -386,6 +395,8 @@ pub struct Scenario {
     pub train_runs: u32,
     /// Whether the profile store knows the programs (`history`).
     pub history: bool,
+    /// Whether policies run under the guard (`guard`).
+    pub guard: bool,
     /// The consolidation case study, when asked for: the run lasts until
     /// its trace ends and the jobs follow its core budget.
     pub consolidation: Option<crate::consolidation::Consolidation>,
@@ -631,6 +642,7 @@ impl Scenario {
             runs: spec.runs.map_or(1, |r| r.0),
             train_runs: spec.train_runs.unwrap_or(0),
             history: spec.history,
+            guard: spec.guard,
             consolidation,
         })
     }

@@ -15,7 +15,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use herd_engine::{Actuator, Clock, Config, Learning, Overhead, Sensor};
+use herd_engine::{Actuator, Clock, Config, GuardReport, Learning, Overhead, Ran, Sensor};
 use herd_policy::{Estimates, Plan, Policy, View};
 use herd_topo::Machine;
 
@@ -38,8 +38,8 @@ pub struct Session {
     /// `None` once finished, so `Drop` knows the machine is restored.
     world: Option<LiveWorld>,
     learning: Option<(Learning, Stored)>,
-    /// What the loop cost (zero while no loop has run).
-    overhead: Overhead,
+    /// What the loop cost and what its guard did (empty while no loop has run).
+    ran: Ran,
     started: Instant,
     herd_cpu_before_s: f64,
     programs_cpu_before_s: f64,
@@ -52,6 +52,8 @@ pub struct Finished {
     pub world: LiveWorld,
     /// The loop's turns and cost (all zero when no loop ran).
     pub overhead: Overhead,
+    /// What the guard did, when the loop ran under one.
+    pub guard: Option<GuardReport>,
     /// Wall time from the session's start.
     pub wall_s: f64,
     /// herd's own CPU time over the session.
@@ -84,7 +86,7 @@ impl Session {
         let session = Session {
             world: Some(world),
             learning,
-            overhead: Overhead::default(),
+            ran: Ran::default(),
             started: Instant::now(),
             herd_cpu_before_s: cpu_seconds(libc::RUSAGE_SELF),
             programs_cpu_before_s: cpu_seconds(libc::RUSAGE_CHILDREN),
@@ -114,7 +116,7 @@ impl Session {
             .world
             .as_mut()
             .expect("a session is used only until it finishes");
-        self.overhead = herd_engine::run(
+        self.ran = herd_engine::run(
             policy,
             machine,
             // Live runs get no stored estimates yet: what earlier runs
@@ -147,7 +149,8 @@ impl Session {
         self.save();
         Finished {
             world,
-            overhead: self.overhead,
+            overhead: self.ran.overhead,
+            guard: self.ran.guard.take(),
             wall_s: self.started.elapsed().as_secs_f64(),
             herd_cpu_s: cpu_seconds(libc::RUSAGE_SELF) - self.herd_cpu_before_s,
             programs_cpu_before_s: self.programs_cpu_before_s,
