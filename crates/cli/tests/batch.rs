@@ -66,6 +66,10 @@ fn take_turns(pause: &str) {
             file.to_str().unwrap(),
             "--period-ms",
             "50",
+            // The mechanism under test, taking turns: the guard's probes
+            // let every program run at once.
+            "--guard",
+            "off",
             "--trace",
             trace.to_str().unwrap(),
             "--json",
@@ -145,6 +149,9 @@ fn kill_mid_batch(signal: i32, pause: &str) -> (u32, Vec<i32>) {
             file.to_str().unwrap(),
             "--period-ms",
             "30",
+            // Programs must be paused when the signal comes: no guard probe.
+            "--guard",
+            "off",
             "--pause",
             pause,
         ])

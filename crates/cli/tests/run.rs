@@ -35,6 +35,9 @@ fn static_compact_puts_every_thread_on_its_cpu() {
             "static:compact",
             "--period-ms",
             "20",
+            // Where the policy places, not where a guard probe lets go.
+            "--guard",
+            "off",
             "--",
             &common::python(),
             "-c",
@@ -167,6 +170,8 @@ fn a_cgroup_cpuset_keeps_a_program_inside() {
                 "static:compact",
                 "--period-ms",
                 "20",
+                "--guard",
+                "off",
                 "--confine",
                 confine,
             ])
@@ -370,6 +375,8 @@ fn smt_policies_run_here_and_explain_why_they_place_alike() {
                 policy,
                 "--period-ms",
                 "20",
+                "--guard",
+                "off",
                 "--explain",
                 "--",
                 &common::python(),
@@ -541,6 +548,8 @@ fn a_core_budget_from_a_file_moves_every_thread_and_a_bad_file_is_survived() {
             "pack:palm:cores=2",
             "--period-ms",
             "5",
+            "--guard",
+            "off",
             "--explain",
             "--cores-from",
         ])
@@ -623,7 +632,8 @@ fn palm_python(
     trace: &std::path::Path,
     program: &str,
 ) -> std::process::Output {
-    herd.args(["run", "--policy", "pack:palm:cores=2", "--period-ms", "20"])
+    // PALM's own turns, which a guard probe would interrupt.
+    herd.args(["run", "--policy", "pack:palm:cores=2", "--period-ms", "20", "--guard", "off"])
         .args(extra)
         .arg("--trace")
         .arg(trace)

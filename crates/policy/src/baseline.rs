@@ -27,20 +27,35 @@ const PLACES: Param = Param {
     about: "threads: pin each thread to one hardware thread; cores: to every sibling of its core",
 };
 
+const CPUS: Param = Param {
+    key: "cpus",
+    default: Value::Word("all"),
+    accepts: Accepts::Number {
+        range: crate::param::Range::whole(1, u64::MAX),
+        words: &["all"],
+    },
+    about: "K: use only the first K places of the order, threads wrapping around them (OpenMP with fewer places than threads)",
+};
+
+/// The places a static policy uses: `None` for all.
+fn places(a: &crate::param::Args) -> Option<usize> {
+    a.number("cpus").map(|k| k as usize)
+}
+
 /// Registry entry: `static:compact`.
 pub(crate) const STATIC_COMPACT: Entry = Entry {
     name: "static:compact",
     about: "pin threads to neighbouring hardware threads, job after job (OpenMP close)",
-    params: &[PLACES],
-    build: |a| Box::new(Static::new(Layout::Compact, a.word("places") == Some("cores"))),
+    params: &[PLACES, CPUS],
+    build: |a| Box::new(Static::new(Layout::Compact, a.word("places") == Some("cores")).using(places(a))),
 };
 
 /// Registry entry: `static:scatter`.
 pub(crate) const STATIC_SCATTER: Entry = Entry {
     name: "static:scatter",
     about: "pin threads spread over packages, NUMA nodes and cores (OpenMP spread)",
-    params: &[PLACES],
-    build: |a| Box::new(Static::new(Layout::Scatter, a.word("places") == Some("cores"))),
+    params: &[PLACES, CPUS],
+    build: |a| Box::new(Static::new(Layout::Scatter, a.word("places") == Some("cores")).using(places(a))),
 };
 
 /// `linux`: herd does nothing; the kernel places every task.
@@ -81,6 +96,8 @@ pub enum Layout {
 pub struct Static {
     layout: Layout,
     whole_cores: bool,
+    /// How many places of the order to use (`None`: all).
+    width: Option<usize>,
     order: Option<Vec<u32>>,
     job_start: HashMap<u32, usize>,
     next_start: usize,
@@ -93,11 +110,20 @@ impl Static {
         Static {
             layout,
             whole_cores,
+            width: None,
             order: None,
             job_start: HashMap::default(),
             next_start: 0,
             placed: HashMap::default(),
         }
+    }
+}
+
+impl Static {
+    /// Uses only the first `width` places of the order (`None`: all).
+    pub fn using(mut self, width: Option<usize>) -> Self {
+        self.width = width;
+        self
     }
 }
 
@@ -107,19 +133,30 @@ impl Policy for Static {
             Layout::Compact => "static:compact",
             Layout::Scatter => "static:scatter",
         };
+        let mut p = Vec::new();
         if self.whole_cores {
-            format!("{base}:places=cores")
-        } else {
+            p.push("places=cores".to_string());
+        }
+        if let Some(k) = self.width {
+            p.push(format!("cpus={k}"));
+        }
+        if p.is_empty() {
             base.into()
+        } else {
+            format!("{base}:{}", p.join(","))
         }
     }
 
     fn decide(&mut self, view: &View<'_>) -> Plan {
         let m = view.machine;
-        let layout = self.layout;
-        let order = self.order.get_or_insert_with(|| match layout {
-            Layout::Compact => order::compact(m),
-            Layout::Scatter => order::scatter(m),
+        let (layout, width) = (self.layout, self.width);
+        let order = self.order.get_or_insert_with(|| {
+            let mut o = match layout {
+                Layout::Compact => order::compact(m),
+                Layout::Scatter => order::scatter(m),
+            };
+            o.truncate(width.unwrap_or(usize::MAX).max(1));
+            o
         });
         let mut plan = Plan::default();
         let mut threads_of: Option<HashMap<u32, usize>> = None;
