@@ -70,6 +70,12 @@ pub fn run(args: &PoliciesArgs) -> Result<(), Failure> {
         }
     }
     s.push_str("\nUse as --policy NAME[:key=value,...], e.g. --policy static:compact:places=cores\n");
+    s.push_str(
+        "Every policy but linux runs under herd's guard (--guard on, the default; --guard off for the \
+         algorithm as published): short probes in which the kernel places the workload, and where the \
+         policy makes less progress than the kernel by more than 2% (heartbeats, else instructions, else \
+         CPU time), the kernel gets the workload back; run summaries, --explain, --json and traces say so.\n",
+    );
     output::print(&s)?;
     Ok(())
 }

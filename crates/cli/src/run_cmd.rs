@@ -123,7 +123,11 @@ fn trace_line(
     if view.snapshot.progress_only {
         line["progress_only"] = true.into();
     }
-    if let Some(n) = plan.note.as_ref().filter(|n| n.starts_with(herd_engine::guard::NOTE_PREFIX)) {
+    if let Some(n) = plan
+        .note
+        .as_ref()
+        .filter(|n| n.starts_with(herd_engine::guard::NOTE_PREFIX))
+    {
         line["guard"] = n.to_string().into();
     }
     if !plan.lanes.is_empty() {

@@ -633,13 +633,21 @@ fn palm_python(
     program: &str,
 ) -> std::process::Output {
     // PALM's own turns, which a guard probe would interrupt.
-    herd.args(["run", "--policy", "pack:palm:cores=2", "--period-ms", "20", "--guard", "off"])
-        .args(extra)
-        .arg("--trace")
-        .arg(trace)
-        .args(["--", &common::python(), "-c", program])
-        .output()
-        .unwrap()
+    herd.args([
+        "run",
+        "--policy",
+        "pack:palm:cores=2",
+        "--period-ms",
+        "20",
+        "--guard",
+        "off",
+    ])
+    .args(extra)
+    .arg("--trace")
+    .arg(trace)
+    .args(["--", &common::python(), "-c", program])
+    .output()
+    .unwrap()
 }
 
 /// Each decision's beating threads and their summed beats, from a trace.

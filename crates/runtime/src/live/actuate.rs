@@ -94,6 +94,21 @@ impl LiveWorld {
                 self.adopt_for(job);
             }
         }
+        // A program about to be stopped by signals is stopped with the
+        // processes it has now, not as of the last periodic scan: one
+        // forked since would run on beside the programs whose turn it is.
+        let stops_by_signal = plan.tasks.iter().any(|(id, placement)| {
+            let Some(job) = self.tasks.get(&(*id as i32)).map(|t| t.job) else {
+                return false;
+            };
+            let frozen_instead = self.cgroups.as_ref().is_some_and(|c| c.freezes() && c.has(job));
+            matches!(placement, Placement::Pause { .. })
+                && !frozen_instead
+                && self.programs.get(job).is_some_and(|p| !p.paused && !p.held)
+        });
+        if stops_by_signal {
+            self.rescan_family();
+        }
         // Pauses first, then runs: a co-scheduler's limit on how many
         // programs run at once holds even while a plan is being applied.
         let pauses = plan

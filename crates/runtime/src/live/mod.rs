@@ -480,6 +480,13 @@ impl LiveWorld {
         true
     }
 
+    /// Finds the processes each program forked, afresh.
+    pub(super) fn rescan_family(&mut self) {
+        let roots: Vec<i32> = self.programs.iter().map(|p| p.pid).collect();
+        self.family = procfs::descendants(&self.proc_root, &roots);
+        self.family_ns = Some(self.now_ns());
+    }
+
     /// The managed programs.
     pub fn programs(&self) -> &[Program] {
         &self.programs
@@ -573,9 +580,19 @@ impl Sensor for LiveWorld {
             .family_ns
             .is_none_or(|t| now_ns.saturating_sub(t) >= FAMILY_RESCAN_NS)
         {
-            let roots: Vec<i32> = self.programs.iter().map(|p| p.pid).collect();
-            self.family = procfs::descendants(&self.proc_root, &roots);
-            self.family_ns = Some(now_ns);
+            self.rescan_family();
+            // A process forked just before its program was stopped, found
+            // only now, would run on while the program waits its turn (a
+            // pyenv shim's helper made a third program run beside two);
+            // it stops with its program. (A frozen program's children
+            // share its cgroup; a stop to a stopped process is a no-op.)
+            for (job, p) in self.programs.iter().enumerate() {
+                if p.paused && !p.frozen && p.alive() {
+                    for &pid in forked(&self.family, job) {
+                        let _ = control::signal(pid, libc::SIGSTOP);
+                    }
+                }
+            }
         }
         for (job, p) in self.programs.iter().enumerate() {
             if !p.alive() {
