@@ -79,6 +79,9 @@ struct Entry {
     memory: Option<Level>,
 }
 
+/// The most programs one batch starts (copies counted).
+const MAX_PROGRAMS: usize = 10_000;
+
 fn load(path: &Path, logs: &Path) -> Result<(String, Vec<Entry>), Failure> {
     let bad = |line: Option<usize>, why: String| {
         let at = line.map(|l| format!(":{l}")).unwrap_or_default();
@@ -96,7 +99,9 @@ fn load(path: &Path, logs: &Path) -> Result<(String, Vec<Entry>), Failure> {
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
     let mut entries = Vec::new();
+    let mut names = std::collections::BTreeSet::new();
     for sp in &file.program {
         let p = sp.get_ref();
         let line = Some(line_of(sp.span().start));
@@ -106,11 +111,39 @@ fn load(path: &Path, logs: &Path) -> Result<(String, Vec<Entry>), Failure> {
                 format!("program '{}': cmd must name a program", p.name),
             ));
         }
+        // Names key the programs' logs and results.
+        if !names.insert(p.name.as_str()) {
+            return Err(bad(line, format!("program '{}': a name used twice", p.name)));
+        }
         let copies = p.copies.unwrap_or(1);
         if copies == 0 {
             return Err(bad(line, format!("program '{}': copies must be >= 1", p.name)));
         }
+        if entries.len() + copies as usize > MAX_PROGRAMS {
+            return Err(bad(
+                line,
+                format!(
+                    "program '{}': more than {MAX_PROGRAMS} programs in one batch (copies counted): \
+                     herd holds a process, its threads' files and a pipe for each",
+                    p.name
+                ),
+            ));
+        }
         let cwd = p.cwd.as_ref().map_or(dir.clone(), |c| dir.join(c));
+        if !cwd.is_dir() {
+            return Err(bad(
+                line,
+                format!("program '{}': cwd {} is not a folder", p.name, cwd.display()),
+            ));
+        }
+        // Every program is checked before any starts: a typo found after
+        // the first program ran would leave a run half made.
+        herd_runtime::live::resolve(&p.cmd[0], Some(&cwd)).map_err(|err| {
+            bad(
+                line,
+                format!("program '{}': cannot run '{}': {err}", p.name, p.cmd[0]),
+            )
+        })?;
         for k in 1..=copies {
             let name = if copies > 1 {
                 format!("{}#{k}", p.name)
@@ -179,27 +212,39 @@ fn exit_code(st: Option<std::process::ExitStatus>) -> Option<i32> {
 }
 
 /// Starts every program held: none runs until the policy's first decision.
+///
+/// Every program was checked when the file was read (`load`); if one still
+/// cannot start, those already started (held: none has run an instruction of its
+/// own) are killed and reaped: a failed batch leaves nothing running.
 fn spawn_all(entries: &[Entry]) -> Result<Vec<Program>, Failure> {
     let herd = std::env::current_exe().map_err(|e| Failure::Internal(e.into()))?;
-    let mut programs = Vec::new();
+    let mut programs: Vec<Program> = Vec::new();
     for e in entries {
-        herd_runtime::live::resolve(&e.argv[0], e.opts.cwd.as_deref())
-            .map_err(|err| Failure::Input(anyhow::anyhow!("program '{}': cannot run it: {err}", e.name)))?;
         let opts = SpawnOptions {
             held_via: Some(herd.clone()),
             ..e.opts.clone()
         };
-        let child = herd_runtime::live::spawn_with(&e.argv, &opts).map_err(|err| {
-            Failure::Input(anyhow::anyhow!(
-                "program '{}': cannot run '{}': {err}",
-                e.name,
-                e.argv[0]
-            ))
-        })?;
+        let (child, hold) = match herd_runtime::live::spawn_with(&e.argv, &opts) {
+            Ok(started) => started,
+            Err(err) => {
+                for p in &mut programs {
+                    if let Some(child) = p.child.as_mut() {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                    }
+                }
+                let failure = anyhow::anyhow!("program '{}': cannot run '{}': {err}", e.name, e.argv[0]);
+                // Out of processes is the machine's state, not bad input.
+                return Err(match err.raw_os_error() {
+                    Some(libc::EAGAIN | libc::ENOMEM) => Failure::Internal(failure),
+                    _ => Failure::Input(failure),
+                });
+            }
+        };
         let key = crate::units::program_key_in(&e.argv, e.opts.cwd.as_deref());
         let mut program = Program::new(e.name.clone(), key, child.id() as i32, Some(child));
         program.memory_hint = e.memory;
-        program.held = true;
+        program.hold = hold;
         programs.push(program);
     }
     Ok(programs)

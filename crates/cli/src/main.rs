@@ -72,12 +72,13 @@ fn main() -> ExitCode {
     // The trampoline that starts batch programs held (see herd_runtime::live).
     let argv: Vec<String> = std::env::args().collect();
     if argv.get(1).map(String::as_str) == Some(herd_runtime::live::HOLD_ARG)
-        && argv.get(2).map(String::as_str) == Some("--")
+        && argv.get(3).map(String::as_str) == Some("--")
     {
-        let err = herd_runtime::live::exec_held(&argv[3..]);
+        let fd = argv[2].parse().unwrap_or(-1);
+        let err = herd_runtime::live::exec_held(fd, &argv[4..]);
         eprintln!(
             "herd: cannot run '{}': {err}",
-            argv.get(3).map_or("", String::as_str)
+            argv.get(4).map_or("", String::as_str)
         );
         return ExitCode::from(127);
     }

@@ -230,7 +230,7 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
             Some(f)
         }
     };
-    let child = herd_runtime::live::spawn_with(&argv, &opts)
+    let (child, _) = herd_runtime::live::spawn_with(&argv, &opts)
         .map_err(|e| Failure::Input(anyhow::anyhow!("cannot run '{}': {e}", args.cmd[0])))?;
     let name = std::path::Path::new(&args.cmd[0])
         .file_name()

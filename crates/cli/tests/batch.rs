@@ -37,9 +37,15 @@ fn freezer_here() -> bool {
     pause != "signals"
 }
 
-/// Whether `pid` is waiting its turn: stopped by a signal or frozen.
+/// Whether `pid` is waiting its turn: stopped by a signal, frozen, or
+/// held before its start (herd's trampoline, waiting on its pipe).
 fn waiting(pid: i32) -> bool {
-    state_of(pid) == Some('T') || frozen(pid)
+    state_of(pid) == Some('T') || frozen(pid) || held(pid)
+}
+
+/// Whether `pid` is still herd's trampoline, not yet its program.
+fn held(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.contains("__exec-held"))
 }
 
 #[test]
@@ -89,7 +95,11 @@ fn take_turns(pause: &str) {
         // programs (a stop signal in flight for microseconds) is discarded,
         // while a real excess, which lasts a whole 50 ms period, is caught.
         let pids = children_of(child.id());
-        let read = || pids.iter().map(|&p| (state_of(p), frozen(p))).collect::<Vec<_>>();
+        let read = || {
+            pids.iter()
+                .map(|&p| (state_of(p), frozen(p) || held(p)))
+                .collect::<Vec<_>>()
+        };
         let first = read();
         std::thread::sleep(Duration::from_millis(2));
         let second = read();

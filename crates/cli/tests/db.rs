@@ -156,3 +156,34 @@ fn export_writes_a_file_or_names_the_one_it_cannot() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent-dir/x.json"));
 }
+
+/// Ten runs of one program at once on a new database: every run is
+/// recorded and every one counts in the program's profile. Before, the
+/// schema's creation raced ("table run already exists; learning from this
+/// run alone") and each run overwrote the profile it had read at its start,
+/// which then said one run.
+#[test]
+fn ten_concurrent_runs_all_count_in_the_profile() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("herd.db");
+    let children: Vec<_> = (0..10)
+        .map(|_| {
+            Command::new(env!("CARGO_BIN_EXE_herd"))
+                .env("XDG_DATA_HOME", tmp.path())
+                .args(["run", "--db", db.to_str().unwrap(), "--", "sleep", "0.3"])
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && !err.contains("warning"), "{err}");
+    }
+    let export = json(&herd(&db, &["db", "export"]));
+    let learned = learned_runs(&export);
+    assert_eq!(learned.len(), 1, "{learned:?}");
+    assert_eq!(learned[0].1, 10, "{learned:?}");
+    assert_eq!(export["programs"][0]["runs"].as_array().unwrap().len(), 10);
+}

@@ -404,3 +404,40 @@ fn plot_draws_a_figure_from_json_and_names_bad_input() {
     assert_eq!(bad.status.code(), Some(2), "{err}");
     assert!(err.contains("fig.json") && err.contains("missing field"), "{err}");
 }
+
+/// Inputs whose cost would run away are refused up front, in well under a
+/// second, naming the field and the bound (issue 25: 10^6 jobs were killed
+/// by the kernel at 24 GB; `period_ms = 1e-9` spun with no output).
+#[test]
+fn runaway_scenarios_are_refused_at_once_with_the_bound() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "copies",
+            GOOD.replace("name = \"a\"", "name = \"a\"\ncopies = 1000000"),
+            "10000",
+        ),
+        (
+            "threads",
+            GOOD.replace("name = \"a\"", "name = \"a\"\nthreads = 4000000000"),
+            "100000",
+        ),
+        (
+            "arrival",
+            GOOD.replace("name = \"a\"", "name = \"a\"\narrival_s = 1e30"),
+            "periods",
+        ),
+        ("period", format!("period_ms = 1e-9\n{GOOD}"), "at least"),
+        ("work", GOOD.replace("1e8", "1e300"), "periods"),
+    ];
+    for (name, text, bound) in cases {
+        let path = write(tmp.path(), &format!("{name}.toml"), &text);
+        let started = std::time::Instant::now();
+        let out = herd(&["sim", &path]);
+        let took = started.elapsed();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {err}");
+        assert!(err.contains(bound), "{name}: {err}");
+        assert!(took < std::time::Duration::from_secs(1), "{name}: {took:?}");
+    }
+}

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use herd_model::params::LINE_BYTES;
 use herd_policy::{JobId, Knowledge, Snapshot};
-use herd_profile::{LowContention, ProgramProfile, RunLearner, Slice};
+use herd_profile::{LowContention, ProgramProfile, RunLearner, Slice, Validity};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 /// One present job's learner.
@@ -36,6 +36,98 @@ pub struct Learning {
     /// Every job seen's program, kept after the job is gone: a policy's
     /// findings come at the end of the run.
     programs: BTreeMap<JobId, String>,
+    /// The profiles as loaded, and everything this run learned in order,
+    /// per program: another run that stored a program's profile meanwhile
+    /// is not overwritten; this run's learning is replayed onto its
+    /// profile instead ([`Learned::rebased`]).
+    loaded: BTreeMap<String, ProgramProfile>,
+    journal: Journal,
+}
+
+/// One step of learning, as [`Learning`] took it.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    Observe(JobId, Slice, Validity),
+    Finish(JobId),
+    Found(herd_policy::Finding),
+}
+
+/// The steps of one run, per program, up to [`JOURNAL_STEPS`] in all.
+#[derive(Debug, Default)]
+struct Journal {
+    /// Whether steps are kept at all (live runs; the simulator stores its
+    /// profiles one run after another and needs none).
+    on: bool,
+    steps: BTreeMap<String, Vec<Step>>,
+    len: usize,
+    /// Programs whose steps did not all fit.
+    overflowed: FxHashSet<String>,
+}
+
+impl Journal {
+    fn push(&mut self, program: &str, step: Step) {
+        if !self.on {
+            return;
+        }
+        if self.len >= JOURNAL_STEPS {
+            self.overflowed.insert(program.to_string());
+            return;
+        }
+        self.len += 1;
+        match self.steps.get_mut(program) {
+            Some(v) => v.push(step),
+            None => {
+                self.steps.insert(program.to_string(), vec![step]);
+            }
+        }
+    }
+}
+
+/// The most learning steps a run keeps for replaying (one per job per
+/// period, ~120 bytes each, so ~30 MB): one program for seven hours at
+/// 100 ms periods, or 200 for two minutes. A program past it stores this
+/// run's profile as it is, over any stored meanwhile.
+const JOURNAL_STEPS: usize = 250_000;
+
+/// What a finished run learned, ready to store.
+#[derive(Debug)]
+pub struct Learned {
+    /// Each program's profile as this run leaves it.
+    pub profiles: BTreeMap<String, ProgramProfile>,
+    loaded: BTreeMap<String, ProgramProfile>,
+    journal: Journal,
+}
+
+impl Learned {
+    /// What to store for `program` when the store now holds `stored`: this
+    /// run's profile if nobody stored one since this run loaded it, else
+    /// this run's learning replayed onto the newer one (so concurrent runs
+    /// of one program all count). `None` if this run learned nothing of it.
+    pub fn rebased(&self, program: &str, stored: Option<ProgramProfile>) -> Option<ProgramProfile> {
+        let mine = self.profiles.get(program)?;
+        let unchanged = stored.as_ref() == self.loaded.get(program)
+            || (stored.is_none() && !self.loaded.contains_key(program));
+        let Some(onto) = stored.filter(|_| !unchanged && !self.journal.overflowed.contains(program)) else {
+            return Some(mine.clone());
+        };
+        let mut profile = onto;
+        let mut learners: BTreeMap<JobId, RunLearner> = BTreeMap::new();
+        for step in self.journal.steps.get(program).into_iter().flatten() {
+            match *step {
+                Step::Observe(job, slice, validity) => {
+                    learners
+                        .entry(job)
+                        .or_default()
+                        .observe(&mut profile, &slice, validity);
+                }
+                // Every job seen finishes a run, observed or not (without
+                // counters no slice is learned, but the run still counts).
+                Step::Finish(job) => learners.remove(&job).unwrap_or_default().finish(&mut profile),
+                Step::Found(herd_policy::Finding::BarrierBeats(n)) => profile.barrier_beats = n,
+            }
+        }
+        Some(profile)
+    }
 }
 
 impl Learning {
@@ -44,6 +136,8 @@ impl Learning {
     /// counts as invalid, since contention cannot be judged).
     pub fn new(profiles: BTreeMap<String, ProgramProfile>, peak_btr: Option<f64>) -> Self {
         Learning {
+            loaded: profiles.clone(),
+            journal: Journal::default(),
             profiles,
             tracks: BTreeMap::new(),
             knowledge: Knowledge {
@@ -57,6 +151,13 @@ impl Learning {
         }
     }
 
+    /// Keeps the steps of learning, so that [`Learned::rebased`] can replay
+    /// them onto a profile another run stored meanwhile (live runs).
+    pub fn journaled(mut self) -> Self {
+        self.journal.on = true;
+        self
+    }
+
     /// Stores what a policy found about job `job`'s program
     /// ([`herd_policy::Policy::findings`]) in its profile.
     pub fn record(&mut self, job: JobId, finding: herd_policy::Finding) {
@@ -67,6 +168,7 @@ impl Learning {
         match finding {
             herd_policy::Finding::BarrierBeats(n) => profile.barrier_beats = n,
         }
+        self.journal.push(program, Step::Found(finding));
     }
 
     /// What has been learned, for the view.
@@ -150,6 +252,8 @@ impl Learning {
                     None => herd_profile::Validity::Invalid,
                 };
                 track.learner.observe(profile, &s, validity);
+                self.journal
+                    .push(&job.program, Step::Observe(job.id, s, validity));
             }
             let l = self.knowledge.jobs.entry(job.id).or_default();
             l.phase = track.learner.current();
@@ -182,6 +286,7 @@ impl Learning {
 
     fn finish(&mut self, id: JobId) {
         if let Some(t) = self.tracks.remove(&id) {
+            self.journal.push(&t.program, Step::Finish(id));
             t.learner.finish(self.profiles.entry(t.program).or_default());
         }
         self.knowledge.jobs.remove(&id);
@@ -189,12 +294,22 @@ impl Learning {
 
     /// Ends the run: every job still present finishes too (the run is over
     /// for it as well), and the profiles come back for storing.
-    pub fn into_profiles(mut self) -> BTreeMap<String, ProgramProfile> {
+    pub fn into_profiles(self) -> BTreeMap<String, ProgramProfile> {
+        self.into_learned().profiles
+    }
+
+    /// [`Learning::into_profiles`], with what it takes to replay the run
+    /// onto profiles another run stored meanwhile.
+    pub fn into_learned(mut self) -> Learned {
         let ids: Vec<JobId> = self.tracks.keys().copied().collect();
         for id in ids {
             self.finish(id);
         }
-        self.profiles
+        Learned {
+            profiles: self.profiles,
+            loaded: self.loaded,
+            journal: self.journal,
+        }
     }
 }
 

@@ -13,7 +13,7 @@ pub mod learn;
 pub mod replay;
 
 pub use guard::{Guard, GuardConfig, GuardReport, InCharge};
-pub use learn::Learning;
+pub use learn::{Learned, Learning};
 
 use herd_policy::{Estimates, Knowledge, Plan, Policy, Snapshot, View};
 use herd_topo::Machine;

@@ -82,9 +82,9 @@ struct Hierarchy {
 }
 
 impl Hierarchy {
-    /// Makes `herd-<pid>` under herd's own cgroup in the hierarchy `want`
-    /// names, if it names one.
-    fn make(
+    /// Where `herd-<pid>` goes under herd's own cgroup in the hierarchy
+    /// `want` names, if it names one (made by [`Hierarchy::make`]).
+    fn plan(
         want: &Option<(Version, PathBuf)>,
         controller: &'static str,
         proc_self_cgroup: &str,
@@ -97,13 +97,17 @@ impl Hierarchy {
             own_path(proc_self_cgroup, key).ok_or_else(|| CgroupError::NoHome(controller.to_string()))?;
         let home = mount.join(rel);
         let base = home.join(format!("herd-{}", std::process::id()));
-        make_group(&base, &home, *version, controller)?;
         Ok(Some(Hierarchy {
             version: *version,
             controller,
             home,
             base,
         }))
+    }
+
+    /// Makes `herd-<pid>`.
+    fn make(&self) -> Result<(), CgroupError> {
+        make_group(&self.base, &self.home, self.version, self.controller)
     }
 
     fn job(&self, job: usize) -> PathBuf {
@@ -161,14 +165,20 @@ impl Cgroups {
             jobs: Vec::new(),
             guard: None,
         };
-        // On any failure `cg` is dropped, which removes what was made.
-        cg.cpuset = Hierarchy::make(&request.cpuset, "cpuset", &own)?;
-        cg.freezer = Hierarchy::make(&request.freezer, "freezer", &own)?;
-        let made: Vec<(PathBuf, PathBuf)> = cg
+        // The guard starts before any group is made: herd killed between
+        // the two left an empty herd-<pid> behind (1 in 40 SIGKILLs a few
+        // ms into a run). On any failure `cg` is dropped, which removes
+        // what was made.
+        cg.cpuset = Hierarchy::plan(&request.cpuset, "cpuset", &own)?;
+        cg.freezer = Hierarchy::plan(&request.freezer, "freezer", &own)?;
+        let planned: Vec<(PathBuf, PathBuf)> = cg
             .hierarchies()
             .map(|h| (h.base.clone(), h.home.clone()))
             .collect();
-        cg.guard = Some(spawn_guard(guard_exe, &made).map_err(CgroupError::Guard)?);
+        cg.guard = Some(spawn_guard(guard_exe, &planned).map_err(CgroupError::Guard)?);
+        for h in cg.hierarchies() {
+            h.make()?;
+        }
         Ok(cg)
     }
 

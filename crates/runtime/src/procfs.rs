@@ -152,6 +152,48 @@ pub fn descendants(proc_root: &Path, roots: &[i32]) -> Vec<Vec<i32>> {
         .collect()
 }
 
+/// Whether this kernel keeps per-thread `children` lists (what [`subtree`]
+/// reads).
+pub fn children_lists(proc_root: &Path) -> bool {
+    proc_root.join("thread-self/children").exists()
+}
+
+/// The processes below `root`, read from its threads' `children` lists
+/// (`/proc/<pid>/task/<tid>/children`) and theirs: a cost that grows with
+/// the program's own processes, where [`descendants`] reads every
+/// process's `stat` on the machine. Falls back to that pass where the
+/// kernel has no `children` lists (built without CONFIG_PROC_CHILDREN).
+pub fn subtree(proc_root: &Path, root: i32) -> Vec<i32> {
+    let children_of = |pid: i32| -> Option<Vec<i32>> {
+        let tasks = fs::read_dir(proc_root.join(pid.to_string()).join("task")).ok()?;
+        let mut out = Vec::new();
+        let mut any = false;
+        for t in tasks.flatten() {
+            // A thread that exits meanwhile takes its list with it.
+            if let Ok(text) = fs::read_to_string(t.path().join("children")) {
+                any = true;
+                out.extend(text.split_whitespace().filter_map(|c| c.parse::<i32>().ok()));
+            }
+        }
+        any.then_some(out)
+    };
+    let Some(first) = children_of(root) else {
+        // No lists here (or the root is gone): the whole pass.
+        return descendants(proc_root, &[root]).pop().unwrap_or_default();
+    };
+    let mut found = Vec::new();
+    let mut next = first;
+    while let Some(p) = next.pop() {
+        if p == root || found.contains(&p) {
+            continue;
+        }
+        found.push(p);
+        next.extend(children_of(p).unwrap_or_default());
+    }
+    found.sort_unstable();
+    found
+}
+
 /// Samples one thread once; `None` if it is gone (threads come and go
 /// between listing and reading: that is normal, not an error). The live
 /// sensor keeps a [`ThreadFiles`] open instead of calling this every period.
@@ -257,6 +299,30 @@ mod tests {
             vec![vec![11, 12], vec![14], Vec::<i32>::new()]
         );
         assert_eq!(parse_ppid("5 (x) R 4 5"), Some(4));
+    }
+
+    #[test]
+    fn a_subtree_follows_every_threads_children_lists() {
+        let dir = tempfile::tempdir().unwrap();
+        let children = |pid: i32, tid: i32, list: &str| {
+            let d = dir.path().join(format!("{pid}/task/{tid}"));
+            fs::create_dir_all(&d).unwrap();
+            fs::write(d.join("children"), list).unwrap();
+        };
+        // 10 forked 11 from its main thread and 12 from another; 11 forked 13.
+        children(10, 10, "11 ");
+        children(10, 15, "12 ");
+        children(11, 11, "13 ");
+        children(12, 12, "");
+        children(13, 13, "");
+        assert_eq!(subtree(dir.path(), 10), vec![11, 12, 13]);
+        assert_eq!(subtree(dir.path(), 13), Vec::<i32>::new());
+        // The real thing: a child of this test process is found.
+        let me = std::process::id() as i32;
+        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        assert!(subtree(Path::new("/proc"), me).contains(&(child.id() as i32)));
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 
     #[test]

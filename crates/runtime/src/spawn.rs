@@ -2,6 +2,7 @@
 //! and log file, and `PR_SET_PDEATHSIG = SIGCONT`.
 
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command};
@@ -16,9 +17,26 @@ pub struct SpawnOptions {
     /// A file for stdout and stderr (both), instead of herd's own.
     pub log: Option<PathBuf>,
     /// Start the program held: run it through `trampoline` (a program that
-    /// stops itself with SIGSTOP, then execs the rest of its arguments) and
-    /// return once it is stopped, before the program's first instruction.
+    /// waits for herd's end of a pipe to close, then execs the rest of its
+    /// arguments), so that it runs none of its own instructions until herd
+    /// lets it go ([`Hold`]) or dies.
     pub held_via: Option<PathBuf>,
+}
+
+/// herd's end of a held program's pipe: the program starts when this is
+/// dropped, or when herd dies by any means (the kernel closes it).
+///
+/// Why a pipe and not a stop: a trampoline that stopped itself relied on
+/// `PR_SET_PDEATHSIG = SIGCONT` to be continued if herd died, and a herd
+/// killed before the trampoline's stop left the program stopped for good
+/// (2 of 40 SIGKILLs 5-30 ms into a batch). A closed pipe cannot be missed:
+/// the trampoline reads end-of-file whenever it gets to read.
+#[derive(Debug)]
+pub struct Hold(#[allow(dead_code)] OwnedFd); // Held only to be closed.
+
+impl Hold {
+    /// Lets the program start.
+    pub fn release(self) {}
 }
 
 /// Starts `argv` as a child that inherits stdin, stdout and stderr, with
@@ -29,18 +47,30 @@ pub struct SpawnOptions {
 /// from a thread that lives as long as herd manages the child (the main
 /// thread).
 pub fn spawn(argv: &[String]) -> io::Result<Child> {
-    spawn_with(argv, &SpawnOptions::default())
+    spawn_with(argv, &SpawnOptions::default()).map(|(child, _)| child)
 }
 
-/// [`spawn`] with a working directory, environment and log file.
-pub fn spawn_with(argv: &[String], opts: &SpawnOptions) -> io::Result<Child> {
+/// [`spawn`] with a working directory, environment and log file; with
+/// `held_via`, also the [`Hold`] that keeps the program from starting.
+pub fn spawn_with(argv: &[String], opts: &SpawnOptions) -> io::Result<(Child, Option<Hold>)> {
     let (program, args) = argv
         .split_first()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no command given"))?;
+    // The pipe of a held program: both ends close on exec, but the
+    // trampoline's read end is kept open in the child (below).
+    let pipe = match opts.held_via {
+        Some(_) => Some(pipe_cloexec()?),
+        None => None,
+    };
+    let read_fd = pipe.as_ref().map(|(r, _)| r.as_raw_fd());
     let mut cmd = match &opts.held_via {
         Some(trampoline) => {
             let mut c = Command::new(trampoline);
-            c.arg(HOLD_ARG).arg("--").arg(program).args(args);
+            c.arg(HOLD_ARG)
+                .arg(read_fd.unwrap_or(-1).to_string())
+                .arg("--")
+                .arg(program)
+                .args(args);
             c
         }
         None => {
@@ -58,26 +88,34 @@ pub fn spawn_with(argv: &[String], opts: &SpawnOptions) -> io::Result<Child> {
         cmd.stdout(file.try_clone()?).stderr(file);
     }
     // SAFETY: the closure runs in the child between fork and exec and only
-    // calls prctl, which is async-signal-safe.
+    // calls prctl and fcntl, which are async-signal-safe.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGCONT as libc::c_ulong, 0, 0, 0) != 0 {
                 return Err(io::Error::last_os_error());
+            }
+            if let Some(fd) = read_fd {
+                if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
             }
             Ok(())
         });
     }
     let child = cmd.spawn()?;
-    if opts.held_via.is_some() {
-        // Wait until the trampoline has stopped itself (or died trying).
-        let mut status = 0;
-        // SAFETY: waitpid on our own child; status is a valid out-pointer.
-        let rc = unsafe { libc::waitpid(child.id() as i32, &mut status, libc::WUNTRACED) };
-        if rc < 0 || !libc::WIFSTOPPED(status) {
-            return Err(io::Error::other("the program did not start held"));
-        }
+    // The read end is the child's alone now; herd keeps the write end.
+    Ok((child, pipe.map(|(_, w)| Hold(w))))
+}
+
+/// A pipe whose ends both close on exec: (read, write).
+fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: fds is a valid out-array of two ints.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
     }
-    Ok(child)
+    // SAFETY: pipe2 succeeded, so both are open descriptors owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
 /// Finds the executable `program` would run as: a path (relative to `cwd`)
@@ -114,13 +152,25 @@ pub fn resolve(program: &str, cwd: Option<&std::path::Path>) -> io::Result<PathB
 /// The hidden argument that makes the `herd` binary act as the trampoline.
 pub const HOLD_ARG: &str = "__exec-held";
 
-/// The trampoline: stops the calling process, and once continued, replaces
-/// it with `argv`. Returns only if exec fails.
-pub fn exec_held(argv: &[String]) -> io::Error {
+/// The trampoline: waits until the write end of the pipe whose read end is
+/// `fd` closes (herd let the program go, or died), then replaces itself
+/// with `argv`, without the pipe. Returns only if exec fails.
+pub fn exec_held(fd: i32, argv: &[String]) -> io::Error {
     let Some((program, args)) = argv.split_first() else {
         return io::Error::new(io::ErrorKind::InvalidInput, "no command given");
     };
-    // SAFETY: raise has no memory-safety preconditions.
-    unsafe { libc::raise(libc::SIGSTOP) };
+    let mut sink = [0u8; 16];
+    loop {
+        // SAFETY: a read into a local buffer of its own length.
+        let n = unsafe { libc::read(fd, sink.as_mut_ptr().cast(), sink.len()) };
+        // End of file: go. Data is not sent; an error other than an
+        // interruption (a bad descriptor) must not keep the program from
+        // running either.
+        if n == 0 || (n < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted) {
+            break;
+        }
+    }
+    // SAFETY: closing the descriptor this process was handed; nothing else uses it.
+    unsafe { libc::close(fd) };
     Command::new(program).args(args).exec()
 }

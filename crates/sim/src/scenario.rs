@@ -461,6 +461,39 @@ impl Phase {
     }
 }
 
+/// The most jobs (copies counted) a scenario may hold.
+pub const MAX_JOBS: usize = 10_000;
+/// The most threads (over all jobs and copies) a scenario may hold.
+pub const MAX_TASKS: usize = 100_000;
+/// The most loop periods a run may need before its last job can finish:
+/// at the simulator's 10-100 us a period (a debug build: 8 us for one job),
+/// minutes to hours of wall time.
+pub const MAX_TURNS: f64 = 1e7;
+/// The shortest period: below a microsecond a period models nothing a
+/// scheduler does (S4's PALM starts at 125 us).
+pub const MIN_PERIOD_MS: f64 = 1e-3;
+/// How much faster than the reference core any core may run, for a lower
+/// bound on a job's time that holds on every machine herd models.
+const FASTEST_CORE: f64 = 8.0;
+
+/// A lower bound on when the last of `jobs` can finish, in ns: its arrival
+/// plus its phases' work, every thread on a core `FASTEST_CORE` times the
+/// reference, alone, each phase split over all its threads. Jobs that
+/// restart run until the horizon and bound nothing here.
+fn least_end_ns(jobs: &[Job]) -> f64 {
+    jobs.iter()
+        .filter(|j| !j.restart)
+        .map(|j| {
+            let work: f64 = j
+                .phases
+                .iter()
+                .map(|p| p.instructions * p.core_ns_per_instr / f64::from(j.threads))
+                .sum();
+            j.arrival_ns as f64 + f64::from(j.loops) * work / FASTEST_CORE
+        })
+        .fold(0.0, f64::max)
+}
+
 /// LLC references per memory request when a phase gives no miss rate: one
 /// miss per four references, a middle value for SPEC-like code.
 const DEFAULT_LLC_MISS_RATE: f64 = 0.25;
@@ -553,6 +586,26 @@ impl Scenario {
                         .map_err(|(f, why)| at(sp.span(), &field(&format!("phase.{f}")), why))?,
                 );
             }
+            // Bounds said up front, not found by the kernel's OOM killer:
+            // the simulator's state grows with the jobs and tasks (some of
+            // it with their square: contention among co-runners).
+            let tasks_before: u64 = jobs.iter().map(|j: &Job| u64::from(j.threads)).sum();
+            let adding_jobs = u64::from(j.copies.0);
+            if jobs.len() as u64 + adding_jobs > MAX_JOBS as u64 {
+                let why = format!(
+                    "{} jobs in all (copies counted) is more than herd's simulator holds ({MAX_JOBS})",
+                    jobs.len() as u64 + adding_jobs
+                );
+                return Err(at(span.clone(), &field("copies"), why));
+            }
+            if tasks_before + adding_jobs * u64::from(j.threads.0) > MAX_TASKS as u64 {
+                let why = format!(
+                    "{} threads in all (threads x copies, summed over jobs) is more than herd's simulator \
+                     holds ({MAX_TASKS})",
+                    tasks_before + adding_jobs * u64::from(j.threads.0)
+                );
+                return Err(at(span.clone(), &field("threads"), why));
+            }
             for copy in 0..j.copies.0 {
                 let name = if j.copies.0 > 1 {
                     format!("{}#{}", j.name, copy + 1)
@@ -615,6 +668,39 @@ impl Scenario {
                 )?,
             ),
         };
+        if spec.period_ms.0 < MIN_PERIOD_MS {
+            return Err(err(
+                None,
+                Some("period_ms".into()),
+                format!(
+                    "must be at least {MIN_PERIOD_MS} (1 us), got {}",
+                    spec.period_ms.0
+                ),
+            ));
+        }
+        let period_ns = (spec.period_ms.0 * 1e6).max(1.0) as u64;
+        let horizon_ns = match (spec.horizon_s, &consolidation) {
+            (h, Some(c)) => Some(h.map_or(c.end_ns(), |h| ((h.0 * 1e9) as u64).min(c.end_ns()))),
+            (h, None) => h.map(|h| (h.0 * 1e9) as u64),
+        };
+        // A run that cannot end in reasonable time is refused with the
+        // reason, not left to spin: the loop takes a turn per period until
+        // the last job can have finished (or the horizon).
+        let least_end_ns = horizon_ns.unwrap_or(u64::MAX).min(least_end_ns(&jobs) as u64);
+        let turns = least_end_ns as f64 / period_ns as f64;
+        if turns > MAX_TURNS {
+            return Err(err(
+                None,
+                Some("period_ms".into()),
+                format!(
+                    "the run lasts at least {:.3e} s of simulated time (the latest arrival, or the work of the \
+                     longest job on its fastest core), {turns:.1e} periods of {} ms: more than herd's simulator \
+                     runs ({MAX_TURNS:.0e} periods); give a longer period_ms, a horizon_s, or less work",
+                    least_end_ns as f64 * 1e-9,
+                    spec.period_ms.0
+                ),
+            ));
+        }
         let name = spec.name.unwrap_or_else(|| {
             std::path::Path::new(file)
                 .file_stem()
@@ -631,12 +717,9 @@ impl Scenario {
             } else {
                 spec.seeds
             },
-            period_ns: (spec.period_ms.0 * 1e6).max(1.0) as u64,
+            period_ns,
             // A consolidation study lasts as long as its trace.
-            horizon_ns: match (spec.horizon_s, &consolidation) {
-                (h, Some(c)) => Some(h.map_or(c.end_ns(), |h| ((h.0 * 1e9) as u64).min(c.end_ns()))),
-                (h, None) => h.map(|h| (h.0 * 1e9) as u64),
-            },
+            horizon_ns,
             jobs,
             sweep_threads,
             runs: spec.runs.map_or(1, |r| r.0),

@@ -8,8 +8,13 @@ use herd_sim::Scenario;
 
 const S0: &str = include_str!("../../../scenarios/s0-ht-energy.toml");
 
+/// The scenario with the guard off: S0's policies as published (the
+/// guard has its own tests, `tests/guard.rs`).
 fn scenario(text: &str) -> Scenario {
-    Scenario::parse(text, "s0.toml", &|_| Err("no files".into())).unwrap_or_else(|e| panic!("{e}"))
+    let mut s =
+        Scenario::parse(text, "s0.toml", &|_| Err("no files".into())).unwrap_or_else(|e| panic!("{e}"));
+    s.guard = false;
+    s
 }
 
 /// The scenario's serial fraction: its serial phase over all its work.

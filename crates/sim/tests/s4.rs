@@ -1,10 +1,14 @@
 //! S4 in simulation (`scenarios/s4-*.toml`, written by
 //! scripts/gen-s4-scenarios.py): PALM against the OS's thread packing.
 
+/// The scenario with the guard off: S4's policies as published (the
+/// guard has its own tests, `tests/guard.rs`).
 fn scenario(name: &str) -> herd_sim::Scenario {
     let path = format!("{}/../../scenarios/{name}.toml", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap();
-    herd_sim::Scenario::parse(&text, &path, &|_| Err("no XML".into())).unwrap()
+    let mut s = herd_sim::Scenario::parse(&text, &path, &|_| Err("no XML".into())).unwrap();
+    s.guard = false;
+    s
 }
 
 fn run(s: &herd_sim::Scenario, policy: &str) -> herd_sim::PolicyResult {

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use herd_profile::ProgramProfile;
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::Serialize;
 
 /// Why the store failed.
@@ -206,13 +206,21 @@ impl SqliteStore {
         }
         let err = sqlite_err(path);
         let mut conn = Connection::open(path).map_err(err)?;
+        // A writer waits for a lock (first: switching to WAL takes one too).
         // WAL: readers never block the writer, and a crash mid-write leaves
-        // every committed transaction intact. A writer waits for a lock.
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(err)?;
-        conn.pragma_update(None, "synchronous", "NORMAL").map_err(err)?;
+        // every committed transaction intact.
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(err)?;
-        let version: i64 = conn
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(err)?;
+        conn.pragma_update(None, "synchronous", "NORMAL").map_err(err)?;
+        // The version is read and the migrations run under one write lock
+        // taken up front (BEGIN IMMEDIATE): two herds opening a new file at
+        // once would otherwise both read version 0 and the second fail on
+        // "table run already exists".
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(err)?;
+        let version: i64 = tx
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .map_err(err)?;
         let known = MIGRATIONS.len() as i64;
@@ -224,16 +232,53 @@ impl SqliteStore {
             });
         }
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-            let tx = conn.transaction().map_err(err)?;
             tx.execute_batch(sql).map_err(err)?;
             tx.pragma_update(None, "user_version", i as i64 + 1)
                 .map_err(err)?;
-            tx.commit().map_err(err)?;
         }
+        tx.commit().map_err(err)?;
         Ok(SqliteStore {
             path: path.to_path_buf(),
             conn,
         })
+    }
+
+    /// Read-modify-write of profiles under one write lock taken up front
+    /// (BEGIN IMMEDIATE): for each of `programs`, `update` gets what is
+    /// stored now (`None`: nothing, or a profile that no longer reads) and
+    /// returns what to store (`None`: leave it). Concurrent runs of one
+    /// program each see the profile the one before stored, so none of
+    /// their learning is lost.
+    pub fn update_profiles<'a>(
+        &mut self,
+        programs: impl IntoIterator<Item = &'a str>,
+        now_unix_s: f64,
+        mut update: impl FnMut(&str, Option<ProgramProfile>) -> Option<ProgramProfile>,
+    ) -> Result<(), StoreError> {
+        let err = sqlite_err(&self.path);
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(err)?;
+        {
+            let mut read = tx
+                .prepare("SELECT body FROM profile WHERE program = ?1")
+                .map_err(err)?;
+            let mut write = tx
+                .prepare("INSERT OR REPLACE INTO profile (program, body, updated_unix_s) VALUES (?1, ?2, ?3)")
+                .map_err(err)?;
+            for program in programs {
+                let body: Option<String> = read.query_row([program], |r| r.get(0)).optional().map_err(err)?;
+                let stored = body.and_then(|b| serde_json::from_str(&b).ok());
+                if let Some(profile) = update(program, stored) {
+                    // A profile holds only numbers, strings and maps with
+                    // string keys, which serde_json always encodes.
+                    let body = serde_json::to_string(&profile).expect("a profile encodes as JSON");
+                    write.execute(params![program, body, now_unix_s]).map_err(err)?;
+                }
+            }
+        }
+        tx.commit().map_err(err)
     }
 
     /// The schema version of the open file.

@@ -17,12 +17,9 @@ impl Actuator for LiveWorld {
         self.apply_plan(plan);
         // Programs that started held run once a policy has had its say,
         // unless it paused them; a policy that says nothing lets them all go.
-        for p in &mut self.programs {
-            if p.held {
-                p.held = false;
-                if !p.paused && p.alive() {
-                    let _ = control::signal(p.pid, libc::SIGCONT);
-                }
+        for p in self.programs.iter_mut().filter(|p| !p.paused) {
+            if let Some(h) = p.hold.take() {
+                h.release();
             }
         }
     }
@@ -89,6 +86,8 @@ impl LiveWorld {
                 .iter()
                 .filter(|(_, p)| matches!(p, Placement::Pause { .. }))
                 .filter_map(|(id, _)| self.tasks.get(&(*id as i32)).map(|t| t.job))
+                // A held program waits without a freeze.
+                .filter(|&job| self.programs.get(job).is_some_and(|p| !p.held()))
                 .collect();
             for job in pausing {
                 self.adopt_for(job);
@@ -97,17 +96,23 @@ impl LiveWorld {
         // A program about to be stopped by signals is stopped with the
         // processes it has now, not as of the last periodic scan: one
         // forked since would run on beside the programs whose turn it is.
-        let stops_by_signal = plan.tasks.iter().any(|(id, placement)| {
-            let Some(job) = self.tasks.get(&(*id as i32)).map(|t| t.job) else {
-                return false;
-            };
-            let frozen_instead = self.cgroups.as_ref().is_some_and(|c| c.freezes() && c.has(job));
-            matches!(placement, Placement::Pause { .. })
-                && !frozen_instead
-                && self.programs.get(job).is_some_and(|p| !p.paused && !p.held)
-        });
-        if stops_by_signal {
-            self.rescan_family();
+        let stopping_by_signal: std::collections::BTreeSet<usize> = plan
+            .tasks
+            .iter()
+            .filter(|(_, placement)| matches!(placement, Placement::Pause { .. }))
+            .filter_map(|(id, _)| self.tasks.get(&(*id as i32)).map(|t| t.job))
+            .filter(|&job| !self.cgroups.as_ref().is_some_and(|c| c.freezes() && c.has(job)))
+            .filter(|&job| {
+                self.programs
+                    .get(job)
+                    .is_some_and(|p| !p.paused && !p.held() && p.alive())
+            })
+            .collect();
+        for job in stopping_by_signal {
+            let pid = self.programs[job].pid;
+            if let Some(f) = self.family.get_mut(job) {
+                *f = procfs::subtree(&self.proc_root, pid);
+            }
         }
         // Pauses first, then runs: a co-scheduler's limit on how many
         // programs run at once holds even while a plan is being applied.
@@ -146,7 +151,7 @@ impl LiveWorld {
             let family = forked(&self.family, job);
             match placement {
                 Placement::Run { cpus, .. } => {
-                    if p.paused && !p.held {
+                    if p.paused {
                         resume(p, family, job, self.cgroups.as_mut());
                     }
                     if track.placed.as_ref() == Some(cpus) {
@@ -164,11 +169,12 @@ impl LiveWorld {
                 // A pause stops a whole process (SIGSTOP) or its whole
                 // cgroup: pausing one of its tasks pauses the program.
                 Placement::Pause { .. } => {
-                    if p.held {
-                        // Already stopped: just keep it so.
-                        p.paused = true;
-                        p.held = false;
-                        self.stats.pauses += 1;
+                    if p.held() {
+                        // Not started yet: it keeps waiting on its hold.
+                        if !p.paused {
+                            p.paused = true;
+                            self.stats.pauses += 1;
+                        }
                     } else if !p.paused {
                         let freezer = self.cgroups.as_mut().filter(|c| c.freezes() && c.has(job));
                         if let Some(cg) = freezer {
@@ -251,7 +257,11 @@ impl LiveWorld {
 
 /// Lets a paused program run again, the way it was paused.
 fn resume(p: &mut Program, family: &[i32], job: usize, cgroups: Option<&mut Cgroups>) {
-    if p.frozen {
+    if let Some(h) = p.hold.take() {
+        // Paused before it started: it starts now.
+        h.release();
+        p.paused = false;
+    } else if p.frozen {
         if let Some(cg) = cgroups {
             if cg.freeze(job, false).is_ok() {
                 p.paused = false;

@@ -70,7 +70,11 @@ pub fn load(db: Option<&Path>, programs: &[String]) -> (Learning, Stored, Option
             path.display()
         )
     });
-    (Learning::new(profiles, peak), Stored { store: Some(store) }, note)
+    (
+        Learning::new(profiles, peak).journaled(),
+        Stored { store: Some(store) },
+        note,
+    )
 }
 
 /// Stores what `learning` learned.
@@ -81,7 +85,11 @@ pub fn save(stored: Stored, learning: Learning) {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
-    if let Err(e) = store.save_profiles(&learning.into_profiles(), now) {
+    // Another run of the same program may have stored its profile since
+    // this one loaded it: this run's learning is replayed onto that one.
+    let learned = learning.into_learned();
+    let programs: Vec<&str> = learned.profiles.keys().map(String::as_str).collect();
+    if let Err(e) = store.update_profiles(programs, now, |program, stored| learned.rebased(program, stored)) {
         eprintln!("herd: warning: what this run learned was not stored: {e}");
     }
 }

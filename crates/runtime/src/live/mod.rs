@@ -43,7 +43,7 @@ use crate::perf::{self, Event};
 use crate::procfs::{self, ThreadSample};
 use crate::rapl::Rapl;
 use crate::resctrl::Mbm;
-pub use crate::spawn::{HOLD_ARG, SpawnOptions, exec_held, resolve, spawn, spawn_with};
+pub use crate::spawn::{HOLD_ARG, Hold, SpawnOptions, exec_held, resolve, spawn, spawn_with};
 
 /// A program herd manages.
 #[derive(Debug)]
@@ -68,9 +68,9 @@ pub struct Program {
     pub frozen: bool,
     /// When it exited, relative to the world's start.
     pub exited_ns: Option<u64>,
-    /// Started held (stopped before its first instruction): continued after
-    /// the first decision unless that decision pauses it.
-    pub held: bool,
+    /// Started held (waiting before its first instruction, see [`Hold`]):
+    /// let go after the first decision unless that decision pauses it.
+    pub hold: Option<Hold>,
 }
 
 #[derive(Debug)]
@@ -137,8 +137,13 @@ impl Program {
             paused: false,
             frozen: false,
             exited_ns: None,
-            held: false,
+            hold: None,
         }
+    }
+
+    /// Whether it is held: started, but not yet let go.
+    pub fn held(&self) -> bool {
+        self.hold.is_some()
     }
 
     /// Whether it is still running (or stopped), as far as herd last looked.
@@ -463,9 +468,7 @@ impl LiveWorld {
         // Its processes as they are now, not as of the last periodic scan:
         // one forked since would stay outside and keep running while its
         // program is frozen.
-        let family = procfs::descendants(&self.proc_root, &[p.pid])
-            .pop()
-            .unwrap_or_default();
+        let family = procfs::subtree(&self.proc_root, p.pid);
         let joined = std::iter::once(p.pid)
             .chain(family.iter().copied())
             .try_for_each(|pid| cg.adopt(job, pid));
@@ -480,10 +483,26 @@ impl LiveWorld {
         true
     }
 
-    /// Finds the processes each program forked, afresh.
-    pub(super) fn rescan_family(&mut self) {
-        let roots: Vec<i32> = self.programs.iter().map(|p| p.pid).collect();
-        self.family = procfs::descendants(&self.proc_root, &roots);
+    /// Finds the processes each program forked, afresh: from the running
+    /// programs' own `children` lists where the kernel keeps them (a cost
+    /// that grows with herd's programs, not the machine's processes; held
+    /// and finished programs have none), else one pass over `/proc`.
+    fn rescan_family(&mut self) {
+        self.family = if procfs::children_lists(&self.proc_root) {
+            self.programs
+                .iter()
+                .map(|p| {
+                    if p.alive() && !p.held() {
+                        procfs::subtree(&self.proc_root, p.pid)
+                    } else {
+                        Vec::new()
+                    }
+                })
+                .collect()
+        } else {
+            let roots: Vec<i32> = self.programs.iter().map(|p| p.pid).collect();
+            procfs::descendants(&self.proc_root, &roots)
+        };
         self.family_ns = Some(self.now_ns());
     }
 
@@ -538,14 +557,16 @@ impl LiveWorld {
                 p.paused = false;
                 p.frozen = false;
             }
-            if (p.paused || p.held) && p.alive() {
+            if p.paused && !p.held() && p.alive() {
                 let _ = control::signal(p.pid, libc::SIGCONT);
                 for &pid in forked(&self.family, job) {
                     let _ = control::signal(pid, libc::SIGCONT);
                 }
             }
             p.paused = false;
-            p.held = false;
+            if let Some(h) = p.hold.take() {
+                h.release();
+            }
         }
         for (&tid, track) in &mut self.tasks {
             if let (Some(_), Some(original)) = (&track.placed, &track.original) {
@@ -662,7 +683,9 @@ impl Sensor for LiveWorld {
                 self.stats.migrations += migrations;
                 track.last = sample;
                 let state = match sample.state {
-                    'T' | 't' if p.paused || p.held => TaskState::Paused,
+                    // A held program waits on its pipe, asleep, not stopped.
+                    _ if p.held() => TaskState::Paused,
+                    'T' | 't' if p.paused => TaskState::Paused,
                     // A frozen task shows as sleeping: herd's own record says why.
                     _ if p.frozen => TaskState::Paused,
                     'R' => TaskState::Runnable,

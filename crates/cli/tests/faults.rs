@@ -1,0 +1,108 @@
+//! Fault injection (issue 25): herd killed with SIGKILL at random early
+//! moments of a batch never leaves a program stopped or frozen. Alone in
+//! its binary: the test process makes itself the subreaper of herd's
+//! orphans, and must not adopt another test's programs.
+
+mod common;
+use common::{frozen, herd, state_of};
+use std::time::{Duration, Instant};
+
+/// Pids of this process's children (herd's orphans land here once this
+/// process is their subreaper), with their command lines.
+fn children() -> Vec<(i32, String)> {
+    let me = std::process::id();
+    std::fs::read_to_string(format!("/proc/{me}/task/{me}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .map(|p: i32| {
+            let cmd = std::fs::read_to_string(format!("/proc/{p}/cmdline")).unwrap_or_default();
+            (p, cmd.replace('\0', " "))
+        })
+        .collect()
+}
+
+/// Reaps every child that has exited.
+fn reap() {
+    // SAFETY: waitpid with a null status pointer and WNOHANG only reaps.
+    while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
+}
+
+#[test]
+fn sigkill_of_a_starting_batch_never_leaves_a_program_stopped() {
+    // SAFETY: prctl with these arguments only marks this process.
+    let marked = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    assert_eq!(marked, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("b.toml");
+    std::fs::write(
+        &file,
+        "[[program]]\nname = \"s\"\ncmd = [\"sleep\", \"3\"]\ncopies = 4\n",
+    )
+    .unwrap();
+    let mut stopped = Vec::new();
+    let tries = 40;
+    for i in 0..tries {
+        let pause = if i % 2 == 0 { "signals" } else { "freezer" };
+        let mut h = herd()
+            .args([
+                "batch",
+                file.to_str().unwrap(),
+                "--period-ms",
+                "20",
+                "--pause",
+                pause,
+            ])
+            .args(["--logs", dir.path().join("logs").to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // 5-30 ms: starting the programs held, the first decision, the
+        // first pauses.
+        std::thread::sleep(Duration::from_millis(5 + (i * 7 % 26) as u64));
+        let herd_pid = h.id();
+        h.kill().unwrap();
+        h.wait().unwrap();
+        // What herd left behind has a moment to be let go: a closed hold,
+        // the death signal, the cgroup guard's thaw.
+        std::thread::sleep(Duration::from_millis(300));
+        for (pid, cmd) in children() {
+            if cmd.contains("__cgroup-guard") {
+                continue;
+            }
+            if state_of(pid) == Some('T') || frozen(pid) {
+                stopped.push(format!("try {i} ({pause}): {pid} {cmd} left {:?}", state_of(pid)));
+            }
+            // SAFETY: a signal to our own (adopted) child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        // The guards finish their cleanup and exit.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline && !children().is_empty() {
+            reap();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        reap();
+        // And no group of herd's is left.
+        let groups = std::process::Command::new("find")
+            .args([
+                "/sys/fs/cgroup",
+                "-maxdepth",
+                "8",
+                "-name",
+                &format!("herd-{herd_pid}"),
+            ])
+            .output()
+            .unwrap();
+        let groups = String::from_utf8_lossy(&groups.stdout).trim().to_string();
+        if !groups.is_empty() {
+            stopped.push(format!("try {i} ({pause}): cgroups left: {groups}"));
+        }
+    }
+    assert!(
+        stopped.is_empty(),
+        "{} of {tries} kills left programs stopped or groups behind: {stopped:#?}",
+        stopped.len()
+    );
+}
