@@ -445,3 +445,56 @@ fn a_program_that_exits_hands_its_place_on_at_once() {
     let makespan = doc["runs"][0]["makespan_s"].as_f64().unwrap();
     assert!(makespan < 1.5, "the second waited for the period: {makespan} s");
 }
+
+/// A batch whose later program cannot start starts none (issue 25: the
+/// first ran on under PID 1 after herd exited 2), and says which file,
+/// line and program, before any run. So does a folder that is not there
+/// and a name used twice.
+#[test]
+fn a_batch_with_a_program_that_cannot_start_starts_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let cases = [
+        (
+            "cmd = [\"./nosuch\"]",
+            ":4:",
+            "program 'b': cannot run './nosuch'",
+        ),
+        ("cmd = [\"true\"]\ncwd = \"gone\"", ":4:", "is not a folder"),
+    ];
+    for (b, line, why) in cases {
+        let path = dir.path().join("two.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "[[program]]\nname = \"a\"\ncmd = [\"sh\", \"-c\", \"touch {}; sleep 5\"]\n\
+                 [[program]]\nname = \"b\"\n{b}\n",
+                marker.display()
+            ),
+        )
+        .unwrap();
+        let out = herd().args(["batch", path.to_str().unwrap()]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(&format!("two.toml{line}")) && err.contains(why),
+            "{err}"
+        );
+        assert!(!err.contains("run 1 of"), "refused before any run: {err}");
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!marker.exists(), "program a ran");
+    }
+    let path = dir.path().join("twice.toml");
+    std::fs::write(
+        &path,
+        "[[program]]\nname = \"a\"\ncmd = [\"true\"]\n[[program]]\nname = \"a\"\ncmd = [\"true\"]\n",
+    )
+    .unwrap();
+    let out = herd().args(["batch", path.to_str().unwrap()]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("twice.toml:4:") && err.contains("a name used twice"),
+        "{err}"
+    );
+}

@@ -382,18 +382,9 @@ impl Guard {
     /// opens the next span, of whichever kind is due. Returns a note when
     /// the guard changed who is in charge.
     fn end_span(&mut self, now: u64, snap: &Snapshot) -> Option<String> {
+        let ended = self.span.take().unwrap_or_default();
         let ended_kind = self.now_placing;
         let was_probe = ended_kind != self.in_charge;
-        if !was_probe && self.span.as_ref().is_some_and(|s| s.changed) {
-            // A job arrived or left during the span: a probe now could not
-            // be compared with it, only paid for (S1's groups, where a
-            // program ends every 20 periods or so, spent a quarter of the
-            // time in such probes). The span starts over with the new mix,
-            // and the probe waits until a whole span has held one mix.
-            self.span = Some(Span::open(now, snap));
-            return None;
-        }
-        let ended = self.span.take().unwrap_or_default();
         let mut note = None;
         if was_probe {
             if let Some((prev_kind, prev)) = self.last.take().filter(|(k, _)| *k != ended_kind) {
