@@ -76,9 +76,11 @@ impl MechanismArgs {
             Some((Version::V1, _)) => format!("cgroup v1 {what}"),
             None => none.to_string(),
         };
+        let exe = std::env::current_exe().map_err(|e| Failure::Internal(e.into()))?;
         let fallback = Mechanism {
             cgroups: None,
             said: "pause=signals confine=affinity".to_string(),
+            exe: exe.clone(),
         };
         if freezer.is_none() && cpuset.is_none() {
             return Ok(fallback);
@@ -89,11 +91,11 @@ impl MechanismArgs {
             describe(&cpuset, "cpuset", "affinity")
         );
         let request = Request { cpuset, freezer };
-        let exe = std::env::current_exe().map_err(|e| Failure::Internal(e.into()))?;
         match Cgroups::new(&request, &exe) {
             Ok(cg) => Ok(Mechanism {
                 cgroups: Some(cg),
                 said,
+                exe,
             }),
             Err(e) if self.pause == PauseArg::Freezer || self.confine == ConfineArg::Cgroup => Err(
                 Failure::Internal(anyhow::anyhow!("cannot set up herd's cgroups: {e}")),
@@ -111,14 +113,19 @@ pub struct Mechanism {
     cgroups: Option<Cgroups>,
     /// What is in use, e.g. `pause=cgroup v2 freezer confine=cgroup v1 cpuset`.
     pub said: String,
+    /// herd's binary, to start the keeper from.
+    exe: std::path::PathBuf,
 }
 
 impl Mechanism {
-    /// Hands the cgroups to `world`, whose programs move into them now.
+    /// Hands the cgroups to `world`, whose programs move into them when a
+    /// plan first pauses or confines them, and has a keeper undo herd's
+    /// pins and stops if herd is killed.
     pub fn attach(self, world: &mut LiveWorld) -> String {
         if let Some(cg) = self.cgroups {
             world.use_cgroups(cg);
         }
+        world.keep_with(self.exe);
         self.said
     }
 }

@@ -17,14 +17,13 @@
 //! batch system) put it in.
 
 use std::fs;
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin};
 
 use herd_topo::CpuSet;
 
-/// The hidden first argument that makes the herd binary a cgroup guard.
-pub const GUARD_ARG: &str = "__cgroup-guard";
+pub use crate::keeper::GUARD_ARG;
 
 /// A cgroup operation that failed.
 #[derive(Debug, thiserror::Error)]
@@ -175,7 +174,7 @@ impl Cgroups {
             .hierarchies()
             .map(|h| (h.base.clone(), h.home.clone()))
             .collect();
-        cg.guard = Some(spawn_guard(guard_exe, &planned).map_err(CgroupError::Guard)?);
+        cg.guard = Some(crate::keeper::spawn_guard(guard_exe, &planned).map_err(CgroupError::Guard)?);
         for h in cg.hierarchies() {
             h.make()?;
         }
@@ -372,36 +371,10 @@ pub(crate) fn reset_lane_threads(dir: &Path) {
     }
 }
 
-fn spawn_guard(exe: &Path, groups: &[(PathBuf, PathBuf)]) -> io::Result<(Child, ChildStdin)> {
-    use std::os::unix::process::CommandExt;
-    let mut cmd = Command::new(exe);
-    cmd.arg(GUARD_ARG);
-    for (base, home) in groups {
-        cmd.arg(base).arg(home);
-    }
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    // SAFETY: setsid is async-signal-safe; it puts the guard in its own
-    // session so a terminal's Ctrl-C or a kill of herd's process group does
-    // not reach it.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn()?;
-    let stdin = child
-        .stdin
-        .take()
-        .ok_or_else(|| io::Error::other("no pipe to the guard"))?;
-    Ok((child, stdin))
-}
-
 /// The guard's whole life: `args` are (base, home) pairs. Waits until
-/// herd's end of standard input closes, then releases every pair. Returns
-/// the exit code.
+/// herd's end of standard input closes, then releases every pair, and
+/// undoes what herd told it of (`crate::keeper`) unless herd said it had.
+/// Returns the exit code.
 pub fn guard_main(args: &[String]) -> i32 {
     // SAFETY: setting signal dispositions to SIG_IGN has no preconditions.
     unsafe {
@@ -415,15 +388,16 @@ pub fn guard_main(args: &[String]) -> i32 {
             libc::signal(sig, libc::SIG_IGN);
         }
     }
-    let mut sink = [0u8; 64];
-    let mut stdin = io::stdin();
-    // herd never writes; read returns 0 (or fails) when herd is gone.
-    while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
+    // Reading ends when herd's end closes: herd is gone or done.
+    let told = crate::keeper::Told::read(io::stdin().lock());
     for pair in args.chunks(2) {
         if let [base, home] = pair {
             release_tree(Path::new(base), Path::new(home));
         }
     }
+    // After the groups: a v1 cpuset move resets affinity, which the
+    // threads' first masks then replace.
+    told.undo(Path::new("/proc"));
     0
 }
 
@@ -495,7 +469,7 @@ mod tests {
         };
         // The guard is not under test here: `true` exits at once.
         let mut cg = Cgroups::new(&request, Path::new("/bin/true")).unwrap();
-        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
         let pid = child.id() as i32;
         cg.adopt(0, pid).unwrap();
         let own = fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();

@@ -10,6 +10,7 @@ pub mod control;
 pub mod doctor;
 pub mod heartbeats;
 pub mod ipsample;
+pub mod keeper;
 pub mod live;
 pub mod meter;
 pub mod perf;

@@ -207,6 +207,29 @@ pub fn state(proc_root: &Path, pid: i32) -> Option<char> {
     parse_stat(&text).map(|(st, _)| st)
 }
 
+/// When process or thread `id` started, in clock ticks since boot (`stat`
+/// field 22): with the id, it names one process for good, where an id
+/// alone may be reused once the process is gone.
+pub fn start_time(proc_root: &Path, id: i32) -> Option<u64> {
+    let text = fs::read_to_string(proc_root.join(id.to_string()).join("stat")).ok()?;
+    // After the command's closing parenthesis: field 3 (state) onwards.
+    text[text.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
+/// The process (thread group) thread `tid` belongs to.
+pub fn tgid(proc_root: &Path, tid: i32) -> Option<i32> {
+    let text = fs::read_to_string(proc_root.join(tid.to_string()).join("status")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// `/proc/<pid>/task/<tid>`.
 fn task_dir(proc_root: &Path, pid: i32, tid: i32) -> std::path::PathBuf {
     proc_root.join(pid.to_string()).join("task").join(tid.to_string())
@@ -299,6 +322,20 @@ mod tests {
             vec![vec![11, 12], vec![14], Vec::<i32>::new()]
         );
         assert_eq!(parse_ppid("5 (x) R 4 5"), Some(4));
+    }
+
+    #[test]
+    fn start_time_is_field_22() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("7")).unwrap();
+        let fields: Vec<String> = (4..=22).map(|i| i.to_string()).collect();
+        fs::write(
+            dir.path().join("7/stat"),
+            format!("7 (a) b) S {}", fields.join(" ")),
+        )
+        .unwrap();
+        assert_eq!(start_time(dir.path(), 7), Some(22));
+        assert!(start_time(Path::new("/proc"), std::process::id() as i32).is_some());
     }
 
     #[test]

@@ -29,7 +29,7 @@ pub struct SpawnOptions {
 /// Why a pipe and not a stop: a trampoline that stopped itself relied on
 /// `PR_SET_PDEATHSIG = SIGCONT` to be continued if herd died, and a herd
 /// killed before the trampoline's stop left the program stopped for good
-/// (2 of 40 SIGKILLs 5-30 ms into a batch). A closed pipe cannot be missed:
+/// (2 to 11 of 40 SIGKILLs 5-30 ms into a batch). A closed pipe cannot be missed:
 /// the trampoline reads end-of-file whenever it gets to read.
 #[derive(Debug)]
 pub struct Hold(#[allow(dead_code)] OwnedFd); // Held only to be closed.

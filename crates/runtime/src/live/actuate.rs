@@ -26,7 +26,33 @@ impl Actuator for LiveWorld {
 }
 
 impl LiveWorld {
+    /// Has a keeper (`crate::keeper`, started from herd's binary `exe`)
+    /// undo every pin and stop if herd dies without restoring them.
+    pub fn keep_with(&mut self, exe: std::path::PathBuf) {
+        self.keeper_exe = Some(exe);
+    }
+
+    /// Starts the keeper before the first act, once; a keeper that cannot
+    /// start is said once and herd goes on without it.
+    pub(super) fn ensure_keeper(&mut self) {
+        if self.keeper.is_some() {
+            return;
+        }
+        let Some(exe) = self.keeper_exe.take() else {
+            return;
+        };
+        match crate::keeper::Keeper::start(&exe, &self.proc_root) {
+            Ok(k) => self.keeper = Some(k),
+            Err(e) => eprintln!(
+                "herd: warning: cannot start the keeper ({e}): if herd is killed, threads it pinned stay pinned"
+            ),
+        }
+    }
+
     fn apply_plan(&mut self, plan: &Plan) {
+        if !plan.tasks.is_empty() || !plan.lanes.is_empty() {
+            self.ensure_keeper();
+        }
         // A held thread leaves the front before anything moves, and the
         // runners take it last: at no moment do more threads run first than
         // the plan has cores for.
@@ -157,6 +183,12 @@ impl LiveWorld {
                     if track.placed.as_ref() == Some(cpus) {
                         continue;
                     }
+                    // The keeper learns the first mask before herd changes it.
+                    if let (None, Some(original), Some(k)) =
+                        (&track.placed, &track.original, self.keeper.as_mut())
+                    {
+                        k.pinned(tid, original);
+                    }
                     match control::set_affinity(tid, cpus) {
                         Ok(()) => {
                             track.placed = Some(cpus.clone());
@@ -184,13 +216,21 @@ impl LiveWorld {
                                 self.stats.pauses += 1;
                                 freezing.push(job);
                             }
-                        } else if control::signal(p.pid, libc::SIGSTOP).is_ok() {
-                            p.paused = true;
-                            self.stats.pauses += 1;
-                            stopping.push(p.pid);
-                            for &pid in family {
-                                if control::signal(pid, libc::SIGSTOP).is_ok() {
-                                    stopping.push(pid);
+                        } else {
+                            // The keeper hears of a stop before it happens.
+                            if let Some(k) = self.keeper.as_mut() {
+                                for &pid in std::iter::once(&p.pid).chain(family) {
+                                    k.stopped(pid);
+                                }
+                            }
+                            if control::signal(p.pid, libc::SIGSTOP).is_ok() {
+                                p.paused = true;
+                                self.stats.pauses += 1;
+                                stopping.push(p.pid);
+                                for &pid in family {
+                                    if control::signal(pid, libc::SIGSTOP).is_ok() {
+                                        stopping.push(pid);
+                                    }
                                 }
                             }
                         }

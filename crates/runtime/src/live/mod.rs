@@ -323,6 +323,11 @@ pub struct LiveWorld {
     /// The CPUs herd itself may use: a program allowed all of them needs
     /// no cpuset.
     own_cpus: Option<CpuSet>,
+    /// The keeper (`crate::keeper`), told of every pin and stop, once the
+    /// first plan acts; `keeper_exe` is herd's binary to start it from
+    /// (`None`: no keeper, as in tests of the world alone).
+    keeper: Option<crate::keeper::Keeper>,
+    keeper_exe: Option<std::path::PathBuf>,
     /// What herd did.
     pub stats: LiveStats,
 }
@@ -419,6 +424,8 @@ impl LiveWorld {
             family_ns: None,
             adopt_failed: Vec::new(),
             own_cpus: control::affinity(std::process::id() as i32).ok(),
+            keeper: None,
+            keeper_exe: None,
         }
     }
 
@@ -575,6 +582,9 @@ impl LiveWorld {
                 track.placed = None;
             }
         }
+        if let Some(k) = self.keeper.take() {
+            k.done();
+        }
     }
 
     /// Waits for every started program to exit; returns their statuses.
@@ -610,6 +620,9 @@ impl Sensor for LiveWorld {
             for (job, p) in self.programs.iter().enumerate() {
                 if p.paused && !p.frozen && p.alive() {
                     for &pid in forked(&self.family, job) {
+                        if let Some(k) = self.keeper.as_mut() {
+                            k.stopped(pid);
+                        }
                         let _ = control::signal(pid, libc::SIGSTOP);
                     }
                 }
@@ -644,6 +657,22 @@ impl Sensor for LiveWorld {
                             .count() as u32;
                         let counters = self.perf.open_for(tid);
                         let sampler = self.perf.sampler_for(tid);
+                        // A thread (or forked process) created by one herd
+                        // pinned inherited herd's pin, not its program's
+                        // mask: its original is the program's, so that a
+                        // restore (or the keeper) does not keep the pin.
+                        let own = control::affinity(tid).ok();
+                        let program_main = self.tasks.get(&p.pid).or_else(|| seen.get(&p.pid));
+                        let inherited = own.is_some()
+                            && self
+                                .tasks
+                                .values()
+                                .chain(seen.values())
+                                .any(|t| t.job == job && t.placed == own);
+                        let original = match program_main {
+                            Some(m) if inherited && m.original.is_some() => m.original.clone(),
+                            _ => own,
+                        };
                         Track {
                             job,
                             rank,
@@ -654,7 +683,7 @@ impl Sensor for LiveWorld {
                                 tid,
                                 ..ThreadSample::default()
                             },
-                            original: control::affinity(tid).ok(),
+                            original,
                             placed: None,
                             lane: herd_policy::Lane::Fair,
                         }

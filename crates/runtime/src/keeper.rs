@@ -1,0 +1,268 @@
+//! The keeper: what herd did to its programs, told as it happens to a
+//! process that outlives herd, so that a herd killed outright (SIGKILL, a
+//! crash) still leaves no program stopped or pinned.
+//!
+//! herd restores the machine itself on every exit it lives through
+//! (`live::Session`). For the one it does not, the kernel covers part:
+//! `PR_SET_PDEATHSIG = SIGCONT` continues a stopped program, a held one
+//! reads its pipe's end, and the cgroup guard thaws and removes herd's
+//! groups. Not covered by those: a process a program forked that herd
+//! stopped by signal (the death signal is the program's alone) and a
+//! thread herd pinned with `sched_setaffinity` outside a cpuset (it kept
+//! its single CPU for good). The keeper is the cgroup guard's process
+//! (`herd __cgroup-guard`, in its own session, deaf to terminal signals)
+//! started with no groups; herd writes it a line per act:
+//!
+//! - `pin TID START CPUS`: thread TID (started at START, in clock ticks
+//!   since boot: a reused id is not touched) had affinity CPUS before herd
+//!   first changed it;
+//! - `stop PID START`: herd stopped process PID;
+//! - `done`: herd restored everything itself.
+//!
+//! When herd's end of the pipe closes without `done`, the keeper gives
+//! every pinned thread its first affinity back and continues every process
+//! herd stopped.
+
+use std::collections::BTreeMap;
+use std::io::{self, BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+
+use herd_topo::CpuSet;
+
+use crate::{control, procfs};
+
+/// herd's side: the running keeper and its pipe.
+#[derive(Debug)]
+pub struct Keeper {
+    child: Child,
+    pipe: Option<ChildStdin>,
+    proc_root: std::path::PathBuf,
+}
+
+impl Keeper {
+    /// Starts the keeper: `exe` is herd's own binary.
+    pub fn start(exe: &Path, proc_root: &Path) -> io::Result<Keeper> {
+        let (child, pipe) = spawn_guard(exe, &[])?;
+        Ok(Keeper {
+            child,
+            pipe: Some(pipe),
+            proc_root: proc_root.to_path_buf(),
+        })
+    }
+
+    fn say(&mut self, line: &str) {
+        // A keeper that died cannot be helped; herd goes on without it.
+        if let Some(p) = self.pipe.as_mut() {
+            if p.write_all(line.as_bytes()).is_err() {
+                self.pipe = None;
+            }
+        }
+    }
+
+    /// Thread `tid`'s affinity was `original` before herd first changed it.
+    pub fn pinned(&mut self, tid: i32, original: &CpuSet) {
+        if let Some(start) = procfs::start_time(&self.proc_root, tid) {
+            self.say(&format!("pin {tid} {start} {original}\n"));
+        }
+    }
+
+    /// herd stopped process `pid`.
+    pub fn stopped(&mut self, pid: i32) {
+        if let Some(start) = procfs::start_time(&self.proc_root, pid) {
+            self.say(&format!("stop {pid} {start}\n"));
+        }
+    }
+
+    /// herd restored everything itself: the keeper ends doing nothing.
+    pub fn done(mut self) {
+        self.say("done\n");
+        self.finish();
+    }
+
+    fn finish(&mut self) {
+        drop(self.pipe.take());
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Keeper {
+    fn drop(&mut self) {
+        // Without `done`: the keeper undoes what it was told.
+        self.finish();
+    }
+}
+
+/// The hidden first argument that makes the herd binary a guard: the
+/// cgroup guard (with groups) or the keeper (without).
+pub const GUARD_ARG: &str = "__cgroup-guard";
+
+/// Starts a guard process (`exe GUARD_ARG base home ...`) with a pipe on
+/// its standard input: it acts when herd's end closes.
+pub(crate) fn spawn_guard(exe: &Path, groups: &[(PathBuf, PathBuf)]) -> io::Result<(Child, ChildStdin)> {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(exe);
+    cmd.arg(GUARD_ARG);
+    for (base, home) in groups {
+        cmd.arg(base).arg(home);
+    }
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: setsid is async-signal-safe; it puts the guard in its own
+    // session so a terminal's Ctrl-C or a kill of herd's process group does
+    // not reach it.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn()?;
+    let stdin = child
+        .stdin
+        .take()
+        .ok_or_else(|| io::Error::other("no pipe to the guard"))?;
+    Ok((child, stdin))
+}
+
+/// What a keeper was told, once herd's pipe has closed.
+#[derive(Debug, Default, PartialEq)]
+pub struct Told {
+    /// Each thread's first affinity and start time.
+    pub pins: BTreeMap<i32, (u64, CpuSet)>,
+    /// Processes herd stopped, with their start times.
+    pub stops: BTreeMap<i32, u64>,
+    /// Whether herd said it restored everything itself.
+    pub done: bool,
+}
+
+impl Told {
+    /// Reads the lines herd wrote until the pipe closes. A line it cannot
+    /// read is skipped: the keeper must not fail on what herd half wrote
+    /// when it was killed.
+    pub fn read(input: impl BufRead) -> Told {
+        let mut told = Told::default();
+        for line in input.lines() {
+            let Ok(line) = line else { break };
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let num = |i: usize| f.get(i).and_then(|x| x.parse::<u64>().ok());
+            match (f.first().copied(), num(1), num(2)) {
+                (Some("pin"), Some(tid), Some(start)) => {
+                    if let Some(cpus) = f.get(3).and_then(|c| CpuSet::parse_list(c).ok()) {
+                        // The first mask told is the one the thread had.
+                        told.pins.entry(tid as i32).or_insert((start, cpus));
+                    }
+                }
+                (Some("stop"), Some(pid), Some(start)) => {
+                    told.stops.insert(pid as i32, start);
+                }
+                (Some("done"), _, _) => told.done = true,
+                _ => {}
+            }
+        }
+        told
+    }
+
+    /// Undoes what herd did, unless herd said it had: each pinned thread
+    /// that is still the one told (same start time) gets its first affinity
+    /// back, each stopped process is continued.
+    ///
+    /// A thread its process created after herd pinned the creator, and
+    /// that herd had not yet seen when it died, inherited the pin and was
+    /// never told of: every thread of a process with a told thread gets
+    /// the process's first mask (its main thread's if told, else the first
+    /// told), told threads their own.
+    pub fn undo(&self, proc_root: &Path) {
+        if self.done {
+            return;
+        }
+        let mut processes: BTreeMap<i32, CpuSet> = BTreeMap::new();
+        for (&tid, (start, cpus)) in &self.pins {
+            if procfs::start_time(proc_root, tid) == Some(*start) {
+                let _ = control::set_affinity(tid, cpus);
+                if let Some(tgid) = procfs::tgid(proc_root, tid) {
+                    let main = tid == tgid;
+                    let entry = processes.entry(tgid).or_insert_with(|| cpus.clone());
+                    if main {
+                        *entry = cpus.clone();
+                    }
+                }
+            }
+        }
+        for (tgid, cpus) in &processes {
+            for tid in procfs::threads(proc_root, *tgid) {
+                if !self.pins.contains_key(&tid) {
+                    let _ = control::set_affinity(tid, cpus);
+                }
+            }
+        }
+        for (&pid, &start) in &self.stops {
+            if procfs::start_time(proc_root, pid) == Some(start) {
+                let _ = control::signal(pid, libc::SIGCONT);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_herd_half_wrote_is_skipped_and_the_first_mask_kept() {
+        let text = "pin 12 900 0-3\nstop 40 77\npin 12 900 1\npin x y\nstop 41\npin 13 5 0,2";
+        let told = Told::read(text.as_bytes());
+        assert_eq!(told.pins[&12], (900, CpuSet::parse_list("0-3").unwrap()));
+        assert_eq!(told.pins[&13], (5, CpuSet::parse_list("0,2").unwrap()));
+        assert_eq!(told.stops.len(), 1);
+        assert!(!told.done);
+        assert!(Told::read("stop 1 2\ndone\n".as_bytes()).done);
+    }
+
+    #[test]
+    fn a_pinned_and_stopped_process_is_freed_but_not_a_reused_id() {
+        // Two threads; herd told the keeper of the main one only (the other
+        // came after herd's last look and inherited the pin).
+        let mut child = std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import threading, time\nthreading.Thread(target=time.sleep, args=(30,)).start()\ntime.sleep(30)",
+            ])
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let proc_root = Path::new("/proc");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        // The interpreter a shim may exec, with its second thread.
+        while procfs::threads(proc_root, pid).len() < 2 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let threads = procfs::threads(proc_root, pid);
+        assert_eq!(threads.len(), 2, "{threads:?}");
+        let all = control::affinity(pid).unwrap();
+        let start = procfs::start_time(proc_root, pid).unwrap();
+        let first = all.iter().next().unwrap();
+        for &t in &threads {
+            control::set_affinity(t, &CpuSet::single(first)).unwrap();
+        }
+        control::signal(pid, libc::SIGSTOP).unwrap();
+        // A wrong start time: another process that took the id. Untouched.
+        let wrong = format!("pin {pid} {} {all}\nstop {pid} {}\n", start + 1, start + 1);
+        Told::read(wrong.as_bytes()).undo(proc_root);
+        assert_eq!(control::affinity(pid).unwrap(), CpuSet::single(first));
+        let right = format!("pin {pid} {start} {all}\nstop {pid} {start}\n");
+        Told::read(right.as_bytes()).undo(proc_root);
+        for &t in &threads {
+            assert_eq!(control::affinity(t).unwrap(), all, "thread {t}");
+        }
+        // Continued: it leaves the stopped state.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        while procfs::state(proc_root, pid) == Some('T') && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_ne!(procfs::state(proc_root, pid), Some('T'));
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+}
