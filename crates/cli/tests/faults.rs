@@ -26,6 +26,17 @@ fn children() -> Vec<(i32, String)> {
 /// The tests here share this process's orphans: one at a time.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// Waits (5 s at most) until every adopted child is gone, the guards
+/// having finished their cleanup, and reaps them.
+fn settle() {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline && !children().is_empty() {
+        reap();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    reap();
+}
+
 /// Reaps every child that has exited.
 fn reap() {
     // SAFETY: waitpid with a null status pointer and WNOHANG only reaps.
@@ -82,13 +93,7 @@ fn sigkill_of_a_starting_batch_never_leaves_a_program_stopped() {
             // SAFETY: a signal to our own (adopted) child.
             unsafe { libc::kill(pid, libc::SIGKILL) };
         }
-        // The guards finish their cleanup and exit.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline && !children().is_empty() {
-            reap();
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        reap();
+        settle();
         // And no group of herd's is left.
         let groups = std::process::Command::new("find")
             .args([
@@ -186,11 +191,6 @@ fn sigkill_of_herd_run_leaves_no_thread_pinned() {
             // SAFETY: a signal to our own (adopted) child.
             unsafe { libc::kill(pid, libc::SIGKILL) };
         }
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline && !children().is_empty() {
-            reap();
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        reap();
+        settle();
     }
 }
