@@ -26,7 +26,7 @@ pub struct AttachArgs {
 /// `herd attach`.
 pub fn run(args: &AttachArgs) -> Result<u8, Failure> {
     let cfg = crate::common::period_config(&args.looping)?;
-    let mut policy = args.policy.build();
+    let mut policy = crate::common::live_policy(&args.policy)?;
     let program = Program::attach(args.pid).map_err(|e| {
         Failure::Input(anyhow::anyhow!(
             "cannot manage process {}: {e} (herd manages only what you could signal yourself)",

@@ -379,7 +379,7 @@ fn run_once(
     };
     let mut done = session.finish();
     sig.pass_on(&done.world);
-    done.world.wait_all();
+    sig.wait(&mut done.world);
     Ok(results(
         &variant,
         entries,
@@ -394,6 +394,7 @@ fn run_once(
 /// `herd batch`; returns 0, or 1 if any program failed.
 pub fn run(args: &BatchArgs) -> Result<u8, Failure> {
     let cfg = crate::common::period_config(&args.looping)?;
+    crate::common::live_policy(&args.policy)?;
     if args.repeat == 0 {
         return Err(Failure::Input(anyhow::anyhow!("--repeat must be at least 1")));
     }

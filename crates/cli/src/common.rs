@@ -58,6 +58,21 @@ pub struct LoopArgs {
 }
 
 /// The loop's configuration for `--period-ms` and `--guard`, checked.
+/// The policy `spec` names, for a live run: one that decides from what
+/// only the simulator knows (S1's exact solo profiles) is refused, not run
+/// as something it is not.
+pub fn live_policy(spec: &herd_policy::PolicySpec) -> Result<Box<dyn herd_policy::Policy>, Failure> {
+    let p = spec.build();
+    if p.wants_oracle() {
+        return Err(Failure::Input(anyhow::anyhow!(
+            "policy '{}' decides from exact solo profiles only the simulator has: simulation only \
+             (live, bw:iabw learns them)",
+            spec.name()
+        )));
+    }
+    Ok(p)
+}
+
 pub fn period_config(args: &LoopArgs) -> Result<herd_engine::Config, Failure> {
     let period_ms = args.period_ms;
     if !(period_ms.is_finite() && period_ms > 0.0) {

@@ -190,7 +190,7 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
         )));
     }
     cfg.loop_share = Some(args.loop_share / 100.0);
-    let mut policy = args.policy.build();
+    let mut policy = crate::common::live_policy(&args.policy)?;
     // Opened before the program starts, so a bad path costs no run.
     let mut trace = match &args.trace {
         Some(p) => Some(std::io::BufWriter::new(std::fs::File::create(p).map_err(
@@ -308,7 +308,7 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     if let Some(e) = trace_failed.or_else(|| trace.as_mut().and_then(|f| std::io::Write::flush(f).err())) {
         eprintln!("herd: warning: the trace is incomplete: {e}");
     }
-    let status = done.world.wait_all()[0];
+    let status = sig.wait(&mut done.world)[0];
     for problem in done.world.progress_problems() {
         eprintln!("herd: warning: {problem}");
     }

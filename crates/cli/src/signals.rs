@@ -3,7 +3,7 @@
 //! what to pass on.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 
 use crate::common::Failure;
 
@@ -12,6 +12,9 @@ pub struct Signals {
     /// Set on SIGINT or SIGTERM; the live world stops its loop on it.
     pub stop: Arc<AtomicBool>,
     received: Arc<AtomicI32>,
+    /// How many SIGINT or SIGTERM came: a second one while herd waits for
+    /// programs that ignore the first makes herd leave them running.
+    count: Arc<AtomicUsize>,
 }
 
 impl Signals {
@@ -20,13 +23,20 @@ impl Signals {
         let sig = Signals {
             stop: Arc::new(AtomicBool::new(false)),
             received: Arc::new(AtomicI32::new(0)),
+            count: Arc::new(AtomicUsize::new(0)),
         };
         for s in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
             signal_hook::flag::register(s, Arc::clone(&sig.stop)).map_err(|e| Failure::Internal(e.into()))?;
             let received = Arc::clone(&sig.received);
-            // SAFETY: the handler only stores into an atomic, which is async-signal-safe.
-            unsafe { signal_hook::low_level::register(s, move || received.store(s, Ordering::Relaxed)) }
-                .map_err(|e| Failure::Internal(e.into()))?;
+            let count = Arc::clone(&sig.count);
+            // SAFETY: the handler only stores into atomics, which is async-signal-safe.
+            unsafe {
+                signal_hook::low_level::register(s, move || {
+                    received.store(s, Ordering::Relaxed);
+                    count.fetch_add(1, Ordering::Relaxed);
+                })
+            }
+            .map_err(|e| Failure::Internal(e.into()))?;
         }
         Ok(sig)
     }
@@ -41,6 +51,28 @@ impl Signals {
         eprintln!(
             "herd: got signal {signal}: resumed and restored the programs, passed the signal on, waiting for them"
         );
+    }
+
+    /// Waits for the programs still running after `pass_on`, unless a
+    /// second signal comes: then herd leaves them running (its own changes
+    /// are already undone) and says which. Returns their statuses.
+    pub fn wait(&self, world: &mut herd_runtime::live::LiveWorld) -> Vec<Option<std::process::ExitStatus>> {
+        let statuses = world.wait_all_or(|| self.count.load(Ordering::Relaxed) >= 2);
+        let left: Vec<String> = world
+            .programs()
+            .iter()
+            .zip(&statuses)
+            .filter(|(_, st)| st.is_none())
+            .map(|(p, _)| format!("{} (pid {})", p.name, p.pid))
+            .collect();
+        if !left.is_empty() {
+            eprintln!(
+                "herd: a second signal: leaving {} running, as plain Linux runs it: {}",
+                left.len(),
+                left.join(", ")
+            );
+        }
+        statuses
     }
 
     /// The signal received, if any.

@@ -34,8 +34,15 @@ fn attach_places_then_detaches_and_restores() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(400));
-    let during = allowed(target.id());
+    // Placed at the first decision; a loaded machine may take a while.
+    let machine = herd_topo::Machine::this_machine().unwrap();
+    let first_compact = machine.cores()[0].cpus.first().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut during = allowed(target.id());
+    while during != first_compact.to_string() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        during = allowed(target.id());
+    }
     // SAFETY: plain kill.
     unsafe { libc::kill(herd.id() as i32, libc::SIGTERM) };
     let status = herd.wait().unwrap();
@@ -48,8 +55,6 @@ fn attach_places_then_detaches_and_restores() {
         still_running,
         "a detach does not pass the signal to a process herd did not start"
     );
-    let machine = herd_topo::Machine::this_machine().unwrap();
-    let first_compact = machine.cores()[0].cpus.first().unwrap();
     assert_eq!(during, first_compact.to_string(), "placed while attached");
     assert_eq!(after, before, "affinity restored on detach");
 }

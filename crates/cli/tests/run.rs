@@ -223,6 +223,10 @@ fn bad_run_input_is_exit_2() {
         vec!["run", "--loop-share", "0", "--", "true"],
         vec!["run", "--loop-share", "150", "--", "true"],
         vec!["run"],
+        // Simulation only: exact solo profiles exist only there.
+        vec!["run", "--policy", "bw:oracle", "--", "true"],
+        vec!["batch", "--policy", "bw:oracle", "/dev/null"],
+        vec!["run", "--policy", "pack:palm:cores=2,cores=3", "--", "true"],
     ] {
         let out = herd().args(&args).output().unwrap();
         assert_eq!(
@@ -844,4 +848,48 @@ fn work_in_a_forked_process_is_seen_and_placed() {
         busy.iter().any(|id| placed.contains(id)),
         "and places: {placed:?}"
     );
+}
+
+/// A program that ignores SIGINT: the first one herd passes on and waits;
+/// a second makes herd leave it running, restored, and say so (issue 25:
+/// only SIGKILL stopped herd).
+#[test]
+fn a_second_sigint_leaves_a_program_that_ignores_it_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("err");
+    // A file, not a pipe: the program left running keeps herd's stderr open.
+    let mut child = herd()
+        .args([
+            "run",
+            "--policy",
+            "static:compact",
+            "--",
+            "sh",
+            "-c",
+            "trap '' INT TERM; sleep 8",
+        ])
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let program = common::children_of(child.id())[0];
+    for _ in 0..2 {
+        // SAFETY: a plain signal to our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(started.elapsed() < Duration::from_secs(3), "herd still waits");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let err = std::fs::read_to_string(&log).unwrap();
+    assert!(err.contains("a second signal: leaving 1 running"), "{err}");
+    assert!(
+        matches!(state_of(program), Some('S' | 'R')),
+        "{:?}",
+        state_of(program)
+    );
+    // SAFETY: end the program herd left.
+    unsafe { libc::kill(program, libc::SIGKILL) };
 }

@@ -225,7 +225,7 @@ pub struct Args {
     policy: &'static str,
     /// (key, value) for every parameter the entry declares, in its order.
     values: Vec<(&'static str, Value)>,
-    /// The keys the spec gave, in its order (a later repeat wins).
+    /// The keys the spec gave, in its order (each once).
     given: Vec<&'static str>,
 }
 
@@ -252,8 +252,11 @@ impl Args {
                 };
                 return Err(bad(format!("unknown parameter '{k}' (known: {known})")));
             };
+            // Twice is a typo or a paste, and which one was meant is a guess.
+            if given.contains(&values[i].0) {
+                return Err(bad(format!("'{k}' given twice")));
+            }
             values[i].1 = entry.params[i].parse(v).map_err(bad)?;
-            given.retain(|g| *g != values[i].0);
             given.push(values[i].0);
         }
         Ok(Args {
@@ -327,6 +330,13 @@ impl Args {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_given_twice_is_refused() {
+        let e = crate::PolicySpec::parse("pack:palm:cores=2,cores=3").unwrap_err();
+        assert_eq!(e.to_string(), "policy 'pack:palm': 'cores' given twice");
+        assert!(crate::PolicySpec::parse("pack:palm:cores=2,min_period_us=250").is_ok());
+    }
 
     #[test]
     fn ranges_say_what_they_take() {

@@ -1,6 +1,7 @@
 //! The live world's clock: sleeps until the next decision, a program's
 //! exit or a signal, whichever comes first.
 
+use std::process::ExitStatus;
 use std::time::Duration;
 
 use herd_engine::{Clock, Sensor};
@@ -60,5 +61,46 @@ impl Clock for LiveWorld {
             // ts a valid timespec; a null mask leaves signals as they are.
             unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
         }
+    }
+}
+
+impl LiveWorld {
+    /// Waits for every started program to exit, or until `give_up` says
+    /// so (checked every 20 ms: a second SIGINT, for a program that ignores
+    /// the first); returns their statuses, `None` for one still running.
+    pub fn wait_all_or(&mut self, give_up: impl Fn() -> bool) -> Vec<Option<ExitStatus>> {
+        let start = self.start;
+        let now = || start.elapsed().as_nanos() as u64;
+        loop {
+            let mut running = false;
+            for p in &mut self.programs {
+                if p.status.is_none() {
+                    if let Some(child) = p.child.as_mut() {
+                        match child.try_wait() {
+                            Ok(Some(status)) => p.reaped(Some(status), now()),
+                            Ok(None) => running = true,
+                            Err(_) => p.reaped(None, now()),
+                        }
+                    }
+                }
+            }
+            if !running || give_up() {
+                return self.programs.iter().map(|p| p.status).collect();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// Waits for every started program to exit; returns their statuses.
+    pub fn wait_all(&mut self) -> Vec<Option<ExitStatus>> {
+        for p in &mut self.programs {
+            if p.status.is_none() {
+                if let Some(child) = p.child.as_mut() {
+                    let status = child.wait().ok();
+                    p.reaped(status, self.start.elapsed().as_nanos() as u64);
+                }
+            }
+        }
+        self.programs.iter().map(|p| p.status).collect()
     }
 }

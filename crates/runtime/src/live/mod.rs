@@ -586,19 +586,6 @@ impl LiveWorld {
             k.done();
         }
     }
-
-    /// Waits for every started program to exit; returns their statuses.
-    pub fn wait_all(&mut self) -> Vec<Option<ExitStatus>> {
-        for p in &mut self.programs {
-            if p.status.is_none() {
-                if let Some(child) = p.child.as_mut() {
-                    let status = child.wait().ok();
-                    p.reaped(status, self.start.elapsed().as_nanos() as u64);
-                }
-            }
-        }
-        self.programs.iter().map(|p| p.status).collect()
-    }
 }
 
 impl Sensor for LiveWorld {
