@@ -458,38 +458,6 @@ impl LiveWorld {
         self.cgroups = Some(cgroups);
     }
 
-    /// Puts program `job` and the processes it forked into its groups, if
-    /// herd started it, has groups and has not yet; returns whether it is
-    /// in them. A program that cannot join is paused by signals and
-    /// confined by affinity alone, and says so once.
-    pub(super) fn adopt_for(&mut self, job: usize) -> bool {
-        let (Some(cg), Some(p)) = (self.cgroups.as_mut(), self.programs.get(job)) else {
-            return false;
-        };
-        if cg.has(job) {
-            return true;
-        }
-        if p.child.is_none() || !p.alive() || self.adopt_failed.contains(&job) {
-            return false;
-        }
-        // Its processes as they are now, not as of the last periodic scan:
-        // one forked since would stay outside and keep running while its
-        // program is frozen.
-        let family = procfs::subtree(&self.proc_root, p.pid);
-        let joined = std::iter::once(p.pid)
-            .chain(family.iter().copied())
-            .try_for_each(|pid| cg.adopt(job, pid));
-        if let Err(e) = joined {
-            eprintln!(
-                "herd: program '{}' stays out of herd's cgroups ({e}): signals and affinity for it",
-                p.name
-            );
-            self.adopt_failed.push(job);
-            return false;
-        }
-        true
-    }
-
     /// Finds the processes each program forked, afresh: from the running
     /// programs' own `children` lists where the kernel keeps them (a cost
     /// that grows with herd's programs, not the machine's processes; held
