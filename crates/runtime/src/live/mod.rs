@@ -575,6 +575,9 @@ impl Sensor for LiveWorld {
             for (job, p) in self.programs.iter().enumerate() {
                 if p.paused && !p.frozen && p.alive() {
                     for &pid in forked(&self.family, job) {
+                        if procfs::state(&self.proc_root, pid) == Some('T') {
+                            continue;
+                        }
                         if let Some(k) = self.keeper.as_mut() {
                             k.stopped(pid);
                         }
