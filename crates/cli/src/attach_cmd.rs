@@ -34,6 +34,7 @@ pub fn run(args: &AttachArgs) -> Result<u8, Failure> {
         ))
     })?;
     let machine = crate::common::this_machine()?;
+    crate::common::check_cores(&args.policy, &machine)?;
     let sig = Signals::install()?;
     let name = program.name.clone();
     let world = LiveWorld::new(vec![program], Arc::clone(&sig.stop));

@@ -400,6 +400,7 @@ pub fn run(args: &BatchArgs) -> Result<u8, Failure> {
     }
     // Read the topology once for every run.
     let machine = crate::common::this_machine()?;
+    crate::common::check_cores(&args.policy, &machine)?;
     if let Some(c) = &args.compare {
         if !c.is_baseline() {
             return Err(Failure::Input(anyhow::anyhow!(

@@ -73,6 +73,22 @@ pub fn live_policy(spec: &herd_policy::PolicySpec) -> Result<Box<dyn herd_policy
     Ok(p)
 }
 
+/// Refuses a policy whose `cores` asks for more cores than `machine` has
+/// (`pack:palm:cores=99999` was taken as "all").
+pub fn check_cores(spec: &herd_policy::PolicySpec, machine: &herd_topo::Machine) -> Result<(), Failure> {
+    if !spec.entry().params.iter().any(|p| p.key == "cores") {
+        return Ok(());
+    }
+    match spec.args().number("cores") {
+        Some(k) if k as usize > machine.cores().len() => Err(Failure::Input(anyhow::anyhow!(
+            "policy '{}': cores={k}: this machine has {} cores",
+            spec.name(),
+            machine.cores().len()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 pub fn period_config(args: &LoopArgs) -> Result<herd_engine::Config, Failure> {
     let period_ms = args.period_ms;
     if !(period_ms.is_finite() && period_ms > 0.0) {

@@ -184,7 +184,13 @@ fn load_cluster(path: &Path, db: Option<&Path>) -> Result<Loaded, Failure> {
     let cpus = numa_cpus(&machine);
     let mut notes = Vec::new();
     let mut nodes = Vec::new();
+    let mut names = std::collections::BTreeSet::new();
     for n in &file.node {
+        // Two entries for one node would count its jobs twice and could
+        // place the new job on it twice.
+        if !names.insert(n.name.as_str()) {
+            return Err(input(format!("node {} is listed twice", n.name)));
+        }
         let mut free = cpus.clone();
         let mut running = Vec::new();
         for j in &n.job {

@@ -210,6 +210,7 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     };
     let (power, power_label, tolerance) = args.choice.checked()?;
     let machine = crate::common::this_machine()?;
+    crate::common::check_cores(&args.policy, &machine)?;
     let units = match args.threads {
         None => None,
         Some(Threads::Count(n)) => Some(n),

@@ -68,6 +68,12 @@ fn the_table_explains_and_bad_input_is_exit_2() {
     let tmp = tempfile::tempdir().unwrap();
     let bad = tmp.path().join("bad.toml");
     std::fs::write(&bad, "machine = \"package:2 numa:1 core:4\"\n[[node]]\nname = \"n1\"\n[[node.job]]\nname = \"x\"\nthreads_per_numa = [4, 4]\nhint = \"high\"\nbw_gbps = 3\n").unwrap();
+    let twice = tmp.path().join("twice.toml");
+    std::fs::write(
+        &twice,
+        "machine = \"package:2 numa:1 core:4\"\n[[node]]\nname = \"n1\"\n[[node]]\nname = \"n1\"\n",
+    )
+    .unwrap();
     for (args, want) in [
         (
             vec!["place", CLUSTER, "--threads", "8"],
@@ -101,6 +107,17 @@ fn the_table_explains_and_bad_input_is_exit_2() {
         (
             vec!["place", bad.to_str().unwrap(), "--threads", "2", "--hint", "low"],
             "exactly one of bw_gbps, hint, program",
+        ),
+        (
+            vec![
+                "place",
+                twice.to_str().unwrap(),
+                "--threads",
+                "2",
+                "--hint",
+                "low",
+            ],
+            "node n1 is listed twice",
         ),
     ] {
         let out = herd(&args);

@@ -227,6 +227,7 @@ fn bad_run_input_is_exit_2() {
         vec!["run", "--policy", "bw:oracle", "--", "true"],
         vec!["batch", "--policy", "bw:oracle", "/dev/null"],
         vec!["run", "--policy", "pack:palm:cores=2,cores=3", "--", "true"],
+        vec!["run", "--policy", "pack:palm:cores=99999", "--", "true"],
     ] {
         let out = herd().args(&args).output().unwrap();
         assert_eq!(
