@@ -104,6 +104,7 @@ pub(crate) const AMP_COMPREHENSIVE: Entry = Entry {
         },
     ],
     build: build_comprehensive,
+    check: None,
 };
 
 /// `amp:comprehensive` from its arguments: a preset sets alpha and beta
@@ -133,6 +134,7 @@ pub(crate) const AMP_FF: Entry = Entry {
     about: "fast cores first, tasks per kind in proportion to its capacity (S3's FF baseline)",
     params: &[],
     build: |_| Box::new(FastFirst::default()),
+    check: None,
 };
 
 /// S3's presets for its three platforms: (alpha, beta).

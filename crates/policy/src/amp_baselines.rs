@@ -32,6 +32,7 @@ pub(crate) const HASS_S: Entry = Entry {
     about: "HASS static (S3's baseline): offline signature (whole-run LLC miss rate, else hint) fixes each task's core kind",
     params: &[],
     build: |_| Box::new(HassStatic::default()),
+    check: None,
 };
 
 /// Registry entry: `amp:hass-d`.
@@ -40,6 +41,7 @@ pub(crate) const HASS_D: Entry = Entry {
     about: "HASS dynamic (S3's baseline): the same ranking from the online miss rate, every interval, no stability filter",
     params: &[crate::amp::interval_ms("how often the ranking is recomputed")],
     build: |a| Box::new(HassDynamic::new(a.real("interval_ms"))),
+    check: None,
 };
 
 /// Registry entry: `amp:sample-run`.
@@ -59,6 +61,7 @@ pub(crate) const SAMPLE_RUN: Entry = Entry {
         },
     ],
     build: |a| Box::new(SampleRun::new(a.real("interval_ms"), a.real("period") as u32)),
+    check: None,
 };
 
 /// Kind (index into fastest-first kinds) for each task ranked by `key`

@@ -18,6 +18,7 @@ pub(crate) const LINUX: Entry = Entry {
     about: "no intervention: the kernel places every task (the baseline)",
     params: &[],
     build: |_| Box::new(Linux),
+    check: None,
 };
 
 const PLACES: Param = Param {
@@ -48,6 +49,7 @@ pub(crate) const STATIC_COMPACT: Entry = Entry {
     about: "pin threads to neighbouring hardware threads, job after job (OpenMP close)",
     params: &[PLACES, CPUS],
     build: |a| Box::new(Static::new(Layout::Compact, a.word("places") == Some("cores")).using(places(a))),
+    check: None,
 };
 
 /// Registry entry: `static:scatter`.
@@ -56,6 +58,7 @@ pub(crate) const STATIC_SCATTER: Entry = Entry {
     about: "pin threads spread over packages, NUMA nodes and cores (OpenMP spread)",
     params: &[PLACES, CPUS],
     build: |a| Box::new(Static::new(Layout::Scatter, a.word("places") == Some("cores")).using(places(a))),
+    check: None,
 };
 
 /// `linux`: herd does nothing; the kernel places every task.

@@ -64,6 +64,7 @@ pub(crate) const BW_IABW: Entry = Entry {
     about: "S1: co-runners whose predicted bandwidth sums to the group's ideal average (learned profiles; like linux below 80% coverage)",
     params: &[WINDOW, TARGET, SCALE],
     build: |a| build(BwSource::Iabw, a),
+    check: None,
 };
 
 /// Registry entry: `bw:oracle`.
@@ -72,6 +73,7 @@ pub(crate) const BW_ORACLE: Entry = Entry {
     about: "S1's upper bound: bw:iabw with exact solo profiles (simulator only)",
     params: &[WINDOW, TARGET, SCALE],
     build: |a| build(BwSource::Oracle, a),
+    check: None,
 };
 
 /// Registry entry: `bw:greedy`.
@@ -80,6 +82,7 @@ pub(crate) const BW_GREEDY: Entry = Entry {
     about: "bandwidth balancing with no history: last measured bandwidth, target the mean demand",
     params: &[WINDOW],
     build: |a| build(BwSource::Greedy, a),
+    check: None,
 };
 
 /// A bandwidth co-scheduler from its entry's arguments (greedy has no

@@ -28,6 +28,7 @@ pub(crate) const COSCHED_FAIR: Entry = Entry {
         about: "how many threads may run at once (default: one per CPU)",
     }],
     build: |a| Box::new(CoschedFair::new(a.number("slots").map(|n| n as usize))),
+    check: None,
 };
 
 /// Where a task was last told to be.

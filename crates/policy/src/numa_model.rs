@@ -52,6 +52,7 @@ pub(crate) const NUMA_MODEL: Entry = Entry {
         },
     ],
     build: |a| Box::new(NumaModel::new(a.real("node_bw_gbps"), a.real("shared"))),
+    check: None,
 };
 
 /// See the module docs.

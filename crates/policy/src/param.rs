@@ -180,6 +180,9 @@ impl Param {
 /// Builds a policy from checked arguments.
 pub type Build = fn(&Args) -> Box<dyn Policy>;
 
+/// Checks arguments together: `Err` says why they do not go together.
+pub type Check = fn(&Args) -> Result<(), String>;
+
 /// A policy as the registry knows it.
 #[derive(Clone, Copy)]
 pub struct Entry {
@@ -191,6 +194,9 @@ pub struct Entry {
     pub params: &'static [Param],
     /// Its constructor. Every value it reads was checked against `params`.
     pub build: Build,
+    /// What its parameters must satisfy together (each alone is checked
+    /// against `params`), or why not.
+    pub check: Option<Check>,
 }
 
 impl fmt::Debug for Entry {
@@ -259,11 +265,15 @@ impl Args {
             values[i].1 = entry.params[i].parse(v).map_err(bad)?;
             given.push(values[i].0);
         }
-        Ok(Args {
+        let args = Args {
             policy: entry.name,
             values,
             given,
-        })
+        };
+        if let Some(check) = entry.check {
+            check(&args).map_err(bad)?;
+        }
+        Ok(args)
     }
 
     /// The value of `key`. A key the entry does not declare is a defect in
@@ -330,6 +340,15 @@ impl Args {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn palm_refuses_a_floor_above_its_ceiling_and_huge_periods() {
+        let e = crate::PolicySpec::parse("pack:palm:min_period_us=70000").unwrap_err();
+        assert!(e.to_string().contains("is above max_period_ms=64"), "{e}");
+        assert!(crate::PolicySpec::parse("pack:palm:min_period_us=70000,period_us=500").is_ok());
+        assert!(crate::PolicySpec::parse("pack:palm:max_period_ms=1e308").is_err());
+        assert!(crate::PolicySpec::parse("pack:palm:min_period_us=64000").is_ok());
+    }
 
     #[test]
     fn a_key_given_twice_is_refused() {

@@ -21,6 +21,7 @@ pub(crate) const SMT_SPEED: Entry = Entry {
     about: "S0 policy 1, speedup first: full cores spread over packages before any SMT sibling (Linux's order)",
     params: &[],
     build: |_| Box::new(SmtPlace::new(SmtGoal::Speed)),
+    check: None,
 };
 
 /// Registry entry: `smt:spn`.
@@ -29,6 +30,7 @@ pub(crate) const SMT_SPN: Entry = Entry {
     about: "S0 policy 2, SPN first: both siblings of a core, then the next core, then a new package",
     params: &[],
     build: |_| Box::new(SmtPlace::new(SmtGoal::Spn)),
+    check: None,
 };
 
 /// Which of S0's two orders.

@@ -20,6 +20,12 @@ const fn cores(about: &'static str) -> Param {
     number("cores", Value::Word("all"), Range::whole(1, u64::MAX), &["all"], about)
 }
 
+/// A period in µs, up to a minute (a longer one is a typo: 1e308 µs would
+/// saturate the controller's nanoseconds).
+const PERIOD_US: Range = Range::from(0.0, true, 6e7, false);
+/// A period in ms, up to a minute.
+const PERIOD_MS: Range = Range::from(0.0, true, 6e4, false);
+
 /// Registry entry: `pack:palm`.
 pub(crate) const PACK_PALM: Entry = Entry {
     name: "pack:palm",
@@ -29,14 +35,14 @@ pub(crate) const PACK_PALM: Entry = Entry {
         number(
             "min_period_us",
             Value::Number(125.0),
-            Range::POSITIVE,
+            PERIOD_US,
             &[],
             "the period the controller starts at and never goes below",
         ),
         number(
             "max_period_ms",
             Value::Number(64.0),
-            Range::POSITIVE,
+            PERIOD_MS,
             &[],
             "the longest period the controller doubles to",
         ),
@@ -71,7 +77,7 @@ pub(crate) const PACK_PALM: Entry = Entry {
         number(
             "period_us",
             Value::Word("adaptive"),
-            Range::POSITIVE,
+            PERIOD_US,
             &["adaptive"],
             "a fixed period, the controller off (S4's static best: the period found offline; herd sim's static-best: prefix finds it)",
         ),
@@ -90,6 +96,18 @@ pub(crate) const PACK_PALM: Entry = Entry {
             Some(n) => Box::new(pack.with_barrier_beats(n as u64)),
         }
     },
+    check: Some(|a| {
+        // A controller whose floor is above its ceiling would silently run
+        // at one fixed period: say so instead.
+        let (min_us, max_ms) = (a.real("min_period_us"), a.real("max_period_ms"));
+        if a.number("period_us").is_none() && min_us > max_ms * 1e3 {
+            return Err(format!(
+                "min_period_us={min_us} is above max_period_ms={max_ms} ({} us): for a fixed period use period_us",
+                max_ms * 1e3
+            ));
+        }
+        Ok(())
+    }),
 };
 
 /// Registry entry: `pack:tp`.
@@ -98,6 +116,7 @@ pub(crate) const PACK_TP: Entry = Entry {
     about: "thread packing (S4's TP): every thread may run on the K cores, Linux balances",
     params: &[cores("K: how many cores the job gets")],
     build: |a| baseline(Packing::Tp, a),
+    check: None,
 };
 
 /// Registry entry: `pack:tr`.
@@ -106,6 +125,7 @@ pub(crate) const PACK_TR: Entry = Entry {
     about: "thread reduction (S4's TR): K threads on K cores (run with herd run --threads K)",
     params: &[cores("K: how many cores and threads")],
     build: |a| baseline(Packing::Tr, a),
+    check: None,
 };
 
 /// `cores`: `None` for all.
