@@ -416,8 +416,9 @@ pub fn run(args: &BatchArgs) -> Result<u8, Failure> {
         .logs
         .clone()
         .unwrap_or_else(|| PathBuf::from("herd-logs").join(&stem));
-    std::fs::create_dir_all(&logs).map_err(|e| Failure::Input(anyhow::anyhow!("{}: {e}", logs.display())))?;
+    // The file first: a batch refused leaves no folder behind.
     let (name, entries) = load(&args.file, &logs)?;
+    std::fs::create_dir_all(&logs).map_err(|e| Failure::Input(anyhow::anyhow!("{}: {e}", logs.display())))?;
     let sig = Signals::install()?;
     let mut trace = match &args.trace {
         Some(p) => Some(

@@ -473,9 +473,17 @@ fn a_batch_with_a_program_that_cannot_start_starts_none() {
             ),
         )
         .unwrap();
-        let out = herd().args(["batch", path.to_str().unwrap()]).output().unwrap();
+        let out = herd()
+            .current_dir(dir.path())
+            .args(["batch", path.to_str().unwrap()])
+            .output()
+            .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            !dir.path().join("herd-logs").exists(),
+            "a refused batch left herd-logs/"
+        );
         assert!(
             err.contains(&format!("two.toml{line}")) && err.contains(why),
             "{err}"
