@@ -191,6 +191,8 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     }
     cfg.loop_share = Some(args.loop_share / 100.0);
     let mut policy = crate::common::live_policy(&args.policy)?;
+    let machine = crate::common::this_machine()?;
+    crate::common::check_cores(&args.policy, &machine)?;
     // Opened before the program starts, so a bad path costs no run.
     let mut trace = match &args.trace {
         Some(p) => Some(std::io::BufWriter::new(std::fs::File::create(p).map_err(
@@ -209,8 +211,6 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
         Some(path) => Some((path, first_budget(path, policy.as_ref())?)),
     };
     let (power, power_label, tolerance) = args.choice.checked()?;
-    let machine = crate::common::this_machine()?;
-    crate::common::check_cores(&args.policy, &machine)?;
     let units = match args.threads {
         None => None,
         Some(Threads::Count(n)) => Some(n),

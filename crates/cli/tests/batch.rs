@@ -228,8 +228,7 @@ fn sigkill_mid_batch_leaves_nothing_frozen() {
 
 fn sigkill_mid_batch(pause: &str) {
     // Orphans come to us, so we can check for zombies and reap them.
-    // SAFETY: prctl on ourselves.
-    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    common::adopt_orphans();
     let (herd_pid, pids) = kill_mid_batch(libc::SIGKILL, pause);
     let deadline = Instant::now() + Duration::from_secs(3);
     while pids.iter().any(|&p| waiting(p)) && Instant::now() < deadline {

@@ -46,9 +46,7 @@ fn reap() {
 #[test]
 fn sigkill_of_a_starting_batch_never_leaves_a_program_stopped() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    // SAFETY: prctl with these arguments only marks this process.
-    let marked = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    assert_eq!(marked, 0);
+    common::adopt_orphans();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("b.toml");
     std::fs::write(
@@ -142,9 +140,7 @@ fn affinities(pid: i32) -> Vec<(i32, String)> {
 #[test]
 fn sigkill_of_herd_run_leaves_no_thread_pinned() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    // SAFETY: prctl with these arguments only marks this process.
-    let marked = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    assert_eq!(marked, 0);
+    common::adopt_orphans();
     let mine = affinities(std::process::id() as i32)[0].1.clone();
     if !mine.contains(['-', ',']) {
         return; // One CPU: nothing to pin apart.

@@ -6,6 +6,31 @@
 mod common;
 use common::herd;
 
+/// `herd run` of a two-thread barrier program (`phases` rounds) crowded
+/// onto one CPU by `static:compact:cpus=1`, with `extra` flags.
+fn crowded(extra: &[&str], phases: &str) -> (bool, String) {
+    let barrier = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/workloads/barrier");
+    let out = herd()
+        .args(["run", "--policy", "static:compact:cpus=1", "--period-ms", "50"])
+        .args(extra)
+        .args([
+            "--",
+            barrier,
+            "--threads",
+            "2",
+            "--mode",
+            "block",
+            "--phases",
+            phases,
+        ])
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// The guard, live: a placement that crowds both threads of a program onto
 /// one CPU (`static:compact:cpus=1`) halves its progress; the first probe
 /// sees it from CPU time alone (no counters here) and hands the program
@@ -15,34 +40,11 @@ fn the_guard_hands_back_a_program_a_policy_crowds_onto_one_cpu() {
     if std::thread::available_parallelism().unwrap().get() < 2 {
         return; // Nothing to crowd.
     }
-    let barrier = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/workloads/barrier");
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("t.jsonl");
     // ~2.3 s alone on the 2-CPU VM; crowded, twice that.
-    let out = herd()
-        .args([
-            "run",
-            "--policy",
-            "static:compact:cpus=1",
-            "--period-ms",
-            "50",
-            "--trace",
-        ])
-        .arg(&trace)
-        .args([
-            "--",
-            barrier,
-            "--threads",
-            "2",
-            "--mode",
-            "block",
-            "--phases",
-            "1000",
-        ])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
+    let (ok, err) = crowded(&["--trace", trace.to_str().unwrap()], "1000");
+    assert!(ok, "{err}");
     assert!(
         err.contains("backed off 1 time(s): the kernel had the workload back at the end"),
         "{err}"
@@ -54,28 +56,6 @@ fn the_guard_hands_back_a_program_a_policy_crowds_onto_one_cpu() {
         "{notes:?}"
     );
     // With the guard off the crowding stays to the end.
-    let out = herd()
-        .args([
-            "run",
-            "--policy",
-            "static:compact:cpus=1",
-            "--period-ms",
-            "50",
-            "--guard",
-            "off",
-        ])
-        .args([
-            "--",
-            barrier,
-            "--threads",
-            "2",
-            "--mode",
-            "block",
-            "--phases",
-            "200",
-        ])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success() && !err.contains("guard:"), "{err}");
+    let (ok, err) = crowded(&["--guard", "off"], "200");
+    assert!(ok && !err.contains("guard:"), "{err}");
 }

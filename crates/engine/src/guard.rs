@@ -387,7 +387,7 @@ impl Guard {
         let was_probe = ended_kind != self.in_charge;
         let mut note = None;
         if was_probe {
-            if let Some((prev_kind, prev)) = self.last.take().filter(|(k, _)| *k != ended_kind) {
+            if let Some((_, prev)) = self.last.take().filter(|(k, _)| *k != ended_kind) {
                 let (policy, kernel) = match ended_kind {
                     InCharge::Policy => (&ended, &prev),
                     InCharge::Kernel => (&prev, &ended),
@@ -402,7 +402,6 @@ impl Guard {
                     self.history.clear();
                     self.gap_periods = self.cfg.gap_periods.max(1);
                 }
-                let _ = prev_kind;
             }
         }
         self.last = Some((ended_kind, ended));

@@ -36,11 +36,10 @@ pub struct Learning {
     /// Every job seen's program, kept after the job is gone: a policy's
     /// findings come at the end of the run.
     programs: BTreeMap<JobId, String>,
-    /// The profiles as loaded, and everything this run learned in order,
-    /// per program: another run that stored a program's profile meanwhile
-    /// is not overwritten; this run's learning is replayed onto its
-    /// profile instead ([`Learned::rebased`]).
-    loaded: BTreeMap<String, ProgramProfile>,
+    /// Everything this run learned in order, per program, with the
+    /// profiles as loaded: another run that stored a program's profile
+    /// meanwhile is not overwritten; this run's learning is replayed onto
+    /// its profile instead ([`Learned::rebased`]).
     journal: Journal,
 }
 
@@ -58,6 +57,8 @@ struct Journal {
     /// Whether steps are kept at all (live runs; the simulator stores its
     /// profiles one run after another and needs none).
     on: bool,
+    /// The profiles as the run loaded them (kept only when `on`).
+    loaded: BTreeMap<String, ProgramProfile>,
     steps: BTreeMap<String, Vec<Step>>,
     len: usize,
     /// Programs whose steps did not all fit.
@@ -94,7 +95,6 @@ const JOURNAL_STEPS: usize = 250_000;
 pub struct Learned {
     /// Each program's profile as this run leaves it.
     pub profiles: BTreeMap<String, ProgramProfile>,
-    loaded: BTreeMap<String, ProgramProfile>,
     journal: Journal,
 }
 
@@ -105,12 +105,11 @@ impl Learned {
     /// of one program all count). `None` if this run learned nothing of it.
     pub fn rebased(&self, program: &str, stored: Option<ProgramProfile>) -> Option<ProgramProfile> {
         let mine = self.profiles.get(program)?;
-        let unchanged = stored.as_ref() == self.loaded.get(program)
-            || (stored.is_none() && !self.loaded.contains_key(program));
-        let Some(onto) = stored.filter(|_| !unchanged && !self.journal.overflowed.contains(program)) else {
-            return Some(mine.clone());
+        let unchanged = stored.as_ref() == self.journal.loaded.get(program);
+        let mut profile = match stored {
+            Some(newer) if !unchanged && !self.journal.overflowed.contains(program) => newer,
+            _ => return Some(mine.clone()),
         };
-        let mut profile = onto;
         let mut learners: BTreeMap<JobId, RunLearner> = BTreeMap::new();
         for step in self.journal.steps.get(program).into_iter().flatten() {
             match *step {
@@ -123,7 +122,7 @@ impl Learned {
                 // Every job seen finishes a run, observed or not (without
                 // counters no slice is learned, but the run still counts).
                 Step::Finish(job) => learners.remove(&job).unwrap_or_default().finish(&mut profile),
-                Step::Found(herd_policy::Finding::BarrierBeats(n)) => profile.barrier_beats = n,
+                Step::Found(finding) => found(&mut profile, finding),
             }
         }
         Some(profile)
@@ -136,7 +135,6 @@ impl Learning {
     /// counts as invalid, since contention cannot be judged).
     pub fn new(profiles: BTreeMap<String, ProgramProfile>, peak_btr: Option<f64>) -> Self {
         Learning {
-            loaded: profiles.clone(),
             journal: Journal::default(),
             profiles,
             tracks: BTreeMap::new(),
@@ -155,6 +153,7 @@ impl Learning {
     /// them onto a profile another run stored meanwhile (live runs).
     pub fn journaled(mut self) -> Self {
         self.journal.on = true;
+        self.journal.loaded = self.profiles.clone();
         self
     }
 
@@ -164,10 +163,7 @@ impl Learning {
         let Some(program) = self.programs.get(&job) else {
             return;
         };
-        let profile = self.profiles.entry(program.clone()).or_default();
-        match finding {
-            herd_policy::Finding::BarrierBeats(n) => profile.barrier_beats = n,
-        }
+        found(self.profiles.entry(program.clone()).or_default(), finding);
         self.journal.push(program, Step::Found(finding));
     }
 
@@ -307,9 +303,15 @@ impl Learning {
         }
         Learned {
             profiles: self.profiles,
-            loaded: self.loaded,
             journal: self.journal,
         }
+    }
+}
+
+/// What a policy found, into the program's profile.
+fn found(profile: &mut ProgramProfile, finding: herd_policy::Finding) {
+    match finding {
+        herd_policy::Finding::BarrierBeats(n) => profile.barrier_beats = n,
     }
 }
 

@@ -545,6 +545,8 @@ impl Scenario {
             ));
         }
         let mut jobs = Vec::new();
+        // Threads over the jobs so far, for the bound below.
+        let mut tasks_total = 0u64;
         for sj in &spec.job {
             let span = sj.span();
             let j = sj.get_ref();
@@ -589,7 +591,7 @@ impl Scenario {
             // Bounds said up front, not found by the kernel's OOM killer:
             // the simulator's state grows with the jobs and tasks (some of
             // it with their square: contention among co-runners).
-            let tasks_before: u64 = jobs.iter().map(|j: &Job| u64::from(j.threads)).sum();
+            let tasks_before = tasks_total;
             let adding_jobs = u64::from(j.copies.0);
             if jobs.len() as u64 + adding_jobs > MAX_JOBS as u64 {
                 let why = format!(
@@ -606,6 +608,7 @@ impl Scenario {
                 );
                 return Err(at(span.clone(), &field("threads"), why));
             }
+            tasks_total += adding_jobs * u64::from(j.threads.0);
             for copy in 0..j.copies.0 {
                 let name = if j.copies.0 > 1 {
                     format!("{}#{}", j.name, copy + 1)
@@ -678,7 +681,7 @@ impl Scenario {
                 ),
             ));
         }
-        let period_ns = (spec.period_ms.0 * 1e6).max(1.0) as u64;
+        let period_ns = (spec.period_ms.0 * 1e6) as u64;
         let horizon_ns = match (spec.horizon_s, &consolidation) {
             (h, Some(c)) => Some(h.map_or(c.end_ns(), |h| ((h.0 * 1e9) as u64).min(c.end_ns()))),
             (h, None) => h.map(|h| (h.0 * 1e9) as u64),

@@ -462,20 +462,9 @@ impl ProfileStore for SqliteStore {
         profiles: &BTreeMap<String, ProgramProfile>,
         now_unix_s: f64,
     ) -> Result<(), StoreError> {
-        let err = sqlite_err(&self.path);
-        let tx = self.conn.transaction().map_err(err)?;
-        {
-            let mut stmt = tx
-                .prepare("INSERT OR REPLACE INTO profile (program, body, updated_unix_s) VALUES (?1, ?2, ?3)")
-                .map_err(err)?;
-            for (program, profile) in profiles {
-                // A profile holds only numbers, strings and maps with
-                // string keys, which serde_json always encodes.
-                let body = serde_json::to_string(profile).expect("a profile encodes as JSON");
-                stmt.execute(params![program, body, now_unix_s]).map_err(err)?;
-            }
-        }
-        tx.commit().map_err(err)
+        self.update_profiles(profiles.keys().map(String::as_str), now_unix_s, |program, _| {
+            profiles.get(program).cloned()
+        })
     }
 }
 

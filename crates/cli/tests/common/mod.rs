@@ -111,3 +111,12 @@ pub fn python() -> String {
         .expect("python3 runs");
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
+
+/// Makes this test process the subreaper of the orphans of its children
+/// (herd's programs once herd is killed), so a test can find and reap them.
+#[allow(dead_code)]
+pub fn adopt_orphans() {
+    // SAFETY: prctl with these arguments only marks this process.
+    let marked = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    assert_eq!(marked, 0, "PR_SET_CHILD_SUBREAPER");
+}

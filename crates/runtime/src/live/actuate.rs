@@ -158,36 +158,28 @@ impl LiveWorld {
 
     fn apply_placements(&mut self, plan: &Plan) {
         self.confine(plan);
-        // A program about to be paused joins its freezer group first.
-        if self.cgroups.as_ref().is_some_and(|c| c.freezes()) {
-            let pausing: Vec<usize> = plan
-                .tasks
-                .iter()
-                .filter(|(_, p)| matches!(p, Placement::Pause { .. }))
-                .filter_map(|(id, _)| self.tasks.get(&(*id as i32)).map(|t| t.job))
-                // A held program waits without a freeze.
-                .filter(|&job| self.programs.get(job).is_some_and(|p| !p.held()))
-                .collect();
-            for job in pausing {
-                self.adopt_for(job);
-            }
-        }
-        // A program about to be stopped by signals is stopped with the
-        // processes it has now, not as of the last periodic scan: one
-        // forked since would run on beside the programs whose turn it is.
-        let stopping_by_signal: std::collections::BTreeSet<usize> = plan
+        // Programs this plan pauses that are running now (a held one keeps
+        // waiting on its hold, no freeze or stop needed).
+        let pausing: std::collections::BTreeSet<usize> = plan
             .tasks
             .iter()
-            .filter(|(_, placement)| matches!(placement, Placement::Pause { .. }))
+            .filter(|(_, p)| matches!(p, Placement::Pause { .. }))
             .filter_map(|(id, _)| self.tasks.get(&(*id as i32)).map(|t| t.job))
-            .filter(|&job| !self.cgroups.as_ref().is_some_and(|c| c.freezes() && c.has(job)))
             .filter(|&job| {
                 self.programs
                     .get(job)
                     .is_some_and(|p| !p.paused && !p.held() && p.alive())
             })
             .collect();
-        for job in stopping_by_signal {
+        let freezes = self.cgroups.as_ref().is_some_and(|c| c.freezes());
+        for job in pausing {
+            // It joins its freezer group first; one that cannot, or that
+            // herd has no freezer for, is stopped by signals with the
+            // processes it has now, not as of the last periodic scan (one
+            // forked since would run on beside those whose turn it is).
+            if freezes && self.adopt_for(job) {
+                continue;
+            }
             let pid = self.programs[job].pid;
             if let Some(f) = self.family.get_mut(job) {
                 *f = procfs::subtree(&self.proc_root, pid);
@@ -269,21 +261,13 @@ impl LiveWorld {
                                 self.stats.pauses += 1;
                                 freezing.push(job);
                             }
-                        } else {
-                            // The keeper hears of a stop before it happens.
-                            if let Some(k) = self.keeper.as_mut() {
-                                for &pid in std::iter::once(&p.pid).chain(family) {
-                                    k.stopped(pid);
-                                }
-                            }
-                            if control::signal(p.pid, libc::SIGSTOP).is_ok() {
-                                p.paused = true;
-                                self.stats.pauses += 1;
-                                stopping.push(p.pid);
-                                for &pid in family {
-                                    if control::signal(pid, libc::SIGSTOP).is_ok() {
-                                        stopping.push(pid);
-                                    }
+                        } else if stop(self.keeper.as_mut(), p.pid) {
+                            p.paused = true;
+                            self.stats.pauses += 1;
+                            stopping.push(p.pid);
+                            for &pid in family {
+                                if stop(self.keeper.as_mut(), pid) {
+                                    stopping.push(pid);
                                 }
                             }
                         }
@@ -346,6 +330,15 @@ impl LiveWorld {
             }
         }
     }
+}
+
+/// Stops process `pid` by SIGSTOP, the keeper told first (so that a herd
+/// killed right after leaves nothing stopped); whether the signal went.
+pub(super) fn stop(keeper: Option<&mut crate::keeper::Keeper>, pid: i32) -> bool {
+    if let Some(k) = keeper {
+        k.stopped(pid);
+    }
+    control::signal(pid, libc::SIGSTOP).is_ok()
 }
 
 /// Lets a paused program run again, the way it was paused.

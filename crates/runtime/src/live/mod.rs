@@ -575,13 +575,9 @@ impl Sensor for LiveWorld {
             for (job, p) in self.programs.iter().enumerate() {
                 if p.paused && !p.frozen && p.alive() {
                     for &pid in forked(&self.family, job) {
-                        if procfs::state(&self.proc_root, pid) == Some('T') {
-                            continue;
+                        if procfs::state(&self.proc_root, pid) != Some('T') {
+                            actuate::stop(self.keeper.as_mut(), pid);
                         }
-                        if let Some(k) = self.keeper.as_mut() {
-                            k.stopped(pid);
-                        }
-                        let _ = control::signal(pid, libc::SIGSTOP);
                     }
                 }
             }
@@ -607,26 +603,19 @@ impl Sensor for LiveWorld {
                         let Some(files) = procfs::ThreadFiles::open(&self.proc_root, pid, tid) else {
                             continue;
                         };
-                        let rank = self
-                            .tasks
-                            .values()
-                            .chain(seen.values())
-                            .filter(|t| t.job == job)
-                            .count() as u32;
+                        // Its rank in its job; and whether it inherited a
+                        // pin herd gave the thread (or process) that made
+                        // it: then its original is its program's mask, so
+                        // that a restore (or the keeper) does not keep it.
+                        let own = control::affinity(tid).ok();
+                        let (mut rank, mut inherited) = (0u32, false);
+                        for t in self.tasks.values().chain(seen.values()).filter(|t| t.job == job) {
+                            rank += 1;
+                            inherited |= own.is_some() && t.placed == own;
+                        }
                         let counters = self.perf.open_for(tid);
                         let sampler = self.perf.sampler_for(tid);
-                        // A thread (or forked process) created by one herd
-                        // pinned inherited herd's pin, not its program's
-                        // mask: its original is the program's, so that a
-                        // restore (or the keeper) does not keep the pin.
-                        let own = control::affinity(tid).ok();
                         let program_main = self.tasks.get(&p.pid).or_else(|| seen.get(&p.pid));
-                        let inherited = own.is_some()
-                            && self
-                                .tasks
-                                .values()
-                                .chain(seen.values())
-                                .any(|t| t.job == job && t.placed == own);
                         let original = match program_main {
                             Some(m) if inherited && m.original.is_some() => m.original.clone(),
                             _ => own,
