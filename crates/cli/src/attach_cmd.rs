@@ -46,7 +46,7 @@ pub fn run(args: &AttachArgs) -> Result<u8, Failure> {
         None => "it exited".to_string(),
     };
     let st = done.world.stats;
-    crate::run_cmd::warn_if_lanes_ignored(
+    crate::run_cmd::warn_after_live(
         &st,
         &policy.name(),
         "herd attach does not apply them, herd run --realtime does",

@@ -15,7 +15,7 @@ use herd_policy::{Level, PolicySpec, TaskState};
 use herd_runtime::live::{Learn, LiveWorld, Program, Session, SpawnOptions};
 use serde::{Deserialize, Serialize};
 
-use crate::common::Failure;
+use crate::common::{self, Failure};
 use crate::output;
 use crate::signals::Signals;
 
@@ -233,12 +233,10 @@ fn spawn_all(entries: &[Entry]) -> Result<Vec<Program>, Failure> {
                         let _ = child.wait();
                     }
                 }
-                let failure = anyhow::anyhow!("program '{}': cannot run '{}': {err}", e.name, e.argv[0]);
-                // Out of processes is the machine's state, not bad input.
-                return Err(match err.raw_os_error() {
-                    Some(libc::EAGAIN | libc::ENOMEM) => Failure::Internal(failure),
-                    _ => Failure::Input(failure),
-                });
+                return Err(common::spawn_failure(
+                    &err,
+                    format!("program '{}': cannot run '{}'", e.name, e.argv[0]),
+                ));
             }
         };
         let key = crate::units::program_key_in(&e.argv, e.opts.cwd.as_deref());
@@ -278,7 +276,7 @@ fn results(
         .collect();
     let makespan_s = programs.iter().map(|p| p.turnaround_s).fold(0.0, f64::max);
     let s = world.stats;
-    crate::run_cmd::warn_if_lanes_ignored(
+    crate::run_cmd::warn_after_live(
         &s,
         variant,
         "herd batch does not apply them, herd run --realtime does",

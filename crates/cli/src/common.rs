@@ -131,6 +131,17 @@ impl Failure {
     }
 }
 
+/// A program that could not be started: running out of processes, memory
+/// or file descriptors is the machine's state (exit 3); anything else, such
+/// as a missing program or working directory, is the user's input (exit 2).
+pub fn spawn_failure(err: &std::io::Error, what: String) -> Failure {
+    let failure = anyhow::anyhow!("{what}: {err}");
+    match err.raw_os_error() {
+        Some(libc::EAGAIN | libc::ENOMEM | libc::EMFILE | libc::ENFILE) => Failure::Internal(failure),
+        _ => Failure::Input(failure),
+    }
+}
+
 impl From<std::io::Error> for Failure {
     fn from(e: std::io::Error) -> Self {
         Failure::Internal(e.into())

@@ -94,7 +94,12 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
-    // These two exit with their programs' status.
+    // herd keeps descriptors per watched thread: room for thousands of
+    // threads, where the hard limit allows (its programs get the old
+    // soft limit back, see herd_runtime::fds). Without it, herd watches
+    // with fewer kept files and says so after the run.
+    let _ = herd_runtime::fds::raise();
+    // These exit with their programs' status.
     let managed = match &cli.command {
         Command::Run(args) => Some(run_cmd::run(args)),
         Command::Batch(args) => Some(batch_cmd::run(args)),

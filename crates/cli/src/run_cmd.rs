@@ -13,7 +13,7 @@ use clap::Args;
 use herd_policy::Placement;
 use herd_runtime::live::{Learn, LiveWorld, Program, Session};
 
-use crate::common::Failure;
+use crate::common::{self, Failure};
 use crate::signals::Signals;
 
 /// Arguments of `herd run`.
@@ -141,13 +141,23 @@ fn trace_line(
     writeln!(f, "{line}")
 }
 
-/// Says once, after a live run, that the policy's lanes (SCHED_FIFO
-/// priorities) were not applied: they need herd's loop above them (`how`).
-pub(crate) fn warn_if_lanes_ignored(s: &herd_runtime::live::LiveStats, policy: &str, how: &str) {
+/// Says once, after a live run, what herd could not do: the policy's
+/// lanes (SCHED_FIFO priorities) need herd's loop above them (`how`);
+/// threads watched without counters or kept files, for want of
+/// descriptors.
+pub(crate) fn warn_after_live(s: &herd_runtime::live::LiveStats, policy: &str, how: &str) {
     if s.lanes_ignored > 0 {
         eprintln!(
             "herd: warning: {policy} asked for lanes (SCHED_FIFO priorities), which need herd's loop above them: \
              {how}; they were ignored"
+        );
+    }
+    if s.uncounted_threads > 0 || s.uncached_threads > 0 {
+        let limit = herd_runtime::fds::limits().map_or(String::from("?"), |(soft, _)| soft.to_string());
+        eprintln!(
+            "herd: warning: out of open-file descriptors (limit {limit}, `ulimit -n`): {} thread(s) went \
+             without perf counters, {} were read by path each period",
+            s.uncounted_threads, s.uncached_threads
         );
     }
 }
@@ -232,7 +242,7 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
         }
     };
     let (child, _) = herd_runtime::live::spawn_with(&argv, &opts)
-        .map_err(|e| Failure::Input(anyhow::anyhow!("cannot run '{}': {e}", args.cmd[0])))?;
+        .map_err(|e| common::spawn_failure(&e, format!("cannot run '{}'", args.cmd[0])))?;
     let name = std::path::Path::new(&args.cmd[0])
         .file_name()
         .map_or(args.cmd[0].clone(), |n| n.to_string_lossy().into_owned());
@@ -317,7 +327,7 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     // The run's tail after the last observation, at the last power seen.
     model_energy_j += last_w * (wall - modelled_s).max(0.0);
     let s = done.world.stats;
-    warn_if_lanes_ignored(&s, &policy.name(), "run with --realtime");
+    warn_after_live(&s, &policy.name(), "run with --realtime");
     let energy = ModelEnergy {
         label: &power_label,
         joules: model_energy_j,

@@ -43,6 +43,41 @@ fn reap() {
     while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
 }
 
+/// What a killed herd left behind, once it has had a moment to let go (a
+/// closed hold, the death signal, the guard's thaw): adopted programs
+/// stopped, frozen, or (given the mask they started with) still pinned,
+/// and cgroups named `group`. Kills and reaps the programs after looking.
+fn left_behind(what: &str, started_with: Option<&str>, group: &str) -> Vec<String> {
+    std::thread::sleep(Duration::from_millis(300));
+    let mut left = Vec::new();
+    for (pid, cmd) in children() {
+        if cmd.contains("__cgroup-guard") {
+            continue;
+        }
+        if state_of(pid) == Some('T') || frozen(pid) {
+            left.push(format!("{what}: {pid} {cmd} left {:?}", state_of(pid)));
+        }
+        if let Some(mine) = started_with {
+            let pinned: Vec<_> = affinities(pid).into_iter().filter(|(_, a)| a != mine).collect();
+            if !pinned.is_empty() {
+                left.push(format!("{what}: {pid} {cmd} left pinned {pinned:?}"));
+            }
+        }
+        // SAFETY: a signal to our own (adopted or started) child.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    settle();
+    let groups = std::process::Command::new("find")
+        .args(["/sys/fs/cgroup", "-maxdepth", "8", "-name", group])
+        .output()
+        .unwrap();
+    let groups = String::from_utf8_lossy(&groups.stdout).trim().to_string();
+    if !groups.is_empty() {
+        left.push(format!("{what}: cgroups left: {groups}"));
+    }
+    left
+}
+
 #[test]
 fn sigkill_of_a_starting_batch_never_leaves_a_program_stopped() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -78,35 +113,11 @@ fn sigkill_of_a_starting_batch_never_leaves_a_program_stopped() {
         let herd_pid = h.id();
         h.kill().unwrap();
         h.wait().unwrap();
-        // What herd left behind has a moment to be let go: a closed hold,
-        // the death signal, the cgroup guard's thaw.
-        std::thread::sleep(Duration::from_millis(300));
-        for (pid, cmd) in children() {
-            if cmd.contains("__cgroup-guard") {
-                continue;
-            }
-            if state_of(pid) == Some('T') || frozen(pid) {
-                stopped.push(format!("try {i} ({pause}): {pid} {cmd} left {:?}", state_of(pid)));
-            }
-            // SAFETY: a signal to our own (adopted) child.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-        settle();
-        // And no group of herd's is left.
-        let groups = std::process::Command::new("find")
-            .args([
-                "/sys/fs/cgroup",
-                "-maxdepth",
-                "8",
-                "-name",
-                &format!("herd-{herd_pid}"),
-            ])
-            .output()
-            .unwrap();
-        let groups = String::from_utf8_lossy(&groups.stdout).trim().to_string();
-        if !groups.is_empty() {
-            stopped.push(format!("try {i} ({pause}): cgroups left: {groups}"));
-        }
+        stopped.extend(left_behind(
+            &format!("try {i} ({pause})"),
+            None,
+            &format!("herd-{herd_pid}"),
+        ));
     }
     assert!(
         stopped.is_empty(),
@@ -189,4 +200,332 @@ fn sigkill_of_herd_run_leaves_no_thread_pinned() {
         }
         settle();
     }
+}
+
+/// One command of the fault harness: what it runs, and whether it has a
+/// database of runs to check.
+struct Victim {
+    name: &'static str,
+    /// Builds herd's command for try `i`, given the program to attach to
+    /// (`attach` only) and the database.
+    command: fn(
+        i: u64,
+        attached: Option<i32>,
+        db: &std::path::Path,
+        dir: &std::path::Path,
+    ) -> std::process::Command,
+    /// Whether the command records runs in the database.
+    records: bool,
+}
+
+/// A program with two sleeping helper threads (CPU work would make the
+/// test slow on two CPUs; placement and pausing act on sleepers too).
+const THREADS: &str = "import threading, time\n\
+                       ts = [threading.Thread(target=time.sleep, args=(0.5,)) for _ in range(2)]\n\
+                       [t.start() for t in ts]\n[t.join() for t in ts]";
+
+/// The delay before the kill in try `i`: spread from 2 ms to 1 s, so kills
+/// land in start-up, the first decision, pauses, and the end (the programs
+/// take about 0.5 s; later kills find herd done, and its run recorded).
+fn delay_of(i: u64) -> Duration {
+    // A fixed LCG: the same moments on every run of the suite.
+    let x = i
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407)
+        >> 33;
+    let ms = 2.0 * (500f64).powf((x % 1000) as f64 / 1000.0);
+    Duration::from_micros((ms * 1000.0) as u64)
+}
+
+/// The fault harness (issue 25): SIGKILL of `herd run`, `batch` and
+/// `attach` at spread moments; after each, nothing is left stopped, frozen,
+/// pinned or confined, and the database holds every run that finished.
+#[test]
+fn sigkill_at_any_moment_of_run_batch_or_attach_leaves_the_machine_clean() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    common::adopt_orphans();
+    let mine = affinities(std::process::id() as i32)[0].1.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let batch = dir.path().join("b.toml");
+    std::fs::write(
+        &batch,
+        format!(
+            "[[program]]\nname = \"t\"\ncmd = [{:?}, \"-c\", {THREADS:?}]\ncopies = 3\n",
+            common::python()
+        ),
+    )
+    .unwrap();
+    let victims = [
+        Victim {
+            name: "run",
+            command: |i, _, db, _| {
+                let policy = ["static:compact", "static:compact:cpus=1", "cosched:fair"][i as usize % 3];
+                let mut c = herd();
+                c.args(["run", "--policy", policy, "--period-ms", "20", "--db"])
+                    .arg(db)
+                    .args(["--", &common::python(), "-c", THREADS]);
+                c
+            },
+            records: true,
+        },
+        Victim {
+            name: "batch",
+            command: |i, _, db, dir| {
+                let pause = if i % 2 == 0 { "signals" } else { "freezer" };
+                let mut c = herd();
+                c.arg("batch")
+                    .arg(dir.join("b.toml"))
+                    .args(["--period-ms", "20", "--pause", pause, "--db"])
+                    .arg(db)
+                    .arg("--logs")
+                    .arg(dir.join("logs"));
+                c
+            },
+            records: true,
+        },
+        Victim {
+            name: "attach",
+            command: |i, attached, _, _| {
+                let policy = ["static:compact:cpus=1", "static:compact"][i as usize % 2];
+                let mut c = herd();
+                c.args(["attach", "--policy", policy, "--period-ms", "20"])
+                    .arg(attached.unwrap().to_string());
+                c
+            },
+            records: false,
+        },
+    ];
+    let tries = 12;
+    let mut left = Vec::new();
+    let mut finished = 0;
+    for v in &victims {
+        let db = dir.path().join(format!("{}.db", v.name));
+        let mut completed = 0;
+        for i in 0..tries {
+            let attached = (v.name == "attach").then(|| {
+                std::process::Command::new(common::python())
+                    .args(["-c", THREADS])
+                    .spawn()
+                    .unwrap()
+            });
+            let mut h = (v.command)(i, attached.as_ref().map(|c| c.id() as i32), &db, dir.path())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            std::thread::sleep(delay_of(i));
+            let herd_pid = h.id();
+            // Whether herd had finished by itself before the kill.
+            if h.try_wait().unwrap().is_some_and(|st| st.success()) {
+                completed += 1;
+            }
+            let _ = h.kill();
+            h.wait().unwrap();
+            let what = format!("{} try {i} ({:?})", v.name, delay_of(i));
+            left.extend(left_behind(&what, Some(&mine), &format!("herd-{herd_pid}")));
+        }
+        finished += completed;
+        if v.records {
+            let out = herd()
+                .args(["db", "--db"])
+                .arg(&db)
+                .arg("export")
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}: database unreadable: {}",
+                v.name,
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let export: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            // What was learned: every finished run is counted in its
+            // program's profile (a batch counts each copy).
+            let runs: u64 = export["programs"]
+                .as_array()
+                .map(|ps| {
+                    ps.iter()
+                        .map(|p| p["profile"]["runs"].as_u64().unwrap_or(0))
+                        .sum()
+                })
+                .unwrap_or(0);
+            let per = if v.name == "batch" { 3 } else { 1 };
+            println!(
+                "{}: {completed} of {tries} finished before the kill, {runs} runs learned",
+                v.name
+            );
+            assert!(
+                runs >= completed * per,
+                "{}: {completed} finished, {runs} runs recorded",
+                v.name
+            );
+        }
+    }
+    assert!(
+        left.is_empty(),
+        "{} problems after {} kills: {left:#?}",
+        left.len(),
+        tries * 3
+    );
+    // The spread reaches the end of some runs (else the database check
+    // checked nothing).
+    assert!(finished > 0, "no run finished before its kill");
+}
+
+/// A cgroup of `controller` for one test, v1 or v2, with `file` set to
+/// `value`; `None` where this machine has no such controller to use.
+fn limited_group(controller: &str, files: [&str; 2], value: &str) -> Option<std::path::PathBuf> {
+    let name = format!("herd-test-{}-{controller}", std::process::id());
+    let (dir, file) = if std::path::Path::new(&format!("/sys/fs/cgroup/{controller}")).is_dir() {
+        (
+            std::path::PathBuf::from(format!("/sys/fs/cgroup/{controller}/{name}")),
+            files[0],
+        )
+    } else if std::fs::read_to_string("/sys/fs/cgroup/cgroup.subtree_control")
+        .is_ok_and(|c| c.split_whitespace().any(|x| x == controller))
+    {
+        (
+            std::path::PathBuf::from(format!("/sys/fs/cgroup/{name}")),
+            files[1],
+        )
+    } else {
+        return None;
+    };
+    std::fs::create_dir_all(&dir).ok()?;
+    std::fs::write(dir.join(file), value).ok()?;
+    Some(dir)
+}
+
+/// `herd ARGS` started inside cgroup `dir` (and its programs with it).
+fn herd_in(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    let h = herd();
+    let script = format!("echo $$ > {}/cgroup.procs && exec \"$0\" \"$@\"", dir.display());
+    std::process::Command::new("sh")
+        .args(["-c", &script, h.get_program().to_str().unwrap()])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Out of processes (a cgroup's `pids.max`): herd says what it could not
+/// start and exits 3, the machine's state, not 2, bad input (issue 25,
+/// item 8: `herd run` said 2), leaving nothing behind.
+#[test]
+fn out_of_processes_is_exit_3_with_the_reason() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // herd itself (one task; its threads count too) and nothing else.
+    let Some(dir) = limited_group("pids", ["pids.max", "pids.max"], "1") else {
+        eprintln!("no pids controller here: skipped");
+        return;
+    };
+    let run = herd_in(&dir, &["run", "--", "true"]);
+    let batch_dir = tempfile::tempdir().unwrap();
+    let batch = batch_dir.path().join("b.toml");
+    std::fs::write(
+        &batch,
+        "[[program]]\nname = \"c\"\ncmd = [\"true\"]\ncopies = 2\n",
+    )
+    .unwrap();
+    let logs = batch_dir.path().join("logs");
+    let batched = herd_in(
+        &dir,
+        &["batch", batch.to_str().unwrap(), "--logs", logs.to_str().unwrap()],
+    );
+    let _ = std::fs::remove_dir(&dir);
+    for (what, out) in [("run", run), ("batch", batched)] {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{what}: {stderr}");
+        assert!(
+            stderr.contains("cannot run") && stderr.contains("Resource temporarily unavailable"),
+            "{what}: {stderr}"
+        );
+    }
+}
+
+/// A program of 300 threads under an open-file limit of 256: herd sees
+/// every thread (it raises its own soft limit to the hard one; where it
+/// cannot, it reads the rest by path and says so), and the program keeps
+/// the limit it was given. Before, herd silently watched 123 of the 301.
+#[test]
+fn a_low_open_file_limit_loses_no_thread() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let program = "import threading, time, resource\n\
+                   print('soft', resource.getrlimit(resource.RLIMIT_NOFILE)[0], flush=True)\n\
+                   ts = [threading.Thread(target=time.sleep, args=(1,)) for _ in range(300)]\n\
+                   [t.start() for t in ts]\n[t.join() for t in ts]";
+    let h = herd();
+    for (ulimit, warned) in [("-Sn 256", false), ("-n 256", true)] {
+        let out = std::process::Command::new("sh")
+            .args([
+                "-c",
+                &format!("ulimit {ulimit} && exec \"$0\" run --policy static:compact --period-ms 50 -- \"$1\" -c \"$2\""),
+                h.get_program().to_str().unwrap(),
+                &common::python(),
+                program,
+            ])
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(out.status.success(), "{ulimit}: {stderr}");
+        assert!(
+            stdout.contains("soft 256"),
+            "{ulimit}: the program's limit: {stdout}"
+        );
+        assert!(stderr.contains("up to 301 threads"), "{ulimit}: {stderr}");
+        assert_eq!(
+            stderr.contains("out of open-file descriptors"),
+            warned,
+            "{ulimit}: {stderr}"
+        );
+    }
+}
+
+/// herd in a cgroup whose memory limit cannot hold its batch: the kernel's
+/// out-of-memory killer ends herd (or a program); afterwards nothing is
+/// stopped, frozen or confined, and no group of herd's is left.
+#[test]
+fn the_oom_killer_taking_herd_leaves_nothing_behind() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    common::adopt_orphans();
+    let Some(dir) = limited_group(
+        "memory",
+        ["memory.limit_in_bytes", "memory.max"],
+        &(6 << 20).to_string(),
+    ) else {
+        eprintln!("no memory controller here: skipped");
+        return;
+    };
+    let _ = std::fs::write(dir.join("memory.swappiness"), "0");
+    let tmp = tempfile::tempdir().unwrap();
+    let batch = tmp.path().join("b.toml");
+    std::fs::write(
+        &batch,
+        "[[program]]\nname = \"s\"\ncmd = [\"sleep\", \"2\"]\ncopies = 20\n",
+    )
+    .unwrap();
+    let logs = tmp.path().join("logs");
+    let mut outcomes = Vec::new();
+    for pause in ["signals", "freezer"] {
+        let out = herd_in(
+            &dir,
+            &[
+                "batch",
+                batch.to_str().unwrap(),
+                "--pause",
+                pause,
+                "--period-ms",
+                "20",
+                "--logs",
+                logs.to_str().unwrap(),
+            ],
+        );
+        outcomes.push(out.status);
+        let left = left_behind(pause, None, "herd-[0-9]*");
+        assert!(left.is_empty(), "{left:#?}");
+    }
+    let _ = std::fs::remove_dir(&dir);
+    println!("outcomes under 6 MiB: {outcomes:?}");
 }

@@ -176,11 +176,15 @@ impl Learning {
     /// their run: their learners fold into their profiles.
     pub fn observe(&mut self, snap: &Snapshot) {
         self.finish_gone(snap);
-        // One slice per job: the sum over its threads. A job whose sensor
-        // lacks instructions or memory traffic gives no slice.
+        // One slice per job: the sum over its counted threads. A thread
+        // the sensor could not count (the machine has no counters, or herd
+        // had no descriptor for it) is left out, not the whole job: rates
+        // (traffic per instruction, per CPU second) over the counted
+        // threads stand for the job. A job with no counted thread gives
+        // no slice.
         self.slices.clear();
         self.index.clear();
-        let mut counters = !snap.tasks.is_empty();
+        let mut counters = false;
         for t in &snap.tasks {
             let o = &t.obs;
             let part = match (o.instructions, o.mem_bytes) {
@@ -194,11 +198,14 @@ impl Learning {
                 }),
                 _ => None,
             };
-            counters &= part.is_some();
+            counters |= part.is_some();
             match self.index.get(&t.job) {
                 Some(&k) => {
                     let acc = &mut self.slices[k].1;
-                    *acc = acc.zip(part).map(|(a, b)| add(a, b));
+                    *acc = match (*acc, part) {
+                        (Some(a), Some(b)) => Some(add(a, b)),
+                        (a, b) => a.or(b),
+                    };
                 }
                 None => {
                     self.index.insert(t.job, self.slices.len());
@@ -367,5 +374,56 @@ mod tests {
         // Refuted: the profile forgets it.
         next.record(7, Finding::BarrierBeats(None));
         assert_eq!(next.into_profiles()["bench"].barrier_beats, None);
+    }
+
+    /// A thread of `job` with the CPU time `cpu_ns`, counted or not.
+    fn thread(id: u64, job: u32, cpu_ns: u64, counted: bool) -> herd_policy::TaskView {
+        herd_policy::TaskView {
+            id,
+            job,
+            rank: id as u32,
+            state: herd_policy::TaskState::Runnable,
+            cpu: Some(0),
+            obs: herd_policy::Obs {
+                cpu_time_ns: cpu_ns,
+                instructions: counted.then_some(cpu_ns * 2),
+                mem_bytes: counted.then_some(cpu_ns / 10),
+                ..herd_policy::Obs::default()
+            },
+            heartbeats: None,
+        }
+    }
+
+    /// Issue 24: one uncounted thread (herd out of descriptors for it) no
+    /// longer turns the whole group to hints: the job learns from its
+    /// counted threads, at their rate.
+    #[test]
+    fn a_job_learns_from_its_counted_threads_when_one_is_uncounted() {
+        let mut l = Learning::new(BTreeMap::new(), None);
+        let mut snap = one_job("bench");
+        snap.period_ns = 100_000_000;
+        snap.tasks = vec![
+            thread(1, 7, 50_000_000, true),
+            thread(2, 7, 50_000_000, false),
+            thread(3, 7, 50_000_000, true),
+        ];
+        l.observe(&snap);
+        assert!(l.knowledge().counters, "counted threads are counters");
+        let btr = l.knowledge().jobs[&7]
+            .last_btr
+            .expect("a slice from the counted threads");
+        // The rate of the counted two: 2 x 5 MB over 2 x 50 ms of CPU.
+        let mut counted_only = one_job("bench");
+        counted_only.period_ns = snap.period_ns;
+        counted_only.tasks = vec![thread(1, 7, 50_000_000, true), thread(3, 7, 50_000_000, true)];
+        let mut m = Learning::new(BTreeMap::new(), None);
+        m.observe(&counted_only);
+        assert_eq!(Some(btr), m.knowledge().jobs[&7].last_btr);
+        // No thread counted anywhere: no counters.
+        snap.tasks = vec![thread(1, 7, 50_000_000, false)];
+        let mut n = Learning::new(BTreeMap::new(), None);
+        n.observe(&snap);
+        assert!(!n.knowledge().counters);
+        assert_eq!(n.knowledge().jobs[&7].last_btr, None);
     }
 }

@@ -388,6 +388,9 @@ pub fn guard_main(args: &[String]) -> i32 {
             libc::signal(sig, libc::SIG_IGN);
         }
     }
+    // The out-of-memory killer should take herd, not the small process
+    // that cleans up after it (root may ask this; others keep the default).
+    let _ = std::fs::write("/proc/self/oom_score_adj", "-1000");
     // Reading ends when herd's end closes: herd is gone or done.
     let told = crate::keeper::Told::read(io::stdin().lock());
     for pair in args.chunks(2) {

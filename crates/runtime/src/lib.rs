@@ -8,6 +8,7 @@
 pub mod cgroup;
 pub mod control;
 pub mod doctor;
+pub mod fds;
 pub mod heartbeats;
 pub mod ipsample;
 pub mod keeper;

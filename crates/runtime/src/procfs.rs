@@ -3,7 +3,7 @@
 //! readers take an injectable proc root.
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use herd_topo::CpuSet;
 
@@ -246,33 +246,66 @@ pub fn sample_migrations(proc_root: &Path, pid: i32, tid: i32) -> Option<u64> {
 
 /// A thread's `stat` and `schedstat`, kept open: re-reading an open /proc
 /// file from offset 0 skips the path walk and open/close, which is most of
-/// what sampling every thread every period costs.
+/// what sampling every thread every period costs. Where herd has no
+/// descriptors to spare ([`ThreadFiles::by_path`]) it reads them by path
+/// each time instead: slower, but the thread is still seen.
 #[derive(Debug)]
 pub struct ThreadFiles {
     tid: i32,
-    stat: fs::File,
-    schedstat: Option<fs::File>,
+    kept: Option<(fs::File, Option<fs::File>)>,
+    dir: PathBuf,
 }
 
 impl ThreadFiles {
-    /// Opens thread `tid` of `pid`; `None` if it is gone.
+    /// Opens thread `tid` of `pid` and keeps its files open; `None` if it
+    /// is gone. Out of descriptors, it reads by path instead.
     pub fn open(proc_root: &Path, pid: i32, tid: i32) -> Option<ThreadFiles> {
         let dir = task_dir(proc_root, pid, tid);
-        Some(ThreadFiles {
+        match fs::File::open(dir.join("stat")) {
+            Ok(stat) => Some(ThreadFiles {
+                tid,
+                kept: Some((stat, fs::File::open(dir.join("schedstat")).ok())),
+                dir,
+            }),
+            Err(e) if crate::fds::exhausted(&e) => Some(ThreadFiles { tid, kept: None, dir }),
+            Err(_) => None,
+        }
+    }
+
+    /// Thread `tid` of `pid`, read by path every time: no descriptor kept.
+    pub fn by_path(proc_root: &Path, pid: i32, tid: i32) -> ThreadFiles {
+        ThreadFiles {
             tid,
-            stat: fs::File::open(dir.join("stat")).ok()?,
-            schedstat: fs::File::open(dir.join("schedstat")).ok(),
-        })
+            kept: None,
+            dir: task_dir(proc_root, pid, tid),
+        }
+    }
+
+    /// Descriptors this keeps open.
+    pub fn descriptors(&self) -> usize {
+        self.kept
+            .as_ref()
+            .map_or(0, |(_, s)| 1 + usize::from(s.is_some()))
     }
 
     /// Samples the thread; `None` once it is gone.
     pub fn sample(&self, buf: &mut Vec<u8>) -> Option<ThreadSample> {
-        let (state, cpu) = parse_stat(read_all(&self.stat, buf)?)?;
-        let (run_ns, wait_ns) = self
-            .schedstat
-            .as_ref()
-            .and_then(|f| parse_schedstat(read_all(f, buf)?))
-            .unwrap_or((0, 0));
+        let ((state, cpu), (run_ns, wait_ns)) = match &self.kept {
+            Some((stat, schedstat)) => (
+                parse_stat(read_all(stat, buf)?)?,
+                schedstat
+                    .as_ref()
+                    .and_then(|f| parse_schedstat(read_all(f, buf)?))
+                    .unwrap_or((0, 0)),
+            ),
+            None => (
+                parse_stat(&fs::read_to_string(self.dir.join("stat")).ok()?)?,
+                fs::read_to_string(self.dir.join("schedstat"))
+                    .ok()
+                    .and_then(|t| parse_schedstat(&t))
+                    .unwrap_or((0, 0)),
+            ),
+        };
         Some(ThreadSample {
             tid: self.tid,
             state,

@@ -88,9 +88,11 @@ pub fn spawn_with(argv: &[String], opts: &SpawnOptions) -> io::Result<(Child, Op
         cmd.stdout(file.try_clone()?).stderr(file);
     }
     // SAFETY: the closure runs in the child between fork and exec and only
-    // calls prctl and fcntl, which are async-signal-safe.
+    // calls prctl, fcntl and the rlimit calls, which are async-signal-safe.
     unsafe {
         cmd.pre_exec(move || {
+            // The open-file limit the program would have had without herd.
+            crate::fds::restore_in_child()?;
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGCONT as libc::c_ulong, 0, 0, 0) != 0 {
                 return Err(io::Error::last_os_error());
             }

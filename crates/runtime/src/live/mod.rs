@@ -18,6 +18,7 @@
 mod actuate;
 pub mod budget;
 mod clock;
+mod counters;
 mod learned;
 mod progress_turn;
 mod session;
@@ -39,7 +40,6 @@ use herd_topo::CpuSet;
 
 use crate::cgroup::Cgroups;
 use crate::control;
-use crate::perf::{self, Event};
 use crate::procfs::{self, ThreadSample};
 use crate::rapl::Rapl;
 use crate::resctrl::Mbm;
@@ -79,7 +79,7 @@ struct Track {
     rank: u32,
     files: procfs::ThreadFiles,
     /// perf_event counters on this thread and their last values.
-    counters: Vec<(Event, std::os::fd::OwnedFd, u64)>,
+    counters: counters::Counters,
     /// Where its instructions were (S1's phases), where sampled.
     sampler: Option<crate::ipsample::IpSampler>,
     last: ThreadSample,
@@ -87,6 +87,13 @@ struct Track {
     placed: Option<CpuSet>,
     /// Its lane as herd last set it (`Fair`: herd never touched its policy).
     lane: herd_policy::Lane,
+}
+
+impl Track {
+    /// The descriptors it keeps open.
+    fn descriptors(&self) -> usize {
+        self.files.descriptors() + self.counters.len() + usize::from(self.sampler.is_some())
+    }
 }
 
 /// What herd did, for the run summary.
@@ -108,6 +115,12 @@ pub struct LiveStats {
     pub lanes_ignored: u64,
     /// Most threads seen at once.
     pub max_threads: usize,
+    /// Threads that went without some perf counter the machine has, for
+    /// want of open-file descriptors (their jobs learn from the others).
+    pub uncounted_threads: u64,
+    /// Threads whose `/proc` files were read by path each period, for want
+    /// of descriptors (seen all the same, at more cost per read).
+    pub uncached_threads: u64,
     /// Energy the machine used while herd watched (RAPL), where it can tell.
     pub energy_j: Option<f64>,
     /// Bytes the managed programs moved to and from memory (resctrl MBM, else
@@ -165,119 +178,6 @@ impl Program {
 /// Bytes per LLC miss: a cache line (memory traffic = misses x line size).
 const LINE_BYTES: u64 = 64;
 
-/// Most perf_event descriptors herd keeps open: well under the usual
-/// 1024-file limit, so pidfds, /proc files and logs still fit.
-const PERF_FD_BUDGET: usize = 600;
-
-/// Which perf events herd opens per thread, learned once: an event the
-/// kernel refuses once (no PMU, not permitted) is not tried again.
-#[derive(Debug, Default)]
-struct PerfBudget {
-    hardware: Option<bool>,
-    software: Option<bool>,
-    sampling: Option<bool>,
-    open: usize,
-}
-
-/// IP sampling period: one sample per ms of a thread's CPU time, about a
-/// hundred per 100 ms period, enough to tell code regions apart.
-const IP_SAMPLE_PERIOD_NS: u64 = 1_000_000;
-
-impl PerfBudget {
-    fn open_for(&mut self, tid: i32) -> Vec<(Event, std::os::fd::OwnedFd, u64)> {
-        let mut out = Vec::new();
-        let groups: [(bool, &[Event]); 2] = [
-            (false, &[Event::CpuMigrations]),
-            (
-                true,
-                &[
-                    Event::Instructions,
-                    Event::Cycles,
-                    Event::LlcReferences,
-                    Event::LlcMisses,
-                ],
-            ),
-        ];
-        for (hardware, events) in groups {
-            let known = if hardware { self.hardware } else { self.software };
-            if known == Some(false) || self.open + events.len() > PERF_FD_BUDGET {
-                continue;
-            }
-            let opened: Result<Vec<_>, _> = events
-                .iter()
-                // A counter starts at 0 when opened.
-                .map(|&e| perf::open_thread_counter(e, tid).map(|fd| (e, fd, 0)))
-                .collect();
-            match opened {
-                Ok(fds) => {
-                    self.open += fds.len();
-                    out.extend(fds);
-                    if hardware {
-                        self.hardware = Some(true)
-                    } else {
-                        self.software = Some(true)
-                    }
-                }
-                // ESRCH: the thread left; anything else: this machine says no.
-                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
-                Err(_) => {
-                    if hardware {
-                        self.hardware = Some(false)
-                    } else {
-                        self.software = Some(false)
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    /// An IP sampler for `tid`, only where hardware counters exist: phases
-    /// are learned only from slices with instructions and memory traffic,
-    /// so elsewhere the samples would cost interrupts and say nothing.
-    fn sampler_for(&mut self, tid: i32) -> Option<crate::ipsample::IpSampler> {
-        if self.hardware != Some(true) || self.sampling == Some(false) || self.open >= PERF_FD_BUDGET {
-            return None;
-        }
-        match crate::ipsample::IpSampler::open(tid, IP_SAMPLE_PERIOD_NS) {
-            Ok(s) => {
-                self.open += 1;
-                self.sampling = Some(true);
-                Some(s)
-            }
-            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => None,
-            Err(_) => {
-                self.sampling = Some(false);
-                None
-            }
-        }
-    }
-}
-
-/// What the perf counters said over one period.
-#[derive(Debug, Default)]
-struct CountedObs {
-    instructions: Option<u64>,
-    cycles: Option<u64>,
-    llc_refs: Option<u64>,
-    llc_misses: Option<u64>,
-    migrations: Option<u64>,
-}
-
-impl CountedObs {
-    fn set(&mut self, event: Event, delta: u64) {
-        let slot = match event {
-            Event::Instructions => &mut self.instructions,
-            Event::Cycles => &mut self.cycles,
-            Event::LlcReferences => &mut self.llc_refs,
-            Event::LlcMisses => &mut self.llc_misses,
-            Event::CpuMigrations => &mut self.migrations,
-            Event::TaskClock | Event::ContextSwitches => return,
-        };
-        *slot = Some(delta);
-    }
-}
-
 /// Managed programs on this machine, behind the engine's traits.
 pub struct LiveWorld {
     proc_root: PathBuf,
@@ -287,7 +187,9 @@ pub struct LiveWorld {
     start: Instant,
     stop: Arc<AtomicBool>,
     buf: Vec<u8>,
-    perf: PerfBudget,
+    perf: counters::PerfBudget,
+    /// The open-file limit (soft) when the world was made.
+    fd_limit: usize,
     /// Which programs were alive when `snapshot.jobs` was built.
     jobs_alive: Vec<bool>,
     /// One pidfd per program (`None` where the kernel has none): the clock
@@ -396,7 +298,8 @@ impl LiveWorld {
         let pidfds = programs.iter().map(|p| pidfd(p.pid)).collect();
         LiveWorld {
             pidfds,
-            perf: PerfBudget::default(),
+            perf: counters::PerfBudget::new(),
+            fd_limit: crate::fds::limits().map_or(1024, |(soft, _)| soft.min(usize::MAX as u64) as usize),
             jobs_alive: Vec::new(),
             heartbeats: crate::heartbeats::Heartbeats::new(programs.len()),
             numa_memory: std::path::Path::new("/sys/devices/system/node/node1")
@@ -582,6 +485,12 @@ impl Sensor for LiveWorld {
                 }
             }
         }
+        // Descriptors for watching threads: the limit less what the rest
+        // of herd needs; those the threads alive last period hold.
+        let fd_room = self
+            .fd_limit
+            .saturating_sub(counters::RESERVED_FDS + 3 * self.programs.len());
+        let mut used: usize = self.tasks.values().map(Track::descriptors).sum();
         for (job, p) in self.programs.iter().enumerate() {
             if !p.alive() {
                 continue;
@@ -600,9 +509,19 @@ impl Sensor for LiveWorld {
                 let mut track = match self.tasks.remove(&tid) {
                     Some(track) => track,
                     None => {
-                        let Some(files) = procfs::ThreadFiles::open(&self.proc_root, pid, tid) else {
-                            continue;
+                        // Kept files where there is room, else read by path.
+                        let files = if used + 2 <= fd_room {
+                            match procfs::ThreadFiles::open(&self.proc_root, pid, tid) {
+                                Some(f) => f,
+                                None => continue,
+                            }
+                        } else {
+                            procfs::ThreadFiles::by_path(&self.proc_root, pid, tid)
                         };
+                        if files.descriptors() == 0 {
+                            self.perf.uncached += 1;
+                        }
+                        used += files.descriptors();
                         // Its rank in its job; and whether it inherited a
                         // pin herd gave the thread (or process) that made
                         // it: then its original is its program's mask, so
@@ -613,8 +532,8 @@ impl Sensor for LiveWorld {
                             rank += 1;
                             inherited |= own.is_some() && t.placed == own;
                         }
-                        let counters = self.perf.open_for(tid);
-                        let sampler = self.perf.sampler_for(tid);
+                        let (counters, sampler) = self.perf.open_for(tid, fd_room.saturating_sub(used));
+                        used += counters.len() + usize::from(sampler.is_some());
                         let program_main = self.tasks.get(&p.pid).or_else(|| seen.get(&p.pid));
                         let original = match program_main {
                             Some(m) if inherited && m.original.is_some() => m.original.clone(),
@@ -643,13 +562,7 @@ impl Sensor for LiveWorld {
                     continue;
                 }
                 let prev = track.last;
-                let mut counted = CountedObs::default();
-                for (event, fd, last) in &mut track.counters {
-                    if let Some(now) = perf::read_counter(fd) {
-                        counted.set(*event, now.saturating_sub(*last));
-                        *last = now;
-                    }
-                }
+                let counted = counters::CountedObs::read(&mut track.counters);
                 // The kernel's count when perf gives it; otherwise a changed
                 // last CPU is at least one migration (a lower bound: several
                 // moves within one period count once).
@@ -696,6 +609,8 @@ impl Sensor for LiveWorld {
         // Tracks not seen again are threads that exited.
         self.tasks = seen;
         self.stats.max_threads = self.stats.max_threads.max(tasks.len());
+        (self.stats.uncounted_threads, self.stats.uncached_threads) =
+            (self.perf.uncounted, self.perf.uncached);
         // Job views change only when a program exits: rebuild them then,
         // not every period.
         let alive: Vec<bool> = self.programs.iter().map(Program::alive).collect();
@@ -831,7 +746,7 @@ mod tests {
             task.obs
         );
         // Hardware fields are present exactly when this machine can count them.
-        let hw = perf::open_counter(Event::Instructions, 0).is_ok();
+        let hw = crate::perf::open_counter(crate::perf::Event::Instructions, 0).is_ok();
         assert_eq!(task.obs.instructions.is_some(), hw, "{:?}", task.obs);
         assert_eq!(task.obs.mem_bytes.is_some(), hw);
     }

@@ -1,0 +1,165 @@
+//! The descriptors herd keeps per watched thread: its `/proc` files and
+//! perf counters, within the process's open-file limit. Every thread herd
+//! sees is watched; what a thread gets beyond that depends on room:
+//! counters first go without, then kept `/proc` files (read by path
+//! instead). Room is counted from the threads alive now, so a long run
+//! with thread churn never runs out by having seen many.
+
+use std::os::fd::OwnedFd;
+
+use crate::perf::{self, Event};
+
+/// Descriptors left for everything else: pidfds and hold pipes (counted
+/// per program by the caller), logs, the database, heartbeat files, cgroup
+/// files opened for a moment, the trace.
+pub const RESERVED_FDS: usize = 64;
+
+/// Which perf events herd opens per thread, learned once: an event the
+/// kernel refuses (no PMU, not permitted) is not tried again; running out
+/// of descriptors or memory refuses that thread only.
+#[derive(Debug, Default)]
+pub struct PerfBudget {
+    hardware: Option<bool>,
+    software: Option<bool>,
+    sampling: Option<bool>,
+    /// Threads that went without some counter the machine has, for want
+    /// of descriptors.
+    pub uncounted: u64,
+    /// Threads whose `/proc` files were read by path, for want of
+    /// descriptors.
+    pub uncached: u64,
+}
+
+/// IP sampling period: one sample per ms of a thread's CPU time, about a
+/// hundred per 100 ms period, enough to tell code regions apart.
+const IP_SAMPLE_PERIOD_NS: u64 = 1_000_000;
+
+/// Counters on one thread, with their last values.
+pub type Counters = Vec<(Event, OwnedFd, u64)>;
+
+impl PerfBudget {
+    /// Nothing known yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Opens what a new thread `tid` can have with `room` descriptors
+    /// free: its counters, then its IP sampler. Returns them and the
+    /// descriptors they use.
+    pub fn open_for(&mut self, tid: i32, mut room: usize) -> (Counters, Option<crate::ipsample::IpSampler>) {
+        let mut out = Vec::new();
+        let mut short = false;
+        let groups: [(bool, &[Event]); 2] = [
+            (false, &[Event::CpuMigrations]),
+            (
+                true,
+                &[
+                    Event::Instructions,
+                    Event::Cycles,
+                    Event::LlcReferences,
+                    Event::LlcMisses,
+                ],
+            ),
+        ];
+        for (hardware, events) in groups {
+            let known = if hardware {
+                &mut self.hardware
+            } else {
+                &mut self.software
+            };
+            if *known == Some(false) {
+                continue;
+            }
+            if events.len() > room {
+                short = true;
+                continue;
+            }
+            let opened: Result<Vec<_>, _> = events
+                .iter()
+                // A counter starts at 0 when opened.
+                .map(|&e| perf::open_thread_counter(e, tid).map(|fd| (e, fd, 0)))
+                .collect();
+            match opened {
+                Ok(fds) => {
+                    room -= fds.len();
+                    out.extend(fds);
+                    *known = Some(true);
+                }
+                // ESRCH: the thread left.
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                // Out of descriptors or memory: this thread goes without.
+                Err(e) if crate::fds::exhausted(&e) => short = true,
+                // Anything else: this machine says no, for every thread.
+                Err(_) => *known = Some(false),
+            }
+        }
+        let sampler = self.sampler_for(tid, room, &mut short);
+        self.uncounted += u64::from(short);
+        (out, sampler)
+    }
+
+    /// An IP sampler for `tid`, only where hardware counters exist: phases
+    /// are learned only from slices with instructions and memory traffic,
+    /// so elsewhere the samples would cost interrupts and say nothing.
+    fn sampler_for(&mut self, tid: i32, room: usize, short: &mut bool) -> Option<crate::ipsample::IpSampler> {
+        if self.hardware != Some(true) || self.sampling == Some(false) {
+            return None;
+        }
+        if room == 0 {
+            *short = true;
+            return None;
+        }
+        match crate::ipsample::IpSampler::open(tid, IP_SAMPLE_PERIOD_NS) {
+            Ok(s) => {
+                self.sampling = Some(true);
+                Some(s)
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => None,
+            Err(e) if crate::fds::exhausted(&e) => {
+                *short = true;
+                None
+            }
+            Err(_) => {
+                self.sampling = Some(false);
+                None
+            }
+        }
+    }
+}
+
+/// What the perf counters said over one period.
+#[derive(Debug, Default)]
+pub struct CountedObs {
+    pub instructions: Option<u64>,
+    pub cycles: Option<u64>,
+    pub llc_refs: Option<u64>,
+    pub llc_misses: Option<u64>,
+    pub migrations: Option<u64>,
+}
+
+impl CountedObs {
+    /// Reads a thread's counters, keeping each one's value for the next
+    /// period's difference.
+    pub fn read(counters: &mut Counters) -> CountedObs {
+        let mut counted = CountedObs::default();
+        for (event, fd, last) in counters {
+            if let Some(now) = perf::read_counter(fd) {
+                counted.set(*event, now.saturating_sub(*last));
+                *last = now;
+            }
+        }
+        counted
+    }
+
+    fn set(&mut self, event: Event, delta: u64) {
+        let slot = match event {
+            Event::Instructions => &mut self.instructions,
+            Event::Cycles => &mut self.cycles,
+            Event::LlcReferences => &mut self.llc_refs,
+            Event::LlcMisses => &mut self.llc_misses,
+            Event::CpuMigrations => &mut self.migrations,
+            Event::TaskClock | Event::ContextSwitches => return,
+        };
+        *slot = Some(delta);
+    }
+}
