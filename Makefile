@@ -15,7 +15,11 @@ APT_PACKAGES := hwloc libhwloc-dev libudev-dev pkg-config bzip2 libsqlite3-dev \
 CARGO ?= cargo
 HERD := target/release/herd
 
-.PHONY: run test deps build workloads
+.PHONY: run test deps build workloads vm-deps vm-test vm-test-quick fuzz
+
+# Real kernels of other shapes (issue 24): Debian's kernel under QEMU with
+# TCG emulation, the host's root shared read-only (scripts/vm/).
+VM_PACKAGES := qemu-system-x86 linux-image-amd64 busybox-static file
 
 # Small real programs for tests and demos (see workloads/).
 WORKLOADS := stream compute phases barrier amdahl switch_probe palm_bound
@@ -41,15 +45,21 @@ target/workloads/barrier-hb: workloads/barrier.c workloads/common.h crates/heart
 
 workloads: $(WORKLOAD_BINS) $(HB_WORKLOADS)
 
-deps:
-	@missing=""; for p in $(APT_PACKAGES); do \
+# Installs the Debian packages of $(1) that are missing, with apt's extra
+# options $(2).
+define install_missing
+	@missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO=sudo; \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(2) $$missing >/dev/null; \
 	fi
+endef
+
+deps:
+	$(call install_missing,$(APT_PACKAGES),)
 	@command -v $(CARGO) >/dev/null || { echo "cargo not found: install Rust (https://rustup.rs)"; exit 1; }
 
 build: deps workloads
@@ -70,3 +80,32 @@ test: deps workloads
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) test --workspace
+	$(MAKE) vm-test-quick
+
+vm-deps:
+	$(call install_missing,$(VM_PACKAGES),--no-install-recommends)
+
+# The short subset `make test` runs: one guest (two sockets, SMT, two NUMA
+# nodes) and the checks that a defect fixed here would break again.
+vm-test-quick: build vm-deps
+	python3 scripts/vm/guest.py --topology 2s2c2t --timeout 900 -- \
+	  /usr/bin/python3 $(CURDIR)/scripts/vm/checks.py 2s2c2t topo doctor numa-model-spreads batch-cpuset-mems
+
+# Every shape, every check (a few minutes each: emulated guests are slow).
+vm-test: build vm-deps
+	@for t in 2s2c2t 4n2c 1s4c2t; do \
+	  echo "== guest $$t"; \
+	  python3 scripts/vm/guest.py --topology $$t --timeout 1800 -- \
+	    /usr/bin/python3 $(CURDIR)/scripts/vm/checks.py $$t || fail=1; \
+	done; exit $${fail:-0}
+
+# The parsers under libFuzzer (nightly Rust and cargo-fuzz, installed here
+# if missing) for FUZZ_SECONDS; crashes land in fuzz/artifacts/, to be
+# fixed and copied to fuzz/regressions/ (the suite replays those).
+FUZZ_SECONDS ?= 600
+fuzz:
+	@command -v rustup >/dev/null && rustup toolchain list | grep -q nightly || rustup toolchain install nightly --profile minimal
+	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+	python3 scripts/fuzz-seeds.py
+	cd fuzz && $(CARGO) +nightly fuzz run parsers corpus/parsers -- -max_total_time=$(FUZZ_SECONDS) \
+	  -max_len=8192 -timeout=30 -rss_limit_mb=2048 -malloc_limit_mb=1024 -print_final_stats=1

@@ -35,6 +35,7 @@ pub fn run(args: &AttachArgs) -> Result<u8, Failure> {
     })?;
     let machine = crate::common::this_machine()?;
     crate::common::check_cores(&args.policy, &machine)?;
+    let machine = crate::common::around_other_herds(machine);
     let sig = Signals::install()?;
     let name = program.name.clone();
     let world = LiveWorld::new(vec![program], Arc::clone(&sig.stop));

@@ -2,7 +2,6 @@
 //! with plain Linux (spawn them all, let the kernel decide), repeated and
 //! alternated. The file format is in docs/batch.md; examples in examples/.
 
-use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -10,10 +9,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Args;
+use herd_cli::files::BatchFile;
 use herd_engine::Config;
 use herd_policy::{Level, PolicySpec, TaskState};
 use herd_runtime::live::{Learn, LiveWorld, Program, Session, SpawnOptions};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::common::{self, Failure};
 use crate::output;
@@ -51,26 +51,6 @@ pub struct BatchArgs {
     mechanism: crate::mechanism::MechanismArgs,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct BatchFile {
-    name: Option<String>,
-    #[serde(default)]
-    program: Vec<toml::Spanned<ProgramSpec>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ProgramSpec {
-    name: String,
-    cmd: Vec<String>,
-    copies: Option<u32>,
-    cwd: Option<String>,
-    #[serde(default)]
-    env: BTreeMap<String, String>,
-    memory: Option<Level>,
-}
-
 /// One program to start, copies expanded.
 struct Entry {
     name: String,
@@ -79,21 +59,13 @@ struct Entry {
     memory: Option<Level>,
 }
 
-/// The most programs one batch starts (copies counted).
-const MAX_PROGRAMS: usize = 10_000;
-
 fn load(path: &Path, logs: &Path) -> Result<(String, Vec<Entry>), Failure> {
     let bad = |line: Option<usize>, why: String| {
         let at = line.map(|l| format!(":{l}")).unwrap_or_default();
         Failure::Input(anyhow::anyhow!("{}{at}: {why}", path.display()))
     };
     let text = std::fs::read_to_string(path).map_err(|e| bad(None, e.to_string()))?;
-    let line_of = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
-    let file: BatchFile = toml::from_str(&text)
-        .map_err(|e| bad(e.span().map(|s| line_of(s.start)), e.message().to_string()))?;
-    if file.program.is_empty() {
-        return Err(bad(None, "the batch has no [[program]]".into()));
-    }
+    let file = BatchFile::parse(&text).map_err(|e| bad(e.line, e.why))?;
     // `herd batch ok.toml` has an empty parent: its folder is the current one.
     let dir = path
         .parent()
@@ -101,34 +73,9 @@ fn load(path: &Path, logs: &Path) -> Result<(String, Vec<Entry>), Failure> {
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
     let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
     let mut entries = Vec::new();
-    let mut names = std::collections::BTreeSet::new();
-    for sp in &file.program {
-        let p = sp.get_ref();
-        let line = Some(line_of(sp.span().start));
-        if p.cmd.is_empty() || p.cmd[0].is_empty() {
-            return Err(bad(
-                line,
-                format!("program '{}': cmd must name a program", p.name),
-            ));
-        }
-        // Names key the programs' logs and results.
-        if !names.insert(p.name.as_str()) {
-            return Err(bad(line, format!("program '{}': a name used twice", p.name)));
-        }
+    for (line, p) in file.programs(&text) {
+        let line = Some(line);
         let copies = p.copies.unwrap_or(1);
-        if copies == 0 {
-            return Err(bad(line, format!("program '{}': copies must be >= 1", p.name)));
-        }
-        if entries.len() + copies as usize > MAX_PROGRAMS {
-            return Err(bad(
-                line,
-                format!(
-                    "program '{}': more than {MAX_PROGRAMS} programs in one batch (copies counted): \
-                     herd holds a process, its threads' files and a pipe for each",
-                    p.name
-                ),
-            ));
-        }
         let cwd = p.cwd.as_ref().map_or(dir.clone(), |c| dir.join(c));
         if !cwd.is_dir() {
             return Err(bad(
@@ -399,6 +346,7 @@ pub fn run(args: &BatchArgs) -> Result<u8, Failure> {
     // Read the topology once for every run.
     let machine = crate::common::this_machine()?;
     crate::common::check_cores(&args.policy, &machine)?;
+    let machine = crate::common::around_other_herds(machine);
     if let Some(c) = &args.compare {
         if !c.is_baseline() {
             return Err(Failure::Input(anyhow::anyhow!(

@@ -34,6 +34,37 @@ pub fn this_machine() -> Result<herd_topo::Machine, Failure> {
     herd_topo::Machine::this_machine().map_err(|e| Failure::Internal(e.into()))
 }
 
+/// `machine` less the CPUs other herd instances on it hold
+/// (`herd_runtime::peers`), said on stderr; the whole machine when they
+/// hold none, or all of them.
+pub fn around_other_herds(machine: herd_topo::Machine) -> herd_topo::Machine {
+    let others = herd_runtime::peers::held_by_others(&herd_runtime::peers::dir());
+    if others.is_empty() {
+        return machine;
+    }
+    let held = others
+        .iter()
+        .fold(herd_topo::CpuSet::default(), |a, (_, c)| a.union(c));
+    let who: Vec<String> = others.iter().map(|(pid, c)| format!("{pid} holds {c}")).collect();
+    let free = machine.all_cpus().difference(&held);
+    match machine.restricted(&free) {
+        Ok(m) if !free.is_empty() => {
+            eprintln!(
+                "herd: other herd instances run here ({}): this run places on CPUs {free}",
+                who.join(", ")
+            );
+            m
+        }
+        _ => {
+            eprintln!(
+                "herd: warning: other herd instances hold every CPU ({}): this run places on all of them",
+                who.join(", ")
+            );
+            machine
+        }
+    }
+}
+
 /// On or off.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OnOff {

@@ -126,6 +126,7 @@ impl Mechanism {
             world.use_cgroups(cg);
         }
         world.keep_with(self.exe);
+        world.record_in(&herd_runtime::peers::dir());
         self.said
     }
 }

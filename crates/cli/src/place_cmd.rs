@@ -11,14 +11,13 @@ use std::path::{Path, PathBuf};
 
 use anyhow::anyhow;
 use clap::Args;
-use herd_model::ModelParams;
+use herd_cli::files::ClusterFile;
 use herd_model::numa;
-use herd_plan::character::{Traffic, character_of, numa_cpus, s2_model};
+use herd_plan::character::{Traffic, character_of, numa_cpus};
 use herd_plan::node::{JobRequest, LayoutRequest, NodeState, Selector};
 use herd_policy::{Level, numa_distances};
 use herd_store::ProfileStore;
 use herd_topo::Machine;
-use serde::Deserialize;
 
 use crate::common::Failure;
 use crate::output;
@@ -127,42 +126,6 @@ pub fn known_traffic(db: Option<&Path>) -> Vec<(String, f64)> {
         .collect()
 }
 
-/// One node of a cluster file.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NodeSpec {
-    name: String,
-    #[serde(default)]
-    job: Vec<JobSpec>,
-}
-
-/// One running job of a cluster file.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct JobSpec {
-    name: String,
-    threads_per_numa: Vec<u32>,
-    bw_gbps: Option<f64>,
-    hint: Option<Level>,
-    program: Option<String>,
-    #[serde(default = "half")]
-    shared_fraction: f64,
-}
-
-fn half() -> f64 {
-    0.5
-}
-
-/// A cluster file.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ClusterFile {
-    machine: String,
-    #[serde(default = "s2_model")]
-    model: ModelParams,
-    node: Vec<NodeSpec>,
-}
-
 /// A cluster file loaded: its nodes, the database's traffic figures, and
 /// where each running job's traffic came from.
 struct Loaded {
@@ -174,7 +137,10 @@ struct Loaded {
 fn load_cluster(path: &Path, db: Option<&Path>) -> Result<Loaded, Failure> {
     let input = |why: String| Failure::Input(anyhow!("{}: {why}", path.display()));
     let text = std::fs::read_to_string(path).map_err(|e| input(e.to_string()))?;
-    let file: ClusterFile = toml::from_str(&text).map_err(|e| input(e.to_string()))?;
+    let file = ClusterFile::parse(&text).map_err(|e| match e.line {
+        Some(l) => input(format!("line {l}: {}", e.why)),
+        None => input(e.why),
+    })?;
     let machine = Machine::synthetic(&file.machine).map_err(|e| input(format!("machine: {e}")))?;
     file.model
         .validate(&machine)
@@ -184,13 +150,7 @@ fn load_cluster(path: &Path, db: Option<&Path>) -> Result<Loaded, Failure> {
     let cpus = numa_cpus(&machine);
     let mut notes = Vec::new();
     let mut nodes = Vec::new();
-    let mut names = std::collections::BTreeSet::new();
     for n in &file.node {
-        // Two entries for one node would count its jobs twice and could
-        // place the new job on it twice.
-        if !names.insert(n.name.as_str()) {
-            return Err(input(format!("node {} is listed twice", n.name)));
-        }
         let mut free = cpus.clone();
         let mut running = Vec::new();
         for j in &n.job {

@@ -5,15 +5,10 @@
 mod common;
 use common::{children_of, frozen, state_of};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-fn herd() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_herd"));
-    // Batches learn into the profile database: keep the tests' out of $HOME.
-    c.env("XDG_DATA_HOME", std::env::temp_dir().join("herd-test-data"));
-    c
-}
+use common::herd;
 
 /// A batch of `n` single-threaded Python busy loops of `seconds` CPU time each.
 fn batch(dir: &Path, n: usize, seconds: f64) -> PathBuf {

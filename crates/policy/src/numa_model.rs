@@ -170,6 +170,19 @@ impl Policy for NumaModel {
         let mut notes = Vec::new();
         for (job, mut tasks) in threads {
             tasks.sort_unstable();
+            // A job that grew past its layout is laid out again for the
+            // threads it has now: a live program is seen with one thread
+            // and starts its workers after herd's first decision, and the
+            // one-node layout of a single thread would stack them all on
+            // one node while the others idle (issue 24). Its threads are
+            // pinned afresh by the new layout.
+            let laid_out = self.placed.get(&job).map(|p| p.threads_per_node.iter().sum::<u32>());
+            if laid_out.is_some_and(|n| tasks.len() as u32 > n) {
+                self.placed.remove(&job);
+                for (_, t) in &tasks {
+                    self.cpu_of.remove(t);
+                }
+            }
             if !self.placed.contains_key(&job) {
                 let (sys, _) = mem.get_or_insert_with(|| self.mem(view));
                 let Some((placed, why)) = self.choose(view, sys, job, tasks.len() as u32) else {
@@ -196,13 +209,31 @@ impl Policy for NumaModel {
                     .find(|&k| have[k] < want[k])
                     .or_else(|| (0..want.len()).find(|&k| want[k] > 0))
                     .unwrap_or(0);
-                let node_cpus = &m.numa_nodes()[k].cpus;
-                let cpu = order
-                    .iter()
-                    .copied()
-                    .find(|c| node_cpus.contains(*c) && !used.contains(*c))
-                    .or_else(|| node_cpus.iter().nth(*rank as usize % node_cpus.len().max(1)));
-                let Some(cpu) = cpu else { continue };
+                let nodes = m.numa_nodes();
+                let free_in = |k: usize| {
+                    order
+                        .iter()
+                        .copied()
+                        .find(|c| nodes[k].cpus.contains(*c) && !used.contains(*c))
+                };
+                // A free CPU of that node, else of another of the job's
+                // nodes, and only when the job's nodes are full, a shared
+                // one: never two threads on a CPU while one of its CPUs idles.
+                let cpu = free_in(k)
+                    .map(|c| (k, c))
+                    .or_else(|| {
+                        (0..want.len())
+                            .filter(|&j| want[j] > 0)
+                            .find_map(|j| free_in(j).map(|c| (j, c)))
+                    })
+                    .or_else(|| {
+                        let node_cpus = &nodes[k].cpus;
+                        node_cpus
+                            .iter()
+                            .nth(*rank as usize % node_cpus.len().max(1))
+                            .map(|c| (k, c))
+                    });
+                let Some((k, cpu)) = cpu else { continue };
                 have[k] += 1;
                 self.cpu_of.insert(*t, cpu);
                 plan.run(
@@ -489,6 +520,34 @@ mod tests {
         snap.jobs.retain(|j| j.id != 0);
         decide(&mut p, &m, &snap);
         assert_eq!(p.cpu_of.len(), 4);
+    }
+
+    /// Issue 24: a live job is first seen with one thread (its workers
+    /// start after herd's first decision). Before, its one-node layout
+    /// stacked all nine threads on node 1's four CPUs while node 0 idled
+    /// (seen on a real two-socket kernel); now it is laid out again as it
+    /// grows, and no CPU holds two threads while another is free.
+    #[test]
+    fn a_job_that_grows_after_the_first_decision_is_laid_out_again() {
+        let m = Machine::synthetic("package:2 numa:1 core:4").unwrap();
+        let mut p = NumaModel::new(DEFAULT_NODE_BW_GBPS, DEFAULT_SHARED);
+        let mut snap = Snapshot {
+            tasks: tasks(0, 100, 1),
+            jobs: vec![job(0, Level::High)],
+            ..Snapshot::default()
+        };
+        let first = decide(&mut p, &m, &snap);
+        assert_eq!(nodes_of(&m, &first).iter().sum::<u32>(), 1);
+        snap.tasks = tasks(0, 100, 8);
+        let plan = decide(&mut p, &m, &snap);
+        assert_eq!(nodes_of(&m, &plan), vec![4, 4], "{:?}", plan.note);
+        let cpus: std::collections::BTreeSet<u32> = p.cpu_of.values().copied().collect();
+        assert_eq!(cpus.len(), 8, "one thread a CPU: {:?}", p.cpu_of);
+        // A ninth thread: some CPU must hold two, and only then.
+        snap.tasks = tasks(0, 100, 9);
+        decide(&mut p, &m, &snap);
+        let cpus: std::collections::BTreeSet<u32> = p.cpu_of.values().copied().collect();
+        assert_eq!((p.cpu_of.len(), cpus.len()), (9, 8));
     }
 
     #[test]

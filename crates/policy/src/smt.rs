@@ -33,6 +33,11 @@ pub(crate) const SMT_SPN: Entry = Entry {
     check: None,
 };
 
+/// A thread works when it used at least 1/WORKING_SHARE_INV of the
+/// period's CPU time: a tenth, well above a sleeper's wake-ups and below a
+/// busy thread that shares its CPU with a few others.
+const WORKING_SHARE_INV: u64 = 10;
+
 /// Which of S0's two orders.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SmtGoal {
@@ -159,18 +164,42 @@ impl Policy for SmtPlace {
         if self.order.is_empty() {
             self.setup(m);
         }
-        // New tasks in rank order, so a job's threads take its units in order.
+        // New tasks in rank order, so a job's threads take its units in
+        // order. Only working threads take units: a program's main thread
+        // waiting in join, or a helper asleep, would hold a hardware thread
+        // it never uses and push the workers apart (on a real SMT kernel,
+        // smt:spn's two workers landed on two cores because the sleeping
+        // main thread took the first sibling). Such a thread takes a unit
+        // the period it works.
+        let snap = &view.snapshot;
+        // Runnable now, and busy over the period where it was measured
+        // (its first period's CPU time includes the start-up of a main
+        // thread that then waits: the state tells them apart).
+        let working = |t: &&crate::TaskView| {
+            t.state == crate::TaskState::Runnable
+                && (snap.period_ns == 0
+                    || snap.progress_only
+                    || t.obs.cpu_time_ns.saturating_mul(WORKING_SHARE_INV) >= snap.period_ns)
+        };
         let mut new: Vec<_> = view
             .snapshot
             .tasks
             .iter()
             .filter(|t| !self.placed.contains_key(&t.id))
+            .filter(working)
             .collect();
         new.sort_by_key(|t| (t.job, t.rank, t.id));
+        // Present tasks not placed: new ones, and those not working yet.
+        let unplaced = view
+            .snapshot
+            .tasks
+            .iter()
+            .filter(|t| !self.placed.contains_key(&t.id))
+            .count();
         // Every other task present is placed; more placed than that means
         // some left. Only then free their units: in the steady state this
         // runs every period and costs one lookup per task.
-        if self.placed.len() > view.snapshot.tasks.len() - new.len() {
+        if self.placed.len() > view.snapshot.tasks.len() - unplaced {
             let present: FxHashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
             let load = &mut self.load;
             self.placed.retain(|id, (u, _)| {

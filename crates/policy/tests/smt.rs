@@ -274,3 +274,57 @@ fn without_smt_or_packages_the_note_says_why_both_place_alike() {
             .contains("place alike")
     );
 }
+
+/// A program's threads as a live kernel shows them after a period of
+/// `period_ns`: the main thread waiting in join (no CPU), two busy workers.
+fn main_and_workers(period_ns: u64) -> Snapshot {
+    let mut tasks = vec![task(1, 0, 0), task(2, 0, 1), task(3, 0, 2)];
+    // Its first period: the start-up it did before it waited.
+    tasks[0].state = herd_policy::TaskState::Blocked;
+    tasks[0].obs.cpu_time_ns = period_ns / 2;
+    for t in &mut tasks[1..] {
+        t.obs.cpu_time_ns = period_ns;
+    }
+    Snapshot {
+        tasks,
+        period_ns,
+        ..Snapshot::default()
+    }
+}
+
+/// Issue 24, seen on a real 2x2x2 kernel: the main thread, asleep in join,
+/// took smt:spn's first sibling and the two workers landed on two cores.
+/// A thread takes a unit only once it works; the workers share a core.
+#[test]
+fn a_sleeping_main_thread_takes_no_unit_and_the_workers_share_a_core() {
+    let m = Machine::synthetic("package:2 core:2 pu:2").unwrap();
+    for (policy, same_core) in [("smt:spn", true), ("smt:speed", false)] {
+        let mut p = herd_policy::build(policy).unwrap();
+        let snap = main_and_workers(100_000_000);
+        let est = Estimates::new();
+        let plan = p.decide(&View {
+            machine: &m,
+            snapshot: &snap,
+            estimates: &est,
+            learned: &herd_policy::Knowledge::default(),
+            oracle: None,
+            seed: 1,
+            decision: 1,
+        });
+        let cpu = |id: u64| match plan.tasks.iter().find(|(t, _)| *t == id).map(|(_, p)| p) {
+            Some(Placement::Run { cpus, .. }) => Some(cpus.iter().next().unwrap()),
+            _ => None,
+        };
+        assert_eq!(
+            cpu(1),
+            None,
+            "{policy}: the sleeping main thread is left to the kernel"
+        );
+        let (a, b) = (cpu(2).unwrap(), cpu(3).unwrap());
+        assert_eq!(
+            core_of(&m, a) == core_of(&m, b),
+            same_core,
+            "{policy}: CPUs {a} and {b}"
+        );
+    }
+}

@@ -150,6 +150,12 @@ pub struct ClusterScenario {
 /// Most nodes a scenario may have: the scale, with room.
 pub const MAX_NODES: u32 = 10_000;
 
+/// Most jobs a cluster scenario may have, copies and the stream counted:
+/// each job's S2 characteristics are derived from its figures when the
+/// scenario is read (about 0.5 ms a job here), so the bound keeps reading
+/// under about ten seconds. `stream.jobs = 4e9` asked for 4e9 records.
+pub const MAX_CLUSTER_JOBS: u64 = 20_000;
+
 impl ClusterScenario {
     /// Whether `text` is a cluster scenario (it has a `[cluster]` table).
     pub fn is_cluster(text: &str) -> bool {
@@ -181,6 +187,21 @@ impl ClusterScenario {
             .map_err(|why| err(None, Some("selectors".into()), why))?;
         let cpus = machine.cpus().len() as u32;
         let mut jobs = Vec::new();
+        let asked: u64 = spec
+            .job
+            .iter()
+            .map(|j| u64::from(j.get_ref().copies.0))
+            .sum::<u64>()
+            + spec.stream.as_ref().map_or(0, |s| u64::from(s.get_ref().jobs.0));
+        if asked > MAX_CLUSTER_JOBS {
+            return Err(err(
+                None,
+                Some("job".into()),
+                format!(
+                    "{asked} jobs in all (copies and stream counted) is more than a cluster scenario holds ({MAX_CLUSTER_JOBS})"
+                ),
+            ));
+        }
         for sj in &spec.job {
             let j = sj.get_ref();
             let field = |f: &str| format!("job '{}'.{f}", j.name);

@@ -100,6 +100,55 @@ pub struct Machine {
 }
 
 impl Machine {
+    /// This machine with only the CPUs in `keep`: cores, caches, NUMA
+    /// nodes, packages and kinds left without a CPU are dropped, and the
+    /// NUMA distances kept for the nodes that remain. What a herd run
+    /// places on when other herd instances hold some CPUs.
+    pub fn restricted(&self, keep: &CpuSet) -> Result<Machine, TopoError> {
+        let mut b = MachineBuilder::new(format!("{} (CPUs {keep})", self.source));
+        let mut packages: Vec<Option<usize>> = vec![None; self.packages.len()];
+        let mut nodes: Vec<Option<usize>> = vec![None; self.numa_nodes.len()];
+        let mut llcs: Vec<Option<usize>> = vec![None; self.llcs.len()];
+        let mut kinds: Vec<Option<usize>> = vec![None; self.kinds.len()];
+        let mut kept_nodes = Vec::new();
+        for core in &self.cores {
+            let cpus: Vec<u32> = core.cpus.iter().filter(|c| keep.contains(*c)).collect();
+            let Some(first) = cpus.first().and_then(|&c| self.cpu(c)) else {
+                continue;
+            };
+            let package =
+                *packages[core.package].get_or_insert_with(|| b.package(self.packages[core.package].os));
+            let numa = match nodes[first.numa] {
+                Some(n) => n,
+                None => {
+                    let node = &self.numa_nodes[first.numa];
+                    let pkg = node
+                        .package
+                        .map(|p| *packages[p].get_or_insert_with(|| b.package(self.packages[p].os)));
+                    kept_nodes.push(first.numa);
+                    *nodes[first.numa].insert(b.numa_node(node.os, pkg, node.memory_bytes))
+                }
+            };
+            let llc = first
+                .llc
+                .map(|l| *llcs[l].get_or_insert_with(|| b.llc(self.llcs[l].level, self.llcs[l].size_bytes)));
+            let kind = *kinds[core.kind].get_or_insert_with(|| {
+                let k = &self.kinds[core.kind];
+                b.kind(k.capacity, k.label.clone(), k.max_freq_mhz)
+            });
+            b.core(package, numa, llc, kind, core.os, &cpus);
+        }
+        if let Some(d) = &self.numa_distances {
+            b.numa_distances(
+                kept_nodes
+                    .iter()
+                    .map(|&i| kept_nodes.iter().map(|&j| d[i][j]).collect())
+                    .collect(),
+            );
+        }
+        b.build()
+    }
+
     /// CPUs in ascending OS index order.
     pub fn cpus(&self) -> &[Cpu] {
         &self.cpus

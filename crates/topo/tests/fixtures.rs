@@ -91,3 +91,32 @@ fn bad_inputs_are_typed_errors() {
     std::fs::write(&garbage, "this is not xml").unwrap();
     assert!(Machine::from_path(&garbage).is_err());
 }
+
+/// A machine restricted to some CPUs (the CPUs other herd instances do not
+/// hold) keeps only what those CPUs use.
+#[test]
+fn a_restricted_machine_keeps_only_its_cpus_nodes_and_distances() {
+    let m = herd_topo::Machine::synthetic("package:2 numa:1 core:2 pu:2").unwrap();
+    assert_eq!((m.cpus().len(), m.numa_nodes().len()), (8, 2));
+    let keep = herd_topo::CpuSet::parse_list("4-7").unwrap();
+    let r = m.restricted(&keep).unwrap();
+    assert_eq!(r.all_cpus(), &keep);
+    assert_eq!(
+        (
+            r.cores().len(),
+            r.numa_nodes().len(),
+            r.packages().len(),
+            r.smt_max()
+        ),
+        (2, 1, 1, 2)
+    );
+    assert_eq!(r.numa_distances().map(|d| d.len()), m.numa_distances().map(|_| 1));
+    // One CPU of each core of the first package, and one of the second.
+    let odd = herd_topo::CpuSet::parse_list("0,2,5").unwrap();
+    let r = m.restricted(&odd).unwrap();
+    assert_eq!((r.cores().len(), r.numa_nodes().len(), r.smt_max()), (3, 2, 1));
+    assert!(
+        m.restricted(&herd_topo::CpuSet::parse_list("100").unwrap())
+            .is_err()
+    );
+}

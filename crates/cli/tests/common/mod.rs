@@ -72,6 +72,14 @@ pub fn mechanisms() -> (String, String) {
 pub fn herd() -> std::process::Command {
     let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_herd"));
     c.env("XDG_DATA_HOME", std::env::temp_dir().join("herd-test-data"));
+    // Each herd its own record of held CPUs: tests run side by side, and
+    // one test's herd would otherwise place around another's.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    c.env(
+        "HERD_RUN_DIR",
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("peers-{}-{n}", std::process::id())),
+    );
     c
 }
 

@@ -112,6 +112,39 @@ impl LiveWorld {
         self.set_lanes(plan, |l| l != Lane::Front);
         self.apply_placements(plan);
         self.set_lanes(plan, |l| l == Lane::Front);
+        if !plan.tasks.is_empty() {
+            self.record_held();
+        }
+    }
+
+    /// Records for other herd instances the CPUs this run's threads are
+    /// pinned to ([`crate::peers`]); said once if it cannot.
+    fn record_held(&mut self) {
+        let Some(claim) = self.claim.as_mut() else {
+            return;
+        };
+        let held: CpuSet = self
+            .tasks
+            .values()
+            .filter_map(|t| t.placed.as_ref())
+            .fold(CpuSet::default(), |a, c| a.union(c));
+        // A thread let run everywhere holds nothing in particular.
+        let held = if self.own_cpus.as_ref() == Some(&held) {
+            CpuSet::default()
+        } else {
+            held
+        };
+        if let Err(e) = claim.hold(&held) {
+            eprintln!("herd: warning: cannot record the CPUs this run holds for other herd instances: {e}");
+            self.claim = None;
+        }
+    }
+
+    /// Records the CPUs this run pins threads to under `dir` (see
+    /// [`crate::peers`]), so that herd instances started later place
+    /// around them.
+    pub fn record_in(&mut self, dir: &std::path::Path) {
+        self.claim = Some(crate::peers::Claim::new(dir));
     }
 
     /// Applies `plan`'s lanes that `which` selects: SCHED_FIFO priorities

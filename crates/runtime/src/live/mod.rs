@@ -190,6 +190,8 @@ pub struct LiveWorld {
     perf: counters::PerfBudget,
     /// The open-file limit (soft) when the world was made.
     fd_limit: usize,
+    /// This run's record of the CPUs it holds, for other herd instances.
+    claim: Option<crate::peers::Claim>,
     /// Which programs were alive when `snapshot.jobs` was built.
     jobs_alive: Vec<bool>,
     /// One pidfd per program (`None` where the kernel has none): the clock
@@ -299,6 +301,7 @@ impl LiveWorld {
         LiveWorld {
             pidfds,
             perf: counters::PerfBudget::new(),
+            claim: None,
             fd_limit: crate::fds::limits().map_or(1024, |(soft, _)| soft.min(usize::MAX as u64) as usize),
             jobs_alive: Vec::new(),
             heartbeats: crate::heartbeats::Heartbeats::new(programs.len()),

@@ -1,0 +1,126 @@
+//! Other herd instances on this machine. Each live run records the CPUs
+//! it has pinned threads to in a small file under `/run/herd`
+//! (`<pid>.cpus`, replaced atomically when the set changes, removed at the
+//! end); a run that starts while others hold CPUs places around them, so
+//! two `herd run --policy smt:spn` no longer both start from CPU 0. A file
+//! whose process is gone (herd killed) is ignored and removed. What others
+//! take after a run started is not seen by it: the record says where
+//! herd instances were when each started.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use herd_topo::CpuSet;
+
+/// Where the records live; a tmpfs on systemd machines, cleared at boot.
+pub const DIR: &str = "/run/herd";
+
+/// The folder of records: `$HERD_RUN_DIR` where set (herd instances that
+/// should not see each other, such as tests run side by side), else [`DIR`].
+pub fn dir() -> PathBuf {
+    std::env::var_os("HERD_RUN_DIR").map_or_else(|| PathBuf::from(DIR), PathBuf::from)
+}
+
+/// The CPUs other live herd instances hold: (pid, CPUs) each.
+pub fn held_by_others(dir: &Path) -> Vec<(i32, CpuSet)> {
+    let me = std::process::id() as i32;
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_suffix(".cpus"))
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        if !is_herd(pid) {
+            // Left by a herd that was killed.
+            let _ = fs::remove_file(e.path());
+            continue;
+        }
+        if let Some(cpus) = fs::read_to_string(e.path())
+            .ok()
+            .and_then(|t| CpuSet::parse_list(t.trim()).ok())
+            .filter(|c| !c.is_empty())
+        {
+            out.push((pid, cpus));
+        }
+    }
+    out.sort_by_key(|(pid, _)| *pid);
+    out
+}
+
+/// Whether `pid` is a live herd process (not a reused pid).
+fn is_herd(pid: i32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "herd")
+}
+
+/// This run's record of the CPUs it holds.
+#[derive(Debug)]
+pub struct Claim {
+    path: PathBuf,
+    held: Option<CpuSet>,
+}
+
+impl Claim {
+    /// A record under `dir`, made when it first holds a CPU.
+    pub fn new(dir: &Path) -> Claim {
+        Claim {
+            path: dir.join(format!("{}.cpus", std::process::id())),
+            held: None,
+        }
+    }
+
+    /// Records that this run holds `cpus` (written only when it changed).
+    pub fn hold(&mut self, cpus: &CpuSet) -> io::Result<()> {
+        if self.held.as_ref() == Some(cpus) {
+            return Ok(());
+        }
+        if let Some(dir) = self.path.parent() {
+            fs::create_dir_all(dir)?;
+        }
+        let tmp = self.path.with_extension("tmp");
+        fs::write(&tmp, format!("{cpus}\n"))?;
+        fs::rename(&tmp, &self.path)?;
+        self.held = Some(cpus.clone());
+        Ok(())
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if self.held.is_some() {
+            let _ = fs::remove_file(&self.path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_claim_is_seen_while_its_herd_lives_and_removed_after() {
+        let dir = tempfile::tempdir().unwrap();
+        // A record of a process that is not herd (this test) is stale.
+        fs::write(dir.path().join("1.cpus"), "0-3\n").unwrap();
+        assert!(held_by_others(dir.path()).is_empty());
+        assert!(!dir.path().join("1.cpus").exists(), "a stale record is removed");
+        let mut c = Claim::new(dir.path());
+        c.hold(&CpuSet::parse_list("2-3").unwrap()).unwrap();
+        let own = dir.path().join(format!("{}.cpus", std::process::id()));
+        assert_eq!(fs::read_to_string(&own).unwrap(), "2-3\n");
+        // Its own record is not another's.
+        assert!(held_by_others(dir.path()).is_empty());
+        drop(c);
+        assert!(!own.exists());
+    }
+}

@@ -1,0 +1,342 @@
+#!/usr/bin/env python3
+"""Structural checks of herd on a real kernel of a given shape, run inside
+a guest (scripts/vm/guest.py; `make vm-test`). Each check reads back what
+the kernel did (thread masks from /proc/<pid>/task/*/status, cgroup files,
+numa_maps), never timings: the guest is emulated and slow.
+
+Usage (in a guest): checks.py TOPOLOGY [CHECK...]; prints `ok NAME` or
+`FAIL NAME: why` per check and exits 1 if any failed.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERD = os.path.join(ROOT, "target", "release", "herd")
+W = os.path.join(ROOT, "target", "workloads")
+# What each topology must look like to herd: CPUs, cores, packages, NUMA
+# nodes, threads per core.
+SHAPES = {
+    "2s2c2t": (8, 4, 2, 2, 2),
+    "4n2c": (8, 8, 4, 4, 1),
+    "1s4c2t": (8, 4, 1, 1, 2),
+}
+
+
+class Fail(Exception):
+    pass
+
+
+def expect(cond, why):
+    if not cond:
+        raise Fail(why)
+
+
+def herd(*args, **kw):
+    return subprocess.run([HERD, *args], capture_output=True, text=True, **kw)
+
+
+def cpulist(text):
+    cpus = set()
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        a, _, b = part.partition("-")
+        cpus.update(range(int(a), int(b or a) + 1))
+    return cpus
+
+
+def masks(pid):
+    """{tid: set of CPUs} of every thread of pid."""
+    out = {}
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            for line in open(f"/proc/{pid}/task/{t}/status"):
+                if line.startswith("Cpus_allowed_list:"):
+                    out[int(t)] = cpulist(line.split(":", 1)[1])
+        except OSError:
+            pass
+    return out
+
+
+def node_cpus():
+    base = "/sys/devices/system/node"
+    return {int(d[4:]): cpulist(open(f"{base}/{d}/cpulist").read())
+            for d in os.listdir(base) if d.startswith("node") and d[4:].isdigit()}
+
+
+def siblings():
+    """{cpu: frozenset of its SMT siblings}."""
+    base = "/sys/devices/system/cpu"
+    return {c: frozenset(cpulist(open(f"{base}/cpu{c}/topology/thread_siblings_list").read()))
+            for c in range(os.cpu_count())}
+
+
+def cmdline(pid):
+    try:
+        return open(f"/proc/{pid}/cmdline").read()
+    except OSError:
+        return ""
+
+
+def descendants(pid):
+    """pid's descendant processes (children lists, recursively)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            kids = [int(k) for t in os.listdir(f"/proc/{p}/task")
+                    for k in open(f"/proc/{p}/task/{t}/children").read().split()]
+        except OSError:
+            kids = []
+        out += kids
+        todo += kids
+    return out
+
+
+def settled_masks(h, want_threads, wait_s=60):
+    """The masks of the threads of herd's program (the descendant with the
+    most threads) once it has want_threads and herd has placed them (two
+    readings a few seconds apart agree)."""
+    deadline = time.time() + wait_s
+    last = None
+    while time.time() < deadline and h.poll() is None:
+        best = {}
+        for p in descendants(h.pid):
+            m = masks(p)
+            if len(m) > len(best):
+                best = m
+        if len(best) >= want_threads:
+            snap = sorted(map(sorted, best.values()))
+            if snap == last:
+                return best
+            last = snap
+        time.sleep(3)
+    raise Fail(f"the program never showed {want_threads} settled threads (last: {last})")
+
+
+def check_topo(shape):
+    cpus, cores, packages, nodes, smt = SHAPES[shape]
+    t = json.loads(herd("topo", "--json").stdout)
+    got = (len(t["cpu_list"]), len({c["core"] for c in t["cpu_list"]}),
+           len({c["package"] for c in t["cpu_list"]}), len({c["numa"] for c in t["cpu_list"]}),
+           max(len(c["siblings"]) for c in t["cpu_list"]))
+    expect(got == (cpus, cores, packages, nodes, smt),
+           f"herd topo --json: (cpus, cores, packages, numa, smt) = {got}, want {SHAPES[shape]}")
+
+
+def check_doctor(shape):
+    _, _, _, nodes, smt = SHAPES[shape]
+    out = herd("doctor").stdout
+    lines = {l.split()[0]: l.split()[1] for l in out.splitlines() if len(l.split()) > 1}
+    expect(lines.get("smt") == ("yes" if smt > 1 else "no"), f"doctor smt: {lines.get('smt')}")
+    expect(lines.get("numa") == ("yes" if nodes > 1 else "no"), f"doctor numa: {lines.get('numa')}")
+
+
+def stop(h):
+    """Stops herd with SIGINT (as a user would) and kills what is left of
+    its programs."""
+    h.send_signal(signal.SIGINT)
+    try:
+        h.wait(60)
+    except subprocess.TimeoutExpired:
+        h.kill()
+    for p in descendants(h.pid):
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def run_and_watch(policy, program, threads, extra=()):
+    """Starts `herd run --policy policy -- program`, returns the settled
+    masks of its threads, then stops herd with SIGINT."""
+    # The guard off: these checks are of what the policy decides.
+    h = subprocess.Popen([HERD, "run", "--policy", policy, "--period-ms", "100", "--guard", "off", *extra, "--", *program],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        return settled_masks(h, threads)
+    finally:
+        stop(h)
+
+
+def barrier(threads, delay_s=0):
+    """An OpenMP-like program: threads that meet at barriers, started
+    after delay_s by a parent shell (as a launcher does)."""
+    cmd = f"{W}/barrier --threads {threads} --mode block --work 2e4 --phases 100000"
+    return ["sh", "-c", f"sleep {delay_s}; exec {cmd}"] if delay_s else cmd.split()
+
+
+def check_numa_model_spreads(shape):
+    """numa:model lays an 8-thread job (started without hints, its threads
+    appearing after herd's first decision) over the nodes, never stacking
+    threads on one node's CPUs while another node idles."""
+    m = run_and_watch("numa:model", barrier(8, delay_s=2), 9)
+    nodes = node_cpus()
+    used = {n for mask in m.values() for n, cpus in nodes.items() if mask <= cpus}
+    pinned = [mask for mask in m.values() if len(mask) == 1]
+    per_cpu = {}
+    for mask in pinned:
+        per_cpu[min(mask)] = per_cpu.get(min(mask), 0) + 1
+    # Eight busy threads fill more than one node's CPUs on every shape here.
+    expect(len(used) >= 2, f"threads on nodes {sorted(used)} of {sorted(nodes)}: {sorted(map(sorted, m.values()))}")
+    free = set().union(*nodes.values()) - set(per_cpu)
+    stacked = {c: k for c, k in per_cpu.items() if k > 1}
+    expect(not (stacked and free), f"CPUs {stacked} hold several threads while {sorted(free)} hold none")
+
+
+def check_smt(shape):
+    """smt:spn puts two threads on one core's siblings; smt:speed on two cores."""
+    sib = siblings()
+    for policy, same_core in [("smt:spn", True), ("smt:speed", False)]:
+        m = run_and_watch(policy, barrier(2), 3)
+        workers = sorted(m)[1:]  # the main thread waits in join
+        cpus = [m[t] for t in workers]
+        expect(all(len(c) == 1 for c in cpus), f"{policy}: not pinned one to a CPU: {cpus}")
+        a, b = min(cpus[0]), min(cpus[1])
+        expect((b in sib[a]) == same_core and a != b,
+               f"{policy}: threads on CPUs {a} and {b} (siblings of {a}: {sorted(sib[a])})")
+
+
+def herd_groups():
+    """herd's cgroups (v2, as the guest mounts it): {path: cgroup.procs}."""
+    out = {}
+    for dirpath, dirs, files in os.walk("/sys/fs/cgroup"):
+        if "/herd-" in dirpath + "/" and "herd-probe" not in dirpath:
+            out[dirpath] = open(os.path.join(dirpath, "cgroup.procs")).read().split()
+    return out
+
+
+def check_batch_cpuset_mems(shape):
+    """herd batch confines each program with a cgroup cpuset whose
+    cpuset.mems are the NUMA nodes of its cpuset.cpus."""
+    nodes = node_cpus()
+    batch = "/tmp/b.toml"
+    with open(batch, "w") as f:
+        f.write(f'[[program]]\nname = "b"\ncmd = ["{W}/barrier", "--threads", "2", "--mode", "block", '
+                f'"--work", "2e4", "--phases", "100000"]\ncopies = 2\n')
+    h = subprocess.Popen([HERD, "batch", batch, "--policy", "numa:model", "--guard", "off",
+                          "--period-ms", "100", "--logs", "/tmp/logs"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 60
+        seen = {}
+        while time.time() < deadline:
+            seen = {}
+            for d in herd_groups():
+                cpus_f, mems_f = os.path.join(d, "cpuset.cpus"), os.path.join(d, "cpuset.mems")
+                if os.path.exists(cpus_f) and open(cpus_f).read().strip():
+                    seen[d] = (cpulist(open(cpus_f).read()), cpulist(open(mems_f).read()))
+            if len(seen) >= 2:
+                break
+            time.sleep(2)
+        expect(len(seen) >= 2, f"no confined groups appeared: {herd_groups()}")
+        for d, (cpus, mems) in seen.items():
+            want = {n for n, c in nodes.items() if c & cpus}
+            expect(mems == want, f"{d}: cpuset.cpus {sorted(cpus)} but cpuset.mems {sorted(mems)} (want {sorted(want)})")
+    finally:
+        stop(h)
+
+
+def check_sigkill_leaves_nothing(shape):
+    """SIGKILL of herd batch (held programs, a pause, cgroups made) leaves
+    nothing stopped, frozen or confined, and no group of herd's."""
+    batch = "/tmp/k.toml"
+    with open(batch, "w") as f:
+        f.write(f'[[program]]\nname = "k"\ncmd = ["{W}/barrier", "--threads", "2", "--mode", "block", '
+                f'"--work", "2e4", "--phases", "100000"]\ncopies = 12\n')
+    for pause in ["freezer", "signals"]:
+        h = subprocess.Popen([HERD, "batch", batch, "--policy", "cosched:fair", "--pause", pause,
+                              "--period-ms", "100", "--logs", "/tmp/logs"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # Until the programs run and herd has paused some (cosched:fair
+        # takes turns: 12 programs of 2 threads on 8 CPUs).
+        deadline = time.time() + 90
+        programs = []
+        while time.time() < deadline and h.poll() is None:
+            programs = [p for p in descendants(h.pid) if "barrier" in cmdline(p)]
+            if len(programs) >= 12 and time.time() > deadline - 80:
+                break
+            time.sleep(1)
+        expect(len(programs) >= 12, f"{pause}: {len(programs)} of 12 programs started (herd exited {h.poll()})")
+        h.kill()
+        h.wait()
+        time.sleep(5)
+        problems = []
+        for p in programs:
+            try:
+                state = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0]
+                cg = open(f"/proc/{p}/cgroup").read()
+            except OSError:
+                continue
+            if state in "Tt" or "herd-" in cg:
+                problems.append(f"{p} state {state} cgroup {cg.strip()}")
+            mine = masks(p)
+            if any(m != set(range(os.cpu_count())) for m in mine.values()):
+                problems.append(f"{p} pinned: {mine}")
+            os.kill(p, signal.SIGKILL)
+        time.sleep(1)
+        expect(not problems, f"{pause}: {problems}")
+        expect(not herd_groups(), f"{pause}: groups left: {sorted(herd_groups())}")
+
+
+def check_two_herds_disjoint(shape):
+    """Two herd instances at once (smt:spn, which starts from the first
+    core) pin their threads to disjoint CPUs: the second places around the
+    CPUs the first records under /run/herd."""
+    runs = []
+    try:
+        for _ in range(2):
+            h = subprocess.Popen([HERD, "run", "--policy", "smt:spn", "--period-ms", "100", "--guard", "off",
+                                  "--", *barrier(2)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            runs.append(h)
+            settled_masks(h, 3)
+        cpus = []
+        for h in runs:
+            m = settled_masks(h, 3)
+            cpus.append(set().union(*[c for c in m.values() if len(c) == 1]))
+        expect(cpus[0] and cpus[1] and not (cpus[0] & cpus[1]), f"the two runs hold CPUs {cpus}")
+    finally:
+        for h in runs:
+            stop(h)
+
+
+CHECKS = {
+    "topo": check_topo,
+    "doctor": check_doctor,
+    "numa-model-spreads": check_numa_model_spreads,
+    "smt": check_smt,
+    "batch-cpuset-mems": check_batch_cpuset_mems,
+    "sigkill": check_sigkill_leaves_nothing,
+    "two-herds": check_two_herds_disjoint,
+}
+
+
+# The checks each shape has something to show for.
+PER_SHAPE = {
+    "2s2c2t": ["topo", "doctor", "numa-model-spreads", "smt", "batch-cpuset-mems", "sigkill", "two-herds"],
+    "4n2c": ["topo", "doctor", "numa-model-spreads", "batch-cpuset-mems"],
+    "1s4c2t": ["topo", "doctor", "smt", "sigkill", "two-herds"],
+}
+
+
+def main():
+    shape = sys.argv[1]
+    names = sys.argv[2:] or PER_SHAPE[shape]
+    failed = 0
+    for name in names:
+        t = time.time()
+        try:
+            CHECKS[name](shape)
+            print(f"ok {name} ({time.time() - t:.0f} s)", flush=True)
+        except Fail as e:
+            failed += 1
+            print(f"FAIL {name}: {e}", flush=True)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

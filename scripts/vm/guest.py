@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""Runs a shell command in a guest with a chosen CPU and NUMA shape, on
+Debian's own kernel under QEMU (TCG emulation: no KVM here), with the
+host's root filesystem shared read-only over 9p. Prints the command's
+output and exits with its status (QEMU itself exits 0 whatever the guest
+did: the status comes back through a shared folder). For correctness on
+NUMA and SMT, never for timing: guests run 20-25x slower than the host.
+
+Usage: scripts/vm/guest.py [--topology NAME] [--timeout S] -- COMMAND
+Topologies: see TOPOLOGIES below. Needs qemu-system-x86, linux-image-amd64
+and busybox-static (`make vm-deps`).
+"""
+import argparse
+import glob
+import gzip
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CACHE = os.path.join(ROOT, "target", "vm")
+MODULES = ["virtio_ring", "virtio", "virtio_pci_legacy_dev", "virtio_pci_modern_dev",
+           "virtio_pci", "9pnet", "9pnet_virtio", "netfs", "fscache", "9p"]
+
+# name: (-smp, NUMA nodes as CPU ranges), memory 2 GiB split evenly.
+TOPOLOGIES = {
+    # Two sockets of two cores of two threads, a NUMA node per socket.
+    "2s2c2t": ("8,sockets=2,cores=2,threads=2", ["0-3", "4-7"]),
+    # Four NUMA nodes of two single-threaded cores.
+    "4n2c": ("8,sockets=4,cores=2,threads=1", ["0-1", "2-3", "4-5", "6-7"]),
+    # One socket of four cores of two threads, one node.
+    "1s4c2t": ("8,sockets=1,cores=4,threads=2", ["0-7"]),
+}
+
+
+def kernel():
+    """The newest installed Debian kernel: (vmlinuz, version)."""
+    found = sorted(glob.glob("/boot/vmlinuz-*"))
+    if not found:
+        sys.exit("no kernel in /boot: run `make vm-deps` (linux-image-amd64)")
+    path = found[-1]
+    return path, path.split("vmlinuz-", 1)[1]
+
+
+def cpio_newc(entries):
+    """An initramfs archive (cpio newc) of (name, mode, data) entries."""
+    out = io.BytesIO()
+    ino = 1
+    for name, mode, data in entries + [("TRAILER!!!", 0, b"")]:
+        name_b = name.encode() + b"\0"
+        hdr = "070701" + "".join(f"{x:08X}" for x in [
+            ino, mode, 0, 0, 1, 0, len(data), 0, 0, 0, 0, len(name_b), 0])
+        out.write(hdr.encode() + name_b)
+        out.write(b"\0" * ((4 - (110 + len(name_b)) % 4) % 4))
+        out.write(data)
+        out.write(b"\0" * ((4 - len(data) % 4) % 4))
+        ino += 1
+    return out.getvalue()
+
+
+def initramfs(version):
+    """Builds (once per kernel and init script) the guest's initramfs."""
+    os.makedirs(CACHE, exist_ok=True)
+    init = open(os.path.join(ROOT, "scripts", "vm", "init"), "rb").read()
+    path = os.path.join(CACHE, f"initramfs-{version}-{abs(hash(init)) % 10**8}.cpio.gz")
+    if os.path.exists(path):
+        return path
+    busybox = shutil.which("busybox") or "/bin/busybox"
+    if not os.path.exists(busybox) or b"statically linked" not in subprocess.run(
+            ["file", "-L", busybox], capture_output=True).stdout and not _static(busybox):
+        sys.exit("no static busybox: run `make vm-deps` (busybox-static)")
+    DIR, FILE, EXE = 0o040755, 0o100644, 0o100755
+    entries = [(d, DIR, b"") for d in ["bin", "proc", "sys", "dev", "root", "modules", "tmp"]]
+    entries.append(("bin/busybox", EXE, open(busybox, "rb").read()))
+    entries.append(("init", EXE, init))
+    dep = open(f"/lib/modules/{version}/modules.dep").read()
+    for m in MODULES:
+        rel = re.search(rf"^(\S*/{m}\.ko(?:\.xz|\.zst)?):", dep, re.M)
+        if not rel:
+            sys.exit(f"kernel {version} has no module {m}")
+        data = open(f"/lib/modules/{version}/{rel.group(1)}", "rb").read()
+        if rel.group(1).endswith(".xz"):
+            import lzma
+            data = lzma.decompress(data)
+        entries.append((f"modules/{m}.ko", FILE, data))
+    with gzip.open(path, "wb") as f:
+        f.write(cpio_newc(entries))
+    return path
+
+
+def _static(path):
+    out = subprocess.run(["ldd", path], capture_output=True, text=True)
+    return "not a dynamic executable" in out.stdout + out.stderr
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--topology", default="2s2c2t", choices=sorted(TOPOLOGIES))
+    ap.add_argument("--timeout", type=float, default=900, help="seconds before the guest is stopped")
+    ap.add_argument("--memory-mib", type=int, default=2048)
+    ap.add_argument("command", nargs=argparse.REMAINDER)
+    a = ap.parse_args()
+    cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
+    if not cmd:
+        ap.error("give a command after --")
+    qemu = shutil.which("qemu-system-x86_64")
+    if not qemu:
+        sys.exit("no qemu-system-x86_64: run `make vm-deps`")
+    vmlinuz, version = kernel()
+    rd = initramfs(version)
+    smp, nodes = TOPOLOGIES[a.topology]
+    out = tempfile.mkdtemp(prefix="herd-vm-")
+    with open(os.path.join(out, "cmd.sh"), "w") as f:
+        f.write(" ".join(cmd) + "\n")
+    per = a.memory_mib // len(nodes)
+    numa = []
+    for i, cpus in enumerate(nodes):
+        numa += ["-object", f"memory-backend-ram,id=m{i},size={per}M",
+                 "-numa", f"node,nodeid={i},cpus={cpus},memdev=m{i}"]
+    argv = [qemu, "-M", "q35", "-accel", "tcg,thread=multi",
+            "-cpu", "max,vendor=GenuineIntel", "-m", f"{per * len(nodes)}M",
+            "-smp", smp, *numa,
+            "-fsdev", "local,id=fs0,path=/,security_model=none,readonly=on,multidevs=remap",
+            "-device", "virtio-9p-pci,fsdev=fs0,mount_tag=hostroot",
+            "-fsdev", f"local,id=fs1,path={out},security_model=none",
+            "-device", "virtio-9p-pci,fsdev=fs1,mount_tag=out",
+            "-kernel", vmlinuz, "-initrd", rd,
+            "-append", "console=ttyS0 quiet loglevel=3 panic=-1",
+            "-nographic", "-no-reboot", "-nodefaults", "-serial", "stdio"]
+    try:
+        console = subprocess.run(argv, capture_output=True, text=True, errors="replace",
+                                 timeout=a.timeout).stdout
+    except subprocess.TimeoutExpired as e:
+        console = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        print(console[-3000:], file=sys.stderr)
+        print(f"guest.py: the guest ran past {a.timeout:.0f} s and was stopped", file=sys.stderr)
+        sys.exit(124)
+    output = os.path.join(out, "output")
+    if os.path.exists(output):
+        sys.stdout.write(open(output, errors="replace").read())
+    status = os.path.join(out, "status")
+    if not os.path.exists(status):
+        print(console[-3000:], file=sys.stderr)
+        sys.exit("guest.py: the guest ended without a status (it did not boot, or crashed)")
+    code = int(open(status).read().strip() or 1)
+    shutil.rmtree(out, ignore_errors=True)
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()
