@@ -295,6 +295,25 @@ impl Learning {
         self.knowledge.jobs.remove(&id);
     }
 
+    /// What the stored profiles say of each program before this run, as
+    /// the policies' estimates (S3's offline signature and history): the
+    /// whole-run miss rate and solo time of earlier runs.
+    pub fn estimates(&self) -> herd_policy::Estimates {
+        self.profiles
+            .iter()
+            .map(|(program, p)| {
+                (
+                    program.clone(),
+                    herd_policy::Estimate {
+                        solo_time_s: p.solo_time_s,
+                        llc_miss_rate: p.llc_miss_rate,
+                        ..Default::default()
+                    },
+                )
+            })
+            .collect()
+    }
+
     /// Ends the run: every job still present finishes too (the run is over
     /// for it as well), and the profiles come back for storing.
     pub fn into_profiles(self) -> BTreeMap<String, ProgramProfile> {

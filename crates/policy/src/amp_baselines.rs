@@ -130,14 +130,17 @@ impl Policy for HassStatic {
         let present: rustc_hash::FxHashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
         self.signature.retain(|id, _| present.contains(id));
         self.kind.retain(|id, _| present.contains(id));
-        let mut new = false;
+        let (mut new, mut hinted) = (false, 0usize);
         for t in &view.snapshot.tasks {
             self.signature.entry(t.id).or_insert_with(|| {
                 new = true;
                 let job = view.snapshot.jobs.iter().find(|j| j.id == t.job);
                 job.and_then(|j| view.estimates.get(&j.program))
                     .and_then(|e| e.llc_miss_rate)
-                    .unwrap_or_else(|| hint_gb(job.and_then(|j| j.memory_hint)))
+                    .unwrap_or_else(|| {
+                        hinted += 1;
+                        hint_gb(job.and_then(|j| j.memory_hint))
+                    })
             });
         }
         if !new {
@@ -151,12 +154,24 @@ impl Policy for HassStatic {
         for (id, k) in ideal {
             now.entry(id).or_insert(k);
         }
-        apply(
+        let mut plan = apply(
             &kinds,
             &now,
             &mut self.kind,
             "amp:hass-s: offline signature ranks this task here",
-        )
+        );
+        // Live, the signature is what earlier runs with counters stored;
+        // without one the hint stands in, and the plan says so.
+        if hinted > 0 {
+            plan.note = Some(
+                format!(
+                    "amp:hass-s: {hinted} new task(s) have no stored whole-run LLC miss rate (no earlier run \
+                     with counters): their memory hint stands in for the offline signature"
+                )
+                .into(),
+            );
+        }
+        plan
     }
 }
 
@@ -369,6 +384,47 @@ impl Policy for SampleRun {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 24: live, amp:hass-s said "offline signature" while it had
+    /// none (live runs passed no estimates). With a stored miss rate it
+    /// ranks by it; without, the plan says the hint stood in.
+    #[test]
+    fn hass_s_says_when_a_hint_stands_in_for_the_offline_signature() {
+        let m = herd_topo::Machine::synthetic("core:2 capacity:1.0 + core:2 capacity:0.5").unwrap();
+        let snap = crate::testkit::beats_snapshot(0, &[None, None]);
+        let mut snap = snap;
+        snap.jobs = vec![crate::JobView {
+            id: 0,
+            name: "p".into(),
+            program: "p".into(),
+            arrival_ns: 0,
+            memory_hint: None,
+            memory_kb: None,
+        }];
+        let plan = crate::testkit::decide_once(&mut HassStatic::default(), &m, &snap);
+        let note = plan.note.as_deref().unwrap_or("");
+        assert!(note.contains("2 new task(s) have no stored whole-run LLC miss rate"), "{note}");
+        let mut est = crate::Estimates::default();
+        est.insert(
+            "p".into(),
+            crate::Estimate {
+                llc_miss_rate: Some(0.3),
+                ..Default::default()
+            },
+        );
+        let know = crate::Knowledge::default();
+        let plan = HassStatic::default().decide(&View {
+            machine: &m,
+            snapshot: &snap,
+            estimates: &est,
+            learned: &know,
+            oracle: None,
+            seed: 1,
+            decision: 0,
+        });
+        assert!(plan.note.is_none(), "{:?}", plan.note);
+        assert_eq!(plan.tasks.len(), 2);
+    }
 
     #[test]
     fn ranks_fill_kinds_in_proportion_to_their_cpus() {

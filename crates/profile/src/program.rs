@@ -29,6 +29,18 @@ pub struct ProgramProfile {
     /// next run can plan from its start. Absent in profiles stored before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub barrier_beats: Option<u64>,
+    /// Whole-run LLC misses per reference, the mean over runs that counted
+    /// them: S3's offline signature (HASS-S) and its whole-run history (GB).
+    /// Absent in profiles stored before, and where nothing was counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llc_miss_rate: Option<f64>,
+    /// Runs that counted LLC references (the weight of `llc_miss_rate`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub counted_runs: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// One slice of one program, as the sensor saw it (summed over its threads).
@@ -85,6 +97,8 @@ pub struct RunLearner {
     /// coverage at the end. Bounded by the run's length in slices.
     slices: Vec<(PhaseId, u64)>,
     requests: f64,
+    /// LLC (misses, references) over the run's slices that counted both.
+    llc: (u64, u64),
 }
 
 impl RunLearner {
@@ -108,6 +122,9 @@ impl RunLearner {
         validity: Validity,
     ) -> Option<PhaseId> {
         self.requests += slice.mem_bytes as f64 / LINE_BYTES;
+        if let (Some(m), Some(r)) = (slice.llc_misses, slice.llc_refs) {
+            self.llc = (self.llc.0 + m, self.llc.1 + r);
+        }
         let sig = slice.signature()?;
         let id = profile.phases.classify(&sig);
         if slice.cpu_ns > 0 {
@@ -154,6 +171,12 @@ impl RunLearner {
                 None => self.requests,
             });
         }
+        if self.llc.1 > 0 {
+            let rate = self.llc.0 as f64 / self.llc.1 as f64;
+            let n = f64::from(profile.counted_runs);
+            profile.llc_miss_rate = Some(profile.llc_miss_rate.map_or(rate, |r| (r * n + rate) / (n + 1.0)));
+            profile.counted_runs = profile.counted_runs.saturating_add(1);
+        }
         if self.slices.is_empty() {
             return;
         }
@@ -188,6 +211,32 @@ mod tests {
             llc_misses: Some(instructions / 100),
             code_samples: None,
         }
+    }
+
+    /// Issue 24: the whole-run miss rate (S3's offline signature) is kept
+    /// across runs, as a mean over the runs that counted it; a run without
+    /// counters leaves it as it was.
+    #[test]
+    fn the_whole_run_miss_rate_is_a_mean_over_counted_runs() {
+        let mut profile = ProgramProfile::default();
+        for (misses_per_50, counted) in [(1u64, true), (3, true), (0, false)] {
+            let mut l = RunLearner::new();
+            let mut s = slice(1000.0, 1.0);
+            if counted {
+                s.llc_misses = s.llc_refs.map(|r| r * misses_per_50 / 4);
+            } else {
+                (s.llc_refs, s.llc_misses, s.instructions) = (None, None, 0);
+            }
+            l.observe(&mut profile, &s, Validity::Invalid);
+            l.finish(&mut profile);
+        }
+        // 1/4 and 3/4: a mean of 1/2 over two counted runs of three.
+        assert_eq!((profile.runs, profile.counted_runs), (3, 2));
+        assert!(
+            (profile.llc_miss_rate.unwrap() - 0.5).abs() < 1e-9,
+            "{:?}",
+            profile.llc_miss_rate
+        );
     }
 
     #[test]

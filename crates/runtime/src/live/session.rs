@@ -116,12 +116,16 @@ impl Session {
             .world
             .as_mut()
             .expect("a session is used only until it finishes");
+        // What earlier runs stored, as the policies' estimates (S3's
+        // offline signature and history), as the simulator's `history` does.
+        let estimates = self
+            .learning
+            .as_ref()
+            .map_or_else(Estimates::new, |(l, _)| l.estimates());
         self.ran = herd_engine::run(
             policy,
             machine,
-            // Live runs get no stored estimates yet: what earlier runs
-            // learned reaches the policy through `learning`.
-            &Estimates::new(),
+            &estimates,
             self.learning.as_mut().map(|(l, _)| l),
             world,
             &mut CpuMeter::default(),
