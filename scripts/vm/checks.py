@@ -115,7 +115,8 @@ def settled_masks(h, want_threads, wait_s=60):
                 return best
             last = snap
         time.sleep(3)
-    raise Fail(f"the program never showed {want_threads} settled threads (last: {last})")
+    said = h.stderr.read()[-2000:] if h.poll() is not None and h.stderr else ""
+    raise Fail(f"the program never showed {want_threads} settled threads (last: {last}) {said}")
 
 
 def check_topo(shape):
@@ -186,6 +187,61 @@ def check_numa_model_spreads(shape):
     free = set().union(*nodes.values()) - set(per_cpu)
     stacked = {c: k for c, k in per_cpu.items() if k > 1}
     expect(not (stacked and free), f"CPUs {stacked} hold several threads while {sorted(free)} hold none")
+
+
+def pages_by_node(pid):
+    """{node: pages} of pid's memory, from /proc/<pid>/numa_maps."""
+    out = {}
+    for line in open(f"/proc/{pid}/numa_maps"):
+        for word in line.split():
+            if word.startswith("N") and "=" in word:
+                n, _, k = word[1:].partition("=")
+                out[int(n)] = out.get(int(n), 0) + int(k)
+    return out
+
+
+def check_numa_model_memory(shape):
+    """A job numa:model lays out on one node has its memory moved there
+    (its cgroup cpuset's memory nodes follow its CPUs), wherever it first
+    touched it: a 2-thread program touches 64 MiB from the CPU the kernel
+    gave it, then herd pins it."""
+    nodes = node_cpus()
+    # First touched from node 0's CPUs where herd has not yet confined
+    # the program elsewhere (then setting the mask fails, and it touches
+    # where it is).
+    prog = ("import os, threading, time\n"
+            "everywhere = os.sched_getaffinity(0)\n"
+            f"try: os.sched_setaffinity(0, {sorted(nodes[0])})\n"
+            "except OSError: pass\n"
+            "buf = bytearray(64 << 20)\n"
+            "for i in range(0, len(buf), 4096): buf[i] = 1\n"
+            "try: os.sched_setaffinity(0, everywhere)\n"
+            "except OSError: pass\n"
+            "def spin():\n"
+            "    t = time.time()\n"
+            "    while time.time() - t < 600: pass\n"
+            "ts = [threading.Thread(target=spin) for _ in range(2)]\n"
+            "[t.start() for t in ts]\n[t.join() for t in ts]\n")
+    h = subprocess.Popen([HERD, "run", "--policy", "numa:model", "--period-ms", "100", "--guard", "off",
+                          "--", "/usr/bin/python3", "-c", prog],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        m = settled_masks(h, 3)
+        pid = max(descendants(h.pid), key=lambda p: len(masks(p)))
+        used = {n for mask in m.values() for n, cpus in nodes.items() if mask & cpus}
+        expect(len(used) == 1, f"a 2-thread job on nodes {sorted(used)}: {sorted(map(sorted, m.values()))}")
+        first = pages_by_node(pid)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            pages = pages_by_node(pid)
+            elsewhere = sum(k for n, k in pages.items() if n not in used)
+            if elsewhere * 20 < sum(pages.values()):
+                print(f"  threads on node {sorted(used)}; pages by node when placed {first}, now {pages}")
+                return
+            time.sleep(3)
+        expect(False, f"threads on node {sorted(used)}, pages by node {pages}")
+    finally:
+        stop(h)
 
 
 def check_smt(shape):
@@ -312,12 +368,14 @@ CHECKS = {
     "batch-cpuset-mems": check_batch_cpuset_mems,
     "sigkill": check_sigkill_leaves_nothing,
     "two-herds": check_two_herds_disjoint,
+    "numa-model-memory": check_numa_model_memory,
 }
 
 
 # The checks each shape has something to show for.
 PER_SHAPE = {
-    "2s2c2t": ["topo", "doctor", "numa-model-spreads", "smt", "batch-cpuset-mems", "sigkill", "two-herds"],
+    "2s2c2t": ["topo", "doctor", "numa-model-spreads", "numa-model-memory", "smt", "batch-cpuset-mems",
+               "sigkill", "two-herds"],
     "4n2c": ["topo", "doctor", "numa-model-spreads", "batch-cpuset-mems"],
     "1s4c2t": ["topo", "doctor", "smt", "sigkill", "two-herds"],
 }
