@@ -213,6 +213,7 @@ impl Cgroups {
             .collect();
         cg.guard = Some(crate::keeper::spawn_guard(guard_exe, &planned).map_err(CgroupError::Guard)?);
         for h in cg.hierarchies() {
+            sweep_stale(&h.home);
             h.make()?;
         }
         Ok(cg)
@@ -369,6 +370,30 @@ fn is_frozen(dir: &Path, version: Version) -> bool {
     }
 }
 
+/// Releases the groups herd instances that are gone left under `home`
+/// (thawed, their processes moved home, removed): where herd may not lower
+/// its guard's OOM score (a container), the OOM killer can take herd and
+/// its guard together, and the next herd that uses the hierarchy cleans
+/// up after them.
+fn sweep_stale(home: &Path) {
+    let Ok(entries) = fs::read_dir(home) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("herd-"))
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() as i32 && !crate::peers::is_herd(pid) {
+            release_tree(&e.path(), home);
+        }
+    }
+}
+
 /// Thaws every group under `base`, moves its processes to `home`, removes
 /// the groups and `base`. Best effort: a process that exits meanwhile or a
 /// group the kernel still counts as busy is left for the next try.
@@ -446,9 +471,6 @@ pub fn guard_main(args: &[String]) -> i32 {
             libc::signal(sig, libc::SIG_IGN);
         }
     }
-    // The out-of-memory killer should take herd, not the small process
-    // that cleans up after it (root may ask this; others keep the default).
-    let _ = std::fs::write("/proc/self/oom_score_adj", "-1000");
     // Reading ends when herd's end closes: herd is gone or done.
     let told = crate::keeper::Told::read(io::stdin().lock());
     for pair in args.chunks(2) {

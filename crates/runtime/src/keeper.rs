@@ -109,12 +109,22 @@ pub(crate) fn spawn_guard(exe: &Path, groups: &[(PathBuf, PathBuf)]) -> io::Resu
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    // SAFETY: setsid is async-signal-safe; it puts the guard in its own
+    // SAFETY: setsid, open, write and close are async-signal-safe, and the
+    // path is made before the fork. setsid puts the guard in its own
     // session so a terminal's Ctrl-C or a kill of herd's process group does
-    // not reach it.
+    // not reach it. The OOM score is set here, before the guard's exec,
+    // not by the guard once it runs: under a memory limit the OOM killer
+    // took the guard while it started, together with herd, and herd's
+    // groups were left behind (root may lower it; others keep the default).
+    let oom = c"/proc/self/oom_score_adj";
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             libc::setsid();
+            let fd = libc::open(oom.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd >= 0 {
+                libc::write(fd, b"-1000".as_ptr().cast(), 5);
+                libc::close(fd);
+            }
             Ok(())
         });
     }

@@ -59,7 +59,7 @@ pub fn held_by_others(dir: &Path) -> Vec<(i32, CpuSet)> {
 }
 
 /// Whether `pid` is a live herd process (not a reused pid).
-fn is_herd(pid: i32) -> bool {
+pub(crate) fn is_herd(pid: i32) -> bool {
     fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "herd")
 }
 
