@@ -109,14 +109,15 @@ pub(crate) fn spawn_guard(exe: &Path, groups: &[(PathBuf, PathBuf)]) -> io::Resu
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    // SAFETY: setsid, open, write and close are async-signal-safe, and the
-    // path is made before the fork. setsid puts the guard in its own
-    // session so a terminal's Ctrl-C or a kill of herd's process group does
-    // not reach it. The OOM score is set here, before the guard's exec,
-    // not by the guard once it runs: under a memory limit the OOM killer
-    // took the guard while it started, together with herd, and herd's
-    // groups were left behind (root may lower it; others keep the default).
+    // setsid puts the guard in its own session so a terminal's Ctrl-C or a
+    // kill of herd's process group does not reach it. The OOM score is set
+    // before the guard's exec, not by the guard once it runs: under a
+    // memory limit the OOM killer could take the guard while it started,
+    // together with herd, and herd's groups were left behind (root may
+    // lower it; others, and containers, keep the default).
     let oom = c"/proc/self/oom_score_adj";
+    // SAFETY: setsid, open, write and close are async-signal-safe, and the
+    // path is made before the fork.
     unsafe {
         cmd.pre_exec(move || {
             libc::setsid();
