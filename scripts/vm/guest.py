@@ -116,6 +116,10 @@ def main():
     out = tempfile.mkdtemp(prefix="herd-vm-")
     with open(os.path.join(out, "cmd.sh"), "w") as f:
         f.write(" ".join(cmd) + "\n")
+    # The project is shared again at its own path (init mounts it after
+    # the tmpfs that would hide a checkout under /tmp).
+    with open(os.path.join(out, "project"), "w") as f:
+        f.write(ROOT + "\n")
     per = a.memory_mib // len(nodes)
     numa = []
     for i, cpus in enumerate(nodes):
@@ -128,6 +132,8 @@ def main():
             "-device", "virtio-9p-pci,fsdev=fs0,mount_tag=hostroot",
             "-fsdev", f"local,id=fs1,path={out},security_model=none",
             "-device", "virtio-9p-pci,fsdev=fs1,mount_tag=out",
+            "-fsdev", f"local,id=fs2,path={ROOT},security_model=none,readonly=on,multidevs=remap",
+            "-device", "virtio-9p-pci,fsdev=fs2,mount_tag=project",
             "-kernel", vmlinuz, "-initrd", rd,
             "-append", "console=ttyS0 quiet loglevel=3 panic=-1",
             "-nographic", "-no-reboot", "-nodefaults", "-serial", "stdio"]
