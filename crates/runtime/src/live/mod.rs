@@ -537,9 +537,15 @@ impl Sensor for LiveWorld {
                         }
                         let (counters, sampler) = self.perf.open_for(tid, fd_room.saturating_sub(used));
                         used += counters.len() + usize::from(sampler.is_some());
+                        // A thread born inside herd's cpuset has that
+                        // cpuset's mask, not one its program chose: its
+                        // original is its program's too (a killed herd's
+                        // keeper restored such threads to the cpuset's one
+                        // CPU after the guard had moved them home).
+                        let confined = self.cgroups.as_ref().is_some_and(|c| c.has(job));
                         let program_main = self.tasks.get(&p.pid).or_else(|| seen.get(&p.pid));
                         let original = match program_main {
-                            Some(m) if inherited && m.original.is_some() => m.original.clone(),
+                            Some(m) if (inherited || confined) && m.original.is_some() => m.original.clone(),
                             _ => own,
                         };
                         Track {
