@@ -462,7 +462,7 @@ fn a_low_open_file_limit_loses_no_thread() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let program = "import threading, time, resource\n\
                    print('soft', resource.getrlimit(resource.RLIMIT_NOFILE)[0], flush=True)\n\
-                   ts = [threading.Thread(target=time.sleep, args=(1,)) for _ in range(300)]\n\
+                   ts = [threading.Thread(target=time.sleep, args=(3,)) for _ in range(300)]\n\
                    [t.start() for t in ts]\n[t.join() for t in ts]";
     let h = herd();
     for (ulimit, warned) in [("-Sn 256", false), ("-n 256", true)] {
