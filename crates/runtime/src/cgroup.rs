@@ -376,20 +376,9 @@ fn is_frozen(dir: &Path, version: Version) -> bool {
 /// its guard together, and the next herd that uses the hierarchy cleans
 /// up after them.
 fn sweep_stale(home: &Path) {
-    let Ok(entries) = fs::read_dir(home) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("herd-"))
-            .and_then(|p| p.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if pid != std::process::id() as i32 && !crate::peers::is_herd(pid) {
-            release_tree(&e.path(), home);
+    for (_, dir, alive) in crate::peers::left_by_other_herds(home, "herd-", "") {
+        if !alive {
+            release_tree(&dir, home);
         }
     }
 }

@@ -22,31 +22,40 @@ pub fn dir() -> PathBuf {
     std::env::var_os("HERD_RUN_DIR").map_or_else(|| PathBuf::from(DIR), PathBuf::from)
 }
 
-/// The CPUs other live herd instances hold: (pid, CPUs) each.
-pub fn held_by_others(dir: &Path) -> Vec<(i32, CpuSet)> {
+/// The entries of `dir` named `{prefix}<pid>{suffix}` for a pid other than
+/// this process's: (pid, path, whether that pid is a live herd). What herd
+/// instances leave behind (CPU records here, cgroups in `crate::cgroup`).
+pub(crate) fn left_by_other_herds(dir: &Path, prefix: &str, suffix: &str) -> Vec<(i32, PathBuf, bool)> {
     let me = std::process::id() as i32;
     let Ok(entries) = fs::read_dir(dir) else {
         return Vec::new();
     };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let pid = e
+                .file_name()
+                .to_str()?
+                .strip_prefix(prefix)?
+                .strip_suffix(suffix)?
+                .parse::<i32>()
+                .ok()
+                .filter(|&p| p != me)?;
+            Some((pid, e.path(), is_herd(pid)))
+        })
+        .collect()
+}
+
+/// The CPUs other live herd instances hold: (pid, CPUs) each.
+pub fn held_by_others(dir: &Path) -> Vec<(i32, CpuSet)> {
     let mut out = Vec::new();
-    for e in entries.flatten() {
-        let name = e.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_suffix(".cpus"))
-            .and_then(|p| p.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if pid == me {
-            continue;
-        }
-        if !is_herd(pid) {
+    for (pid, path, alive) in left_by_other_herds(dir, "", ".cpus") {
+        if !alive {
             // Left by a herd that was killed.
-            let _ = fs::remove_file(e.path());
+            let _ = fs::remove_file(&path);
             continue;
         }
-        if let Some(cpus) = fs::read_to_string(e.path())
+        if let Some(cpus) = fs::read_to_string(&path)
             .ok()
             .and_then(|t| CpuSet::parse_list(t.trim()).ok())
             .filter(|c| !c.is_empty())
@@ -59,7 +68,7 @@ pub fn held_by_others(dir: &Path) -> Vec<(i32, CpuSet)> {
 }
 
 /// Whether `pid` is a live herd process (not a reused pid).
-pub(crate) fn is_herd(pid: i32) -> bool {
+fn is_herd(pid: i32) -> bool {
     fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "herd")
 }
 
