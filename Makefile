@@ -2,7 +2,8 @@
 #   make run   installs what is missing, builds in release mode, shows the machine and
 #              what herd can do on it, then co-schedules a real batch against plain Linux
 #              (five alternated rounds, the ratio with its interval)
-#   make test  the same set-up, then every test (fmt, clippy, unit, integration)
+#   make test  the same set-up, then every test (fmt, clippy, unit, integration, and a
+#              short real-kernel subset in an emulated two-socket guest)
 
 # Debian packages herd needs: hwloc's library and headers (topology), libudev
 # (hwloc links it), pkg-config (finds hwloc and SQLite), bzip2 (test fixtures are
@@ -80,16 +81,18 @@ test: deps workloads
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) test --workspace
+	$(MAKE) vm-test-quick
 
 vm-deps:
 	$(call install_missing,$(VM_PACKAGES),--no-install-recommends)
 
-# A short subset: one guest (two sockets, SMT, two NUMA nodes) and the
-# checks that a defect fixed here would break again. Not yet in `make test`:
-# in its last fresh-clone run the guest stalled after `topo` (issue 24's
-# note), and a stalled guest would fail CI for reasons not yet understood.
+# A short subset, part of `make test`: one guest (two sockets, SMT, two NUMA
+# nodes) and the checks that a defect fixed here would break again. A guest
+# that stalls (once, in a fresh-clone run, in `herd doctor`; not seen in the
+# runs since) is started once more; a check that fails is never retried, and
+# a herd command that hangs fails its check with its threads' kernel stacks.
 vm-test-quick: build vm-deps
-	python3 scripts/vm/guest.py --topology 2s2c2t --timeout 900 -- \
+	python3 scripts/vm/guest.py --topology 2s2c2t --timeout 600 --stall-retries 1 -- \
 	  /usr/bin/python3 $(CURDIR)/scripts/vm/checks.py 2s2c2t topo doctor numa-model-spreads batch-cpuset-mems
 
 # Every shape, every check (a few minutes each: emulated guests are slow).

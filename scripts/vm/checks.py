@@ -35,8 +35,37 @@ def expect(cond, why):
         raise Fail(why)
 
 
-def herd(*args, **kw):
-    return subprocess.run([HERD, *args], capture_output=True, text=True, **kw)
+# A herd command that runs longer than this in the guest is a failure that
+# names itself, with where its threads were in the kernel (a guest once
+# reported a soft lockup in `herd doctor`; see issue 24's notes).
+COMMAND_TIMEOUT_S = 300
+
+
+def kernel_state(pid):
+    """Each thread's state and kernel stack, as far as the guest shows them."""
+    lines = []
+    for tid in sorted(os.listdir(f"/proc/{pid}/task"), key=int):
+        base = f"/proc/{pid}/task/{tid}"
+        try:
+            state = next(l for l in open(f"{base}/status") if l.startswith("State:")).split(None, 1)[1].strip()
+            wchan = open(f"{base}/wchan").read().strip()
+            stack = open(f"{base}/stack").read().replace("\n", " | ").strip()
+        except OSError as e:
+            state, wchan, stack = "?", "?", str(e)
+        lines.append(f"  thread {tid}: {state}, wchan {wchan or '-'}, stack {stack or '-'}")
+    return "\n".join(lines)
+
+
+def herd(*args, timeout=COMMAND_TIMEOUT_S, **kw):
+    h = subprocess.Popen([HERD, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    try:
+        out, err = h.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        state = kernel_state(h.pid)
+        h.kill()
+        h.communicate()
+        raise Fail(f"herd {' '.join(args)} ran past {timeout} s; its threads:\n{state}")
+    return subprocess.CompletedProcess(h.args, h.returncode, out, err)
 
 
 def cpulist(text):

@@ -102,6 +102,9 @@ def main():
     ap.add_argument("--topology", default="2s2c2t", choices=sorted(TOPOLOGIES))
     ap.add_argument("--timeout", type=float, default=900, help="seconds before the guest is stopped")
     ap.add_argument("--memory-mib", type=int, default=2048)
+    ap.add_argument("--stall-retries", type=int, default=0,
+                    help="start a guest that ran past --timeout again, up to this many times "
+                         "(an emulated guest on a loaded host has stalled once; a failed check is never retried)")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
@@ -137,14 +140,26 @@ def main():
             "-kernel", vmlinuz, "-initrd", rd,
             "-append", "console=ttyS0 quiet loglevel=3 panic=-1",
             "-nographic", "-no-reboot", "-nodefaults", "-serial", "stdio"]
-    try:
-        console = subprocess.run(argv, capture_output=True, text=True, errors="replace",
-                                 timeout=a.timeout).stdout
-    except subprocess.TimeoutExpired as e:
-        console = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-        print(console[-3000:], file=sys.stderr)
-        print(f"guest.py: the guest ran past {a.timeout:.0f} s and was stopped", file=sys.stderr)
-        sys.exit(124)
+    for attempt in range(a.stall_retries + 1):
+        try:
+            console = subprocess.run(argv, capture_output=True, text=True, errors="replace",
+                                     timeout=a.timeout).stdout
+            break
+        except subprocess.TimeoutExpired as e:
+            console = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+            print(console[-3000:], file=sys.stderr)
+            print(f"guest.py: the guest ran past {a.timeout:.0f} s and was stopped", file=sys.stderr)
+            partial = os.path.join(out, "output")
+            if os.path.exists(partial):
+                print("guest.py: its checks printed:\n" + open(partial, errors="replace").read(), file=sys.stderr)
+            if attempt == a.stall_retries:
+                sys.exit(124)
+            # Only a guest that stalled is started again: a check that
+            # failed ends the run with its status below, never retried.
+            print("guest.py: starting it again (--stall-retries)", file=sys.stderr)
+            for f in ("output", "status"):
+                if os.path.exists(os.path.join(out, f)):
+                    os.remove(os.path.join(out, f))
     output = os.path.join(out, "output")
     if os.path.exists(output):
         sys.stdout.write(open(output, errors="replace").read())

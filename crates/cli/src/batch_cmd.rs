@@ -57,6 +57,7 @@ struct Entry {
     argv: Vec<String>,
     opts: SpawnOptions,
     memory: Option<Level>,
+    threads: Option<u32>,
 }
 
 fn load(path: &Path, logs: &Path) -> Result<(String, Vec<Entry>), Failure> {
@@ -98,16 +99,27 @@ fn load(path: &Path, logs: &Path) -> Result<(String, Vec<Entry>), Failure> {
                 p.name.clone()
             };
             let log = logs.join(format!("{}.log", name.replace(['/', ' '], "_")));
+            let mut env: Vec<(String, String)> = p.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            let mut argv = p.cmd.clone();
+            if let Some(n) = p.threads {
+                if !p.env.contains_key("OMP_NUM_THREADS") {
+                    env.push(("OMP_NUM_THREADS".into(), n.to_string()));
+                }
+                for a in &mut argv {
+                    *a = a.replace("{threads}", &n.to_string());
+                }
+            }
             entries.push(Entry {
                 name,
-                argv: p.cmd.clone(),
+                argv,
                 opts: SpawnOptions {
                     cwd: Some(cwd.clone()),
-                    env: p.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                    env,
                     log: Some(log),
                     held_via: None,
                 },
                 memory: p.memory,
+                threads: p.threads,
             });
         }
     }
@@ -189,6 +201,7 @@ fn spawn_all(entries: &[Entry]) -> Result<Vec<Program>, Failure> {
         let key = crate::units::program_key_in(&e.argv, e.opts.cwd.as_deref());
         let mut program = Program::new(e.name.clone(), key, child.id() as i32, Some(child));
         program.memory_hint = e.memory;
+        program.threads_declared = herd_runtime::live::declared_threads(e.threads, &e.opts.env);
         program.hold = hold;
         programs.push(program);
     }

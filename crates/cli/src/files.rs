@@ -47,7 +47,15 @@ pub struct ProgramSpec {
     pub env: BTreeMap<String, String>,
     /// How memory-bound it is, where the machine cannot count it.
     pub memory: Option<Level>,
+    /// How many threads it runs: sets OMP_NUM_THREADS (unless `env` does),
+    /// replaces `{threads}` in `cmd`, and sizes layouts from its start.
+    pub threads: Option<u32>,
 }
+
+/// The most threads a batch program may declare (the kernel's own
+/// default `threads-max` on a large machine is in the millions; a typo
+/// like 80000000 is not a thread count).
+pub const MAX_DECLARED_THREADS: u32 = 65_536;
 
 /// The most programs one batch starts (copies counted).
 pub const MAX_PROGRAMS: usize = 10_000;
@@ -100,6 +108,9 @@ impl BatchFile {
             let copies = p.copies.unwrap_or(1);
             if copies == 0 {
                 return Err(bad("copies must be >= 1".into()));
+            }
+            if p.threads.is_some_and(|n| n == 0 || n > MAX_DECLARED_THREADS) {
+                return Err(bad(format!("threads must be from 1 to {MAX_DECLARED_THREADS}")));
             }
             total += copies as usize;
             if total > MAX_PROGRAMS {
@@ -213,5 +224,15 @@ mod tests {
         let e = BatchFile::parse(text).unwrap_err();
         assert_eq!(e.line, Some(5));
         assert!(e.why.contains("used twice"), "{}", e.why);
+    }
+
+    #[test]
+    fn a_declared_thread_count_is_checked() {
+        let with = |n: &str| format!("[[program]]\nname = \"a\"\ncmd = [\"x\"]\nthreads = {n}\n");
+        assert_eq!(BatchFile::parse(&with("8")).unwrap().program[0].get_ref().threads, Some(8));
+        for bad in ["0", "70000"] {
+            let e = BatchFile::parse(&with(bad)).unwrap_err();
+            assert!(e.why.contains("threads must be from 1 to 65536"), "{}", e.why);
+        }
     }
 }

@@ -248,7 +248,8 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
         .file_name()
         .map_or(args.cmd[0].clone(), |n| n.to_string_lossy().into_owned());
     let key = crate::units::program_key(&args.cmd);
-    let program = Program::new(name.clone(), key.clone(), child.id() as i32, Some(child));
+    let mut program = Program::new(name.clone(), key.clone(), child.id() as i32, Some(child));
+    program.threads_declared = herd_runtime::live::declared_threads(units, &opts.env);
     let world = LiveWorld::new(vec![program], Arc::clone(&sig.stop));
     // Every run learns its program's profile (S1), from what earlier runs stored.
     let (mut session, note) = Session::start(world, Learn::Db(args.db.as_deref()));

@@ -750,6 +750,7 @@ mod tests {
                     arrival_ns: 0,
                     memory_hint: None,
                     memory_kb: None,
+                    threads_declared: None,
                 }],
                 ..Snapshot::default()
             };

@@ -74,6 +74,7 @@ fn snapshot(m: &Machine, now_ns: u64) -> Snapshot {
                 arrival_ns: 0,
                 memory_hint: None,
                 memory_kb: None,
+                threads_declared: None,
             })
             .collect(),
         ..Snapshot::default()

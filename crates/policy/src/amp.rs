@@ -594,6 +594,7 @@ mod tests {
                     arrival_ns: 0,
                     memory_hint: Some(*h),
                     memory_kb: None,
+                    threads_declared: None,
                 })
                 .collect(),
             ..Snapshot::default()

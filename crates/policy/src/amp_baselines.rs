@@ -400,6 +400,7 @@ mod tests {
             arrival_ns: 0,
             memory_hint: None,
             memory_kb: None,
+            threads_declared: None,
         }];
         let plan = crate::testkit::decide_once(&mut HassStatic::default(), &m, &snap);
         let note = plan.note.as_deref().unwrap_or("");

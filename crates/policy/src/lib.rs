@@ -115,6 +115,7 @@ pub(crate) mod testkit {
                 arrival_ns: 0,
                 memory_hint: None,
                 memory_kb: None,
+                threads_declared: None,
             }],
             ..Snapshot::default()
         }

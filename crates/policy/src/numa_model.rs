@@ -177,7 +177,17 @@ impl Policy for NumaModel {
             // one node while the others idle (issue 24). Its threads are
             // pinned afresh by the new layout.
             let laid_out = self.placed.get(&job).map(|p| p.threads_per_node.iter().sum::<u32>());
-            if laid_out.is_some_and(|n| tasks.len() as u32 > n) {
+            // A job the user declared N threads for is laid out for N from
+            // its first sight, so its workers need no second layout.
+            let declared = view
+                .snapshot
+                .jobs
+                .iter()
+                .find(|j| j.id == job)
+                .and_then(|j| j.threads_declared)
+                .unwrap_or(0);
+            let threads = (tasks.len() as u32).max(declared);
+            if laid_out.is_some_and(|n| threads > n) {
                 self.placed.remove(&job);
                 for (_, t) in &tasks {
                     self.cpu_of.remove(t);
@@ -185,7 +195,7 @@ impl Policy for NumaModel {
             }
             if !self.placed.contains_key(&job) {
                 let (sys, _) = mem.get_or_insert_with(|| self.mem(view));
-                let Some((placed, why)) = self.choose(view, sys, job, tasks.len() as u32) else {
+                let Some((placed, why)) = self.choose(view, sys, job, threads) else {
                     continue;
                 };
                 notes.push(why);
@@ -457,6 +467,7 @@ mod tests {
             arrival_ns: 0,
             memory_hint: Some(hint),
             memory_kb: None,
+            threads_declared: None,
         }
     }
 
@@ -548,6 +559,36 @@ mod tests {
         decide(&mut p, &m, &snap);
         let cpus: std::collections::BTreeSet<u32> = p.cpu_of.values().copied().collect();
         assert_eq!((p.cpu_of.len(), cpus.len()), (9, 8));
+    }
+
+    /// Issue 24: a job declared with 8 threads (`--threads`,
+    /// `OMP_NUM_THREADS`) is laid out for 8 at first sight, while only its
+    /// main thread exists; its workers then fill that layout without a
+    /// second one, and the first thread keeps its CPU.
+    #[test]
+    fn a_declared_thread_count_sizes_the_first_layout() {
+        let m = Machine::synthetic("package:2 numa:1 core:4").unwrap();
+        let mut p = NumaModel::new(DEFAULT_NODE_BW_GBPS, DEFAULT_SHARED);
+        let mut declared = job(0, Level::High);
+        declared.threads_declared = Some(8);
+        let mut snap = Snapshot {
+            tasks: tasks(0, 100, 1),
+            jobs: vec![declared],
+            ..Snapshot::default()
+        };
+        let first = decide(&mut p, &m, &snap);
+        let note = first.note.as_deref().unwrap();
+        assert!(note.contains("j0 (8 threads") && note.contains("[4, 4]"), "{note}");
+        let main_cpu = p.cpu_of[&100];
+        snap.tasks = tasks(0, 100, 8);
+        let plan = decide(&mut p, &m, &snap);
+        assert!(plan.note.is_none(), "laid out once: {:?}", plan.note);
+        assert_eq!(p.cpu_of[&100], main_cpu);
+        let mut per = nodes_of(&m, &first);
+        for (k, n) in nodes_of(&m, &plan).into_iter().enumerate() {
+            per[k] += n;
+        }
+        assert_eq!(per, vec![4, 4]);
     }
 
     #[test]

@@ -115,6 +115,12 @@ pub struct JobView {
     /// machines with several nodes), or as the simulator places it.
     #[serde(default)]
     pub memory_kb: Option<Vec<(u32, u64)>>,
+    /// The thread count the user declared (`herd run --threads`,
+    /// `OMP_NUM_THREADS`, a batch file's `threads`): a live program is
+    /// first seen with one thread and starts its workers later, so a policy
+    /// that sizes a layout at first sight sizes it from this.
+    #[serde(default)]
+    pub threads_declared: Option<u32>,
 }
 
 impl JobView {

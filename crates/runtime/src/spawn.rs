@@ -176,3 +176,47 @@ pub fn exec_held(fd: i32, argv: &[String]) -> io::Error {
     unsafe { libc::close(fd) };
     Command::new(program).args(args).exec()
 }
+/// The threads an OpenMP program starts from `OMP_NUM_THREADS`: "8", or
+/// for nested parallelism a list "8,2" whose first entry is the outer
+/// team. `None` for anything else (OpenMP then picks its own count).
+pub fn omp_threads(value: &str) -> Option<u32> {
+    value
+        .split(',')
+        .next()?
+        .trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|n| *n > 0)
+}
+
+/// The thread count a program declares: `explicit` (a flag or a batch
+/// file's `threads`), else `OMP_NUM_THREADS` in the environment it gets
+/// (`env`, which overrides herd's own), else none.
+pub fn declared_threads(explicit: Option<u32>, env: &[(String, String)]) -> Option<u32> {
+    explicit.or_else(|| {
+        env.iter()
+            .rev()
+            .find(|(k, _)| k == "OMP_NUM_THREADS")
+            .map(|(_, v)| v.clone())
+            .or_else(|| std::env::var("OMP_NUM_THREADS").ok())
+            .and_then(|v| omp_threads(&v))
+    })
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn omp_num_threads_is_read_as_openmp_reads_it() {
+        assert_eq!(omp_threads("8"), Some(8));
+        assert_eq!(omp_threads(" 4 ,2"), Some(4), "nested: the outer team");
+        assert_eq!(omp_threads("0"), None);
+        assert_eq!(omp_threads("many"), None);
+        assert_eq!(omp_threads(""), None);
+        let env = |v: &str| vec![("OMP_NUM_THREADS".to_string(), v.to_string())];
+        assert_eq!(declared_threads(Some(3), &env("8")), Some(3), "the flag wins");
+        assert_eq!(declared_threads(None, &env("8")), Some(8));
+    }
+}

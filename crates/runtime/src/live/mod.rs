@@ -43,7 +43,9 @@ use crate::control;
 use crate::procfs::{self, ThreadSample};
 use crate::rapl::Rapl;
 use crate::resctrl::Mbm;
-pub use crate::spawn::{HOLD_ARG, Hold, SpawnOptions, exec_held, resolve, spawn, spawn_with};
+pub use crate::spawn::{
+    HOLD_ARG, Hold, SpawnOptions, declared_threads, exec_held, omp_threads, resolve, spawn, spawn_with,
+};
 
 /// A program herd manages.
 #[derive(Debug)]
@@ -60,6 +62,9 @@ pub struct Program {
     pub arrival_ns: u64,
     /// A memory-intensity hint.
     pub memory_hint: Option<Level>,
+    /// The thread count the user declared for it, if any (see
+    /// [`herd_policy::JobView::threads_declared`]).
+    pub threads_declared: Option<u32>,
     /// Its exit status, once reaped.
     pub status: Option<ExitStatus>,
     /// Whether herd has it stopped.
@@ -146,6 +151,7 @@ impl Program {
             child,
             arrival_ns: 0,
             memory_hint: None,
+            threads_declared: None,
             status: None,
             paused: false,
             frozen: false,
@@ -171,7 +177,17 @@ impl Program {
         let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|c| c.trim().to_string())?;
         let program =
             std::fs::read_link(format!("/proc/{pid}/exe")).map_or(name.clone(), |e| e.display().to_string());
-        Ok(Program::new(name, program, pid, None))
+        let mut p = Program::new(name, program, pid, None);
+        // What it was started with, where it says (its environment is
+        // readable by whoever may signal it).
+        p.threads_declared = std::fs::read(format!("/proc/{pid}/environ"))
+            .ok()
+            .and_then(|env| {
+                env.split(|b| *b == 0)
+                    .find_map(|kv| kv.strip_prefix(b"OMP_NUM_THREADS=").map(<[u8]>::to_vec))
+            })
+            .and_then(|v| omp_threads(&String::from_utf8_lossy(&v)));
+        Ok(p)
     }
 }
 
@@ -639,6 +655,7 @@ impl Sensor for LiveWorld {
                     arrival_ns: p.arrival_ns,
                     memory_hint: p.memory_hint,
                     memory_kb: None,
+                    threads_declared: p.threads_declared,
                 })
                 .collect()
         };

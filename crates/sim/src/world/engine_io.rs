@@ -145,6 +145,7 @@ impl Sensor for World<'_> {
                     arrival_ns: self.jobs[j].arrival_ns,
                     memory_hint: self.jobs[j].memory_hint,
                     memory_kb: self.memory_kb(j),
+                    threads_declared: None,
                 })
                 .collect();
         }
