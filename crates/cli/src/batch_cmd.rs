@@ -156,6 +156,9 @@ struct RunResult {
     notes: Vec<String>,
     /// What the guard did (`None`: plain Linux, or `--guard off`).
     guard: Option<herd_engine::GuardReport>,
+    /// What herd could not do here as it would with room for it (threads
+    /// without counters or kept files), one sentence each.
+    degraded: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -260,6 +263,7 @@ fn results(
         mem_bytes: s.mem_bytes,
         notes,
         guard,
+        degraded: s.degradations(),
     }
 }
 

@@ -229,7 +229,10 @@ mod tests {
     #[test]
     fn a_declared_thread_count_is_checked() {
         let with = |n: &str| format!("[[program]]\nname = \"a\"\ncmd = [\"x\"]\nthreads = {n}\n");
-        assert_eq!(BatchFile::parse(&with("8")).unwrap().program[0].get_ref().threads, Some(8));
+        assert_eq!(
+            BatchFile::parse(&with("8")).unwrap().program[0].get_ref().threads,
+            Some(8)
+        );
         for bad in ["0", "70000"] {
             let e = BatchFile::parse(&with(bad)).unwrap_err();
             assert!(e.why.contains("threads must be from 1 to 65536"), "{}", e.why);

@@ -152,13 +152,9 @@ pub(crate) fn warn_after_live(s: &herd_runtime::live::LiveStats, policy: &str, h
              {how}; they were ignored"
         );
     }
-    if s.uncounted_threads > 0 || s.uncached_threads > 0 {
-        let limit = herd_runtime::fds::limits().map_or(String::from("?"), |(soft, _)| soft.to_string());
-        eprintln!(
-            "herd: warning: out of open-file descriptors (limit {limit}, `ulimit -n`): {} thread(s) went \
-             without perf counters, {} were read by path each period",
-            s.uncounted_threads, s.uncached_threads
-        );
+    let limit = herd_runtime::fds::limits().map_or(String::from("?"), |(soft, _)| soft.to_string());
+    for d in s.degradations() {
+        eprintln!("herd: warning: {d} (open-file limit {limit})");
     }
 }
 

@@ -487,11 +487,41 @@ fn a_low_open_file_limit_loses_no_thread() {
         );
         assert!(stderr.contains("up to 301 threads"), "{ulimit}: {stderr}");
         assert_eq!(
-            stderr.contains("out of open-file descriptors"),
+            stderr.contains("for want of descriptors"),
             warned,
             "{ulimit}: {stderr}"
         );
     }
+    // A batch says the same in its `--json`: each run's `degraded`.
+    let dir = tempfile::tempdir().unwrap();
+    let batch = dir.path().join("b.toml");
+    std::fs::write(
+        &batch,
+        format!(
+            "[[program]]\nname = \"t\"\ncmd = [{:?}, \"-c\", {program:?}]\n",
+            common::python()
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new("sh")
+        .args([
+            "-c",
+            "ulimit -n 256 && exec \"$0\" batch \"$1\" --json --logs \"$2\"",
+            h.get_program().to_str().unwrap(),
+            batch.to_str().unwrap(),
+            dir.path().join("logs").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let degraded = doc["runs"][0]["degraded"].as_array().unwrap();
+    assert!(
+        degraded
+            .iter()
+            .any(|d| d.as_str().unwrap().contains("read by path")),
+        "{degraded:?}"
+    );
 }
 
 /// Whether a process here may lower its OOM score (what herd's guard asks).

@@ -203,7 +203,6 @@ pub fn declared_threads(explicit: Option<u32>, env: &[(String, String)]) -> Opti
     })
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

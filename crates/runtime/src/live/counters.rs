@@ -28,6 +28,10 @@ pub struct PerfBudget {
     /// Threads whose `/proc` files were read by path, for want of
     /// descriptors.
     pub uncached: u64,
+    /// Threads the kernel refused counters to after others had them (a
+    /// PMU busy with another user's events, a thread that changed
+    /// credentials): they go without; the others keep theirs.
+    pub refused: u64,
 }
 
 /// IP sampling period: one sample per ms of a thread's CPU time, about a
@@ -49,6 +53,7 @@ impl PerfBudget {
     pub fn open_for(&mut self, tid: i32, mut room: usize) -> (Counters, Option<crate::ipsample::IpSampler>) {
         let mut out = Vec::new();
         let mut short = false;
+        let mut refused = false;
         let groups: [(bool, &[Event]); 2] = [
             (false, &[Event::CpuMigrations]),
             (
@@ -89,12 +94,18 @@ impl PerfBudget {
                 Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
                 // Out of descriptors or memory: this thread goes without.
                 Err(e) if crate::fds::exhausted(&e) => short = true,
-                // Anything else: this machine says no, for every thread.
+                // Refused to one thread after others got them: this
+                // thread goes without (issue 24: one refusal used to turn
+                // counters off for the whole run).
+                Err(_) if *known == Some(true) => refused = true,
+                // Refused before any thread got them: this machine says
+                // no, for every thread.
                 Err(_) => *known = Some(false),
             }
         }
         let sampler = self.sampler_for(tid, room, &mut short);
         self.uncounted += u64::from(short);
+        self.refused += u64::from(refused);
         (out, sampler)
     }
 
@@ -161,5 +172,31 @@ impl CountedObs {
             Event::TaskClock | Event::ContextSwitches => return,
         };
         *slot = Some(delta);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 24: a counter refused to one thread after others had it costs
+    /// that thread only. Before, one refusal turned the event off for every
+    /// later thread of the run. (pid -1 with no CPU is a request the kernel
+    /// always refuses: EINVAL.)
+    #[test]
+    fn a_refusal_after_success_degrades_that_thread_only() {
+        // SAFETY: gettid has no preconditions and cannot fail.
+        let me = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+        let mut budget = PerfBudget::new();
+        let (first, _) = budget.open_for(me, 100);
+        if first.is_empty() {
+            eprintln!("no perf counters for this thread here: skipped");
+            return;
+        }
+        let (refused, _) = budget.open_for(-1, 100);
+        assert!(refused.is_empty());
+        assert_eq!((budget.refused, budget.uncounted), (1, 0));
+        let (again, _) = budget.open_for(me, 100);
+        assert_eq!(again.len(), first.len(), "the next thread is counted as before");
     }
 }

@@ -126,11 +126,43 @@ pub struct LiveStats {
     /// Threads whose `/proc` files were read by path each period, for want
     /// of descriptors (seen all the same, at more cost per read).
     pub uncached_threads: u64,
+    /// Threads the kernel refused counters to while others had them.
+    pub refused_threads: u64,
     /// Energy the machine used while herd watched (RAPL), where it can tell.
     pub energy_j: Option<f64>,
     /// Bytes the managed programs moved to and from memory (resctrl MBM, else
     /// LLC misses x 64 B), where the machine can tell.
     pub mem_bytes: Option<u64>,
+}
+
+impl LiveStats {
+    /// What herd could not do as it would on a machine with room for it,
+    /// one sentence each: the run summary's warnings and `--json`'s
+    /// `degraded` (empty when nothing was).
+    pub fn degradations(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.uncounted_threads > 0 {
+            out.push(format!(
+                "{} thread(s) went without perf counters for want of open-file descriptors (`ulimit -n`); \
+                 their jobs learned from the threads that had them",
+                self.uncounted_threads
+            ));
+        }
+        if self.refused_threads > 0 {
+            out.push(format!(
+                "{} thread(s) were refused perf counters the others had; their jobs learned from the threads \
+                 that had them",
+                self.refused_threads
+            ));
+        }
+        if self.uncached_threads > 0 {
+            out.push(format!(
+                "{} thread(s) had their /proc files read by path each period for want of descriptors",
+                self.uncached_threads
+            ));
+        }
+        out
+    }
 }
 
 impl Program {
@@ -634,8 +666,11 @@ impl Sensor for LiveWorld {
         // Tracks not seen again are threads that exited.
         self.tasks = seen;
         self.stats.max_threads = self.stats.max_threads.max(tasks.len());
-        (self.stats.uncounted_threads, self.stats.uncached_threads) =
-            (self.perf.uncounted, self.perf.uncached);
+        (
+            self.stats.uncounted_threads,
+            self.stats.uncached_threads,
+            self.stats.refused_threads,
+        ) = (self.perf.uncounted, self.perf.uncached, self.perf.refused);
         // Job views change only when a program exits: rebuild them then,
         // not every period.
         let alive: Vec<bool> = self.programs.iter().map(Program::alive).collect();
