@@ -389,6 +389,64 @@ def check_two_herds_disjoint(shape):
             stop(h)
 
 
+def check_memory_follow(shape):
+    """A program that first touched its memory on one node, placed on
+    another by a herd that found the first node's CPUs held by another
+    herd: with --memory-follow off its pages stay where they were touched
+    (no cgroup moves them: `herd attach` confines by affinity alone); on,
+    herd moves them to the node it runs on (migrate_pages)."""
+    nodes = node_cpus()
+    home, away = sorted(nodes)[0], sorted(nodes)[1]
+    toucher = ("import os, time\n"
+               f"os.sched_setaffinity(0, [{min(nodes[home])}])\n"
+               "buf = bytearray(64 << 20)\n"
+               "for i in range(0, len(buf), 4096): buf[i] = 1\n"
+               "print('touched', flush=True)\n"
+               "t = time.time()\n"
+               "while time.time() - t < 600: pass\n")
+    prog = subprocess.Popen(["/usr/bin/python3", "-c", toucher], stdout=subprocess.PIPE, text=True)
+    holder = None
+    try:
+        expect(prog.stdout.readline().strip() == "touched", "the program did not start")
+        share = lambda node: pages_by_node(prog.pid).get(node, 0) / max(1, sum(pages_by_node(prog.pid).values()))
+        expect(share(home) > 0.8, f"first touch: pages by node {pages_by_node(prog.pid)}")
+        holder = subprocess.Popen([HERD, "run", "--policy", "static:compact", "--period-ms", "100", "--guard", "off",
+                                   "--", *barrier(len(nodes[home]) - 1)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        # Its main thread and workers: one a CPU of the home node.
+        held = settled_masks(holder, len(nodes[home]))
+        expect(set().union(*held.values()) <= nodes[home], f"the holder is not on node {home}: {held}")
+        for follow in ["off", "on"]:
+            h = subprocess.Popen([HERD, "attach", "--policy", "static:compact", "--period-ms", "100", "--guard", "off",
+                                  "--memory-follow", follow, str(prog.pid)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            try:
+                deadline = time.time() + 60
+                # It was pinned to a CPU of its home node: until herd moves it.
+                while time.time() < deadline and set().union(*masks(prog.pid).values()) & nodes[home]:
+                    time.sleep(0.5)
+                placed = set().union(*masks(prog.pid).values())
+                expect(placed <= nodes[away], f"--memory-follow {follow}: placed on CPUs {sorted(placed)}")
+                if follow == "off":
+                    time.sleep(8)
+                    expect(share(home) > 0.8, f"off: pages moved anyway: {pages_by_node(prog.pid)}")
+                    print(f"  off: pages by node after 8 s on node {away}: {pages_by_node(prog.pid)}")
+                else:
+                    while time.time() < deadline and share(away) < 0.8:
+                        time.sleep(1)
+                    expect(share(away) >= 0.8, f"on: pages by node {pages_by_node(prog.pid)}")
+                    print(f"  on: pages by node {pages_by_node(prog.pid)}")
+            finally:
+                h.send_signal(signal.SIGINT)
+                _, err = h.communicate(timeout=60)
+            if follow == "on":
+                expect("memory followed placement" in err, f"the summary does not say so: {err}")
+    finally:
+        prog.kill()
+        if holder:
+            stop(holder)
+
+
 CHECKS = {
     "topo": check_topo,
     "doctor": check_doctor,
@@ -398,14 +456,15 @@ CHECKS = {
     "sigkill": check_sigkill_leaves_nothing,
     "two-herds": check_two_herds_disjoint,
     "numa-model-memory": check_numa_model_memory,
+    "memory-follow": check_memory_follow,
 }
 
 
 # The checks each shape has something to show for.
 PER_SHAPE = {
-    "2s2c2t": ["topo", "doctor", "numa-model-spreads", "numa-model-memory", "smt", "batch-cpuset-mems",
-               "sigkill", "two-herds"],
-    "4n2c": ["topo", "doctor", "numa-model-spreads", "batch-cpuset-mems"],
+    "2s2c2t": ["topo", "doctor", "numa-model-spreads", "numa-model-memory", "memory-follow", "smt",
+               "batch-cpuset-mems", "sigkill", "two-herds"],
+    "4n2c": ["topo", "doctor", "numa-model-spreads", "batch-cpuset-mems", "memory-follow"],
     "1s4c2t": ["topo", "doctor", "smt", "sigkill", "two-herds"],
 }
 

@@ -38,7 +38,9 @@ pub fn run(args: &AttachArgs) -> Result<u8, Failure> {
     let machine = crate::common::around_other_herds(machine);
     let sig = Signals::install()?;
     let name = program.name.clone();
-    let world = LiveWorld::new(vec![program], Arc::clone(&sig.stop));
+    let world = args
+        .looping
+        .world(LiveWorld::new(vec![program], Arc::clone(&sig.stop)));
     let (mut session, _) = Session::start(world, Learn::Off);
     session.run(policy.as_mut(), &machine, &cfg, |_, _| {});
     let done = session.finish();
@@ -53,12 +55,13 @@ pub fn run(args: &AttachArgs) -> Result<u8, Failure> {
         "herd attach does not apply them, herd run --realtime does",
     );
     eprintln!(
-        "herd: managed {name} (pid {}) under {}: {} placements, {} migrations, {} decisions; {how}; affinities restored",
+        "herd: managed {name} (pid {}) under {}: {} placements, {} migrations, {} decisions{}; {how}; affinities restored",
         args.pid,
         policy.name(),
         st.placements,
         st.migrations,
-        done.overhead.decisions
+        done.overhead.decisions,
+        st.memory_followed().map(|m| format!("; {m}")).unwrap_or_default()
     );
     Ok(0)
 }

@@ -159,6 +159,9 @@ struct RunResult {
     /// What herd could not do here as it would with room for it (threads
     /// without counters or kept files), one sentence each.
     degraded: Vec<String>,
+    /// Times a job's memory was moved onto the nodes its policy kept it on
+    /// (`--memory-follow`).
+    memory_moves: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -264,6 +267,7 @@ fn results(
         notes,
         guard,
         degraded: s.degradations(),
+        memory_moves: s.memory_moves,
     }
 }
 
@@ -283,7 +287,9 @@ fn run_once(
         None => None,
     };
     let programs = spawn_all(entries)?;
-    let world = LiveWorld::new(programs, Arc::clone(&sig.stop));
+    let world = args
+        .looping
+        .world(LiveWorld::new(programs, Arc::clone(&sig.stop)));
     // Every run under herd learns (S1: the database is updated after
     // every run), starting from what earlier runs stored; plain Linux
     // learns nothing.

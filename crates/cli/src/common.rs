@@ -86,6 +86,24 @@ pub struct LoopArgs {
     /// policy as written.
     #[arg(long, value_enum, default_value = "on")]
     pub guard: OnOff,
+    /// Memory follows placement: when the policy has kept a job's threads
+    /// on other NUMA nodes than most of its pages for a second, herd moves
+    /// those pages to the job's nodes (migrate_pages; at most once per job
+    /// every 5 s). Off: pages stay where they were first touched, unless
+    /// the kernel's NUMA balancing moves them. Only machines with several
+    /// NUMA nodes.
+    #[arg(long, value_enum, default_value = "on")]
+    pub memory_follow: OnOff,
+}
+
+impl LoopArgs {
+    /// `world`, with memory following placement or not, as asked.
+    pub fn world(&self, world: herd_runtime::live::LiveWorld) -> herd_runtime::live::LiveWorld {
+        match self.memory_follow {
+            OnOff::On => world,
+            OnOff::Off => world.without_memory_follow(),
+        }
+    }
 }
 
 /// The loop's configuration for `--period-ms` and `--guard`, checked.

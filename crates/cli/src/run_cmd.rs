@@ -246,7 +246,9 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     let key = crate::units::program_key(&args.cmd);
     let mut program = Program::new(name.clone(), key.clone(), child.id() as i32, Some(child));
     program.threads_declared = herd_runtime::live::declared_threads(units, &opts.env);
-    let world = LiveWorld::new(vec![program], Arc::clone(&sig.stop));
+    let world = args
+        .looping
+        .world(LiveWorld::new(vec![program], Arc::clone(&sig.stop)));
     // Every run learns its program's profile (S1), from what earlier runs stored.
     let (mut session, note) = Session::start(world, Learn::Db(args.db.as_deref()));
     let explain = args.explain;
@@ -440,6 +442,9 @@ fn summary(
     );
     if let Some(b) = s.mem_bytes {
         let _ = write!(summary, "; memory traffic {:.2} GB", b as f64 * 1e-9);
+    }
+    if let Some(m) = s.memory_followed() {
+        let _ = write!(summary, "; {m}");
     }
     if let Some(g) = &done.guard {
         let _ = write!(summary, "; {}", g.summary());

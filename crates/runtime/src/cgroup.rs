@@ -158,7 +158,7 @@ pub struct Cgroups {
 }
 
 /// The NUMA nodes under `sys/devices/system/node` and their CPUs.
-fn numa_nodes(sys: &Path) -> Vec<(u32, CpuSet)> {
+pub(crate) fn numa_nodes(sys: &Path) -> Vec<(u32, CpuSet)> {
     let Ok(dir) = fs::read_dir(sys.join("devices/system/node")) else {
         return Vec::new();
     };

@@ -102,7 +102,53 @@ impl LiveWorld {
         }
     }
 
+    /// Moves the memory of jobs a policy has kept on other nodes than their
+    /// pages' for a while (see [`super::memory`]): at most one move in
+    /// flight, each job settled and rested first.
+    fn follow_memory(&mut self) {
+        let Some(f) = self.follower.as_mut() else { return };
+        f.collect();
+        let now_ns = self.start.elapsed().as_nanos() as u64;
+        let kb = self.numa_memory.as_ref().map(|m| &m.kb);
+        for (job, p) in self.programs.iter().enumerate() {
+            if !p.alive() || p.paused {
+                continue;
+            }
+            // The nodes its threads are pinned to; any thread the kernel
+            // places makes them "any".
+            let mut cpus = CpuSet::new();
+            let mut pinned = false;
+            let mut free = false;
+            for t in self.tasks.values().filter(|t| t.job == job) {
+                match &t.placed {
+                    Some(c) => {
+                        pinned = true;
+                        cpus = cpus.union(c);
+                    }
+                    None => free = true,
+                }
+            }
+            let run_on = (pinned && !free).then(|| super::memory::nodes_of(&f.nodes, &cpus));
+            let memory = kb.and_then(|k| k.get(job)).and_then(|m| m.as_deref());
+            if let Some((from, to, kb)) = f.due(job, run_on, memory, now_ns) {
+                let mut pids = vec![p.pid];
+                pids.extend_from_slice(forked(&self.family, job));
+                f.start(
+                    super::memory::Move {
+                        job,
+                        pids,
+                        from,
+                        to,
+                        kb,
+                    },
+                    now_ns,
+                );
+            }
+        }
+    }
+
     fn apply_plan(&mut self, plan: &Plan) {
+        self.follow_memory();
         if !plan.tasks.is_empty() || !plan.lanes.is_empty() {
             self.ensure_keeper();
         }

@@ -20,6 +20,7 @@ pub mod budget;
 mod clock;
 mod counters;
 mod learned;
+pub mod memory;
 mod progress_turn;
 mod session;
 
@@ -128,6 +129,15 @@ pub struct LiveStats {
     pub uncached_threads: u64,
     /// Threads the kernel refused counters to while others had them.
     pub refused_threads: u64,
+    /// Times a job's memory was moved onto the nodes it runs on
+    /// (`--memory-follow`), and the memory that was away when they started.
+    pub memory_moves: u64,
+    /// kB away from the jobs' nodes when those moves started.
+    pub memory_moved_kb: u64,
+    /// Pages the kernel could not move.
+    pub memory_pages_left: u64,
+    /// Moves the kernel refused.
+    pub memory_moves_refused: u64,
     /// Energy the machine used while herd watched (RAPL), where it can tell.
     pub energy_j: Option<f64>,
     /// Bytes the managed programs moved to and from memory (resctrl MBM, else
@@ -136,6 +146,18 @@ pub struct LiveStats {
 }
 
 impl LiveStats {
+    /// The summary's words on memory that followed placement, if any moved.
+    pub fn memory_followed(&self) -> Option<String> {
+        (self.memory_moves > 0).then(|| {
+            format!(
+                "memory followed placement {} time(s) ({:.1} MB was on other nodes, {} pages stayed)",
+                self.memory_moves,
+                self.memory_moved_kb as f64 / 1024.0,
+                self.memory_pages_left
+            )
+        })
+    }
+
     /// What herd could not do as it would on a machine with room for it,
     /// one sentence each: the run summary's warnings and `--json`'s
     /// `degraded` (empty when nothing was).
@@ -153,6 +175,12 @@ impl LiveStats {
                 "{} thread(s) were refused perf counters the others had; their jobs learned from the threads \
                  that had them",
                 self.refused_threads
+            ));
+        }
+        if self.memory_moves_refused > 0 {
+            out.push(format!(
+                "{} move(s) of a job's memory onto its nodes were refused by the kernel; that memory stayed remote",
+                self.memory_moves_refused
             ));
         }
         if self.uncached_threads > 0 {
@@ -256,6 +284,9 @@ pub struct LiveWorld {
     /// Each program's memory per NUMA node and when it was read; `None`
     /// on a machine with one node, where it says nothing.
     numa_memory: Option<NumaMemory>,
+    /// Moves a job's memory onto the nodes a policy keeps it on
+    /// (`--memory-follow`); `None` when off or with one node.
+    follower: Option<memory::Follower>,
     /// Progress from programs that report heartbeats (S4).
     heartbeats: crate::heartbeats::Heartbeats,
     /// The core budget's file, when a controller sets one.
@@ -359,6 +390,7 @@ impl LiveWorld {
                     read_ns: None,
                     kb: vec![None; programs.len()],
                 }),
+            follower: memory::Follower::new(crate::cgroup::numa_nodes(Path::new("/sys"))),
             proc_root: PathBuf::from("/proc"),
             programs,
             tasks: BTreeMap::new(),
@@ -462,6 +494,13 @@ impl LiveWorld {
         }
     }
 
+    /// Leaves every job's memory where it is (`--memory-follow off`): the
+    /// simulator's `first-touch` memory, on a kernel that does not balance.
+    pub fn without_memory_follow(mut self) -> Self {
+        self.follower = None;
+        self
+    }
+
     /// Lets plans put threads in lanes (SCHED_FIFO priorities): call once
     /// herd's loop runs under SCHED_FIFO above them.
     pub fn allow_lanes(&mut self) {
@@ -472,6 +511,11 @@ impl LiveWorld {
     /// affinity herd changed its original affinity back, and puts every
     /// thread herd gave a lane back under the normal policy.
     pub fn restore(&mut self) {
+        if let Some(f) = self.follower.as_mut() {
+            f.finish();
+            (self.stats.memory_moves, self.stats.memory_moved_kb) = (f.moves, f.moved_kb);
+            (self.stats.memory_pages_left, self.stats.memory_moves_refused) = (f.pages_left, f.refused);
+        }
         self.reset_lanes();
         // Out of herd's groups first: that thaws frozen programs, and in v1
         // resets affinities, which the loop below then puts back.
