@@ -7,6 +7,7 @@ issue 25 and fuzz/regressions/.
 
 Usage: scripts/fuzz-seeds.py [OUT_DIR]
 """
+import gzip
 import hashlib
 import os
 import re
@@ -15,7 +16,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "fuzz", "corpus", "parsers")
 FORMATS = ["scenario", "cluster-scenario", "batch", "cluster-file",
-           "synthetic-topology", "policy-spec", "cpu-list"]
+           "synthetic-topology", "policy-spec", "cpu-list", "trace"]
 os.makedirs(OUT, exist_ok=True)
 n = 0
 
@@ -61,6 +62,13 @@ for topo in ["pack:2 core:4 pu:2", "numa:2 core:2 pu:2", "pack:1 core:1 pu:1",
     seed("synthetic-topology", topo)
 for cpus in ["0-3", "0,2,4-7", "0-4294967295", "7-3", "", "1,1,1"]:
     seed("cpu-list", cpus)
+# The first lines of each recorded trace (whole ones exceed -max_len).
+traces = os.path.join(ROOT, "fixtures", "traces")
+for d in sorted(os.listdir(traces)) if os.path.isdir(traces) else []:
+    for f in sorted(os.listdir(os.path.join(traces, d))):
+        if f.endswith(".jsonl.gz"):
+            lines = gzip.open(os.path.join(traces, d, f), "rt").readlines()
+            seed("trace", "".join(lines[:2])[:8000])
 for bad in ["[[job]]\ncopies = 1000000\n", "threads = 4e9\n", "[machine]\nsynthetic = \"core:2\"\n[[job]]\narrival_s = 1e30\n"]:
     seed("scenario", bad)
 seed("batch", '[[program]]\nname = "a"\ncmd = ["./nosuch"]\n[[program]]\nname = "a"\ncmd = ["x"]\n')

@@ -102,6 +102,8 @@ def main():
     ap.add_argument("--topology", default="2s2c2t", choices=sorted(TOPOLOGIES))
     ap.add_argument("--timeout", type=float, default=900, help="seconds before the guest is stopped")
     ap.add_argument("--memory-mib", type=int, default=2048)
+    ap.add_argument("--collect", metavar="DIR",
+                    help="copy what the command wrote under /mnt/collect in the guest to DIR")
     ap.add_argument("--stall-retries", type=int, default=0,
                     help="start a guest that ran past --timeout again, up to this many times "
                          "(an emulated guest on a loaded host has stalled once; a failed check is never retried)")
@@ -168,6 +170,9 @@ def main():
         print(console[-3000:], file=sys.stderr)
         sys.exit("guest.py: the guest ended without a status (it did not boot, or crashed)")
     code = int(open(status).read().strip() or 1)
+    collected = os.path.join(out, "collect")
+    if a.collect and os.path.isdir(collected):
+        shutil.copytree(collected, a.collect, dirs_exist_ok=True)
     shutil.rmtree(out, ignore_errors=True)
     sys.exit(code)
 

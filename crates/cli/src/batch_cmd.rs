@@ -309,6 +309,13 @@ fn run_once(
         Some(spec) => {
             let mut p = spec.build();
             let names: Vec<String> = entries.iter().map(|e| e.name.clone()).collect();
+            if let Some(f) = trace.as_mut() {
+                // Each run under a policy starts with its header: a trace
+                // of several runs replays run by run.
+                let header = herd_cli::trace::Header::new(spec, cfg, session.learning_start());
+                use std::io::Write as _;
+                let _ = writeln!(f, "{}", serde_json::to_string(&header).unwrap_or_default());
+            }
             session.run(
                 p.as_mut(),
                 machine,
@@ -337,6 +344,7 @@ fn run_once(
                         if let Some(n) = plan.note.as_ref().filter(|n| n.starts_with(herd_engine::guard::NOTE_PREFIX)) {
                             line["guard"] = n.to_string().into();
                         }
+                        herd_cli::trace::decision_fields(&mut line, view.snapshot, plan);
                         use std::io::Write as _;
                         let _ = writeln!(f, "{line}");
                     }

@@ -13,7 +13,7 @@ use herd_topo::{CpuSet, Machine};
 use crate::files::{BatchFile, ClusterFile};
 
 /// The formats, in the order of the first byte (modulo their count).
-pub const FORMATS: [&str; 7] = [
+pub const FORMATS: [&str; 8] = [
     "scenario",
     "cluster-scenario",
     "batch",
@@ -21,6 +21,7 @@ pub const FORMATS: [&str; 7] = [
     "synthetic-topology",
     "policy-spec",
     "cpu-list",
+    "trace",
 ];
 
 /// Parses `data[1..]` as the format `data[0]` names.
@@ -59,6 +60,11 @@ pub fn one(data: &[u8]) {
             if let Ok(spec) = PolicySpec::parse(text) {
                 let _ = spec.build();
             }
+        }
+        "trace" => {
+            // Parsed only: replaying arbitrary snapshots through every
+            // policy is not fuzzed yet.
+            let _ = crate::trace::parse(text);
         }
         _ => {
             let _ = CpuSet::parse_list(text);

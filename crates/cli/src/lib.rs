@@ -4,3 +4,4 @@
 
 pub mod files;
 pub mod fuzz;
+pub mod trace;

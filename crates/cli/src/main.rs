@@ -17,6 +17,7 @@ mod output;
 mod place_cmd;
 mod plot_cmd;
 mod policies_cmd;
+mod replay_cmd;
 mod run_cmd;
 mod signals;
 mod sim_cluster;
@@ -66,6 +67,8 @@ enum Command {
     Place(place_cmd::PlaceArgs),
     /// Slurm integration: keep the node-choice table for job_submit.lua fresh.
     Slurm(slurm_cmd::SlurmArgs),
+    /// Replay a run's trace through its policy: does it decide the same? (exit 1 if not)
+    Replay(replay_cmd::ReplayArgs),
 }
 
 fn main() -> ExitCode {
@@ -102,6 +105,7 @@ fn main() -> ExitCode {
     // These exit with their programs' status.
     let managed = match &cli.command {
         Command::Run(args) => Some(run_cmd::run(args)),
+        Command::Replay(args) => Some(replay_cmd::run(args).map(|same| u8::from(!same))),
         Command::Batch(args) => Some(batch_cmd::run(args)),
         Command::Attach(args) => Some(attach_cmd::run(args)),
         _ => None,
@@ -122,7 +126,9 @@ fn main() -> ExitCode {
         Command::Plot(args) => plot_cmd::run(args),
         Command::Db(args) => db_cmd::run(args),
         Command::Calibrate(args) => calibrate_cmd::run(args),
-        Command::Run(_) | Command::Batch(_) | Command::Attach(_) => unreachable!("handled above"),
+        Command::Run(_) | Command::Batch(_) | Command::Attach(_) | Command::Replay(_) => {
+            unreachable!("handled above")
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -117,6 +117,7 @@ fn trace_line(
         "placed": placed,
         "next_period_ms": plan.next_period_ns.map(|n| n as f64 * 1e-6),
     });
+    herd_cli::trace::decision_fields(&mut line, view.snapshot, plan);
     if let Some(k) = view.snapshot.budget_cores {
         line["budget_cores"] = k.into();
     }
@@ -256,6 +257,15 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
         eprintln!("herd: {n}");
     }
     let mechanism = mechanism.attach(session.world());
+    if let Some(f) = trace.as_mut() {
+        let header = herd_cli::trace::Header::new(&args.policy, &cfg, session.learning_start());
+        if let Err(e) = std::io::Write::write_all(
+            f,
+            format!("{}\n", serde_json::to_string(&header).unwrap_or_default()).as_bytes(),
+        ) {
+            trace_failed = Some(e);
+        }
+    }
     if let Some(f) = progress {
         session.world().follow_progress(0, f);
     }

@@ -167,6 +167,12 @@ impl Learning {
         self.journal.push(program, Step::Found(finding));
     }
 
+    /// The profiles as they stand (as loaded, before the run learns): what
+    /// a trace records so that a replay starts from the same store.
+    pub fn profiles(&self) -> &BTreeMap<String, ProgramProfile> {
+        &self.profiles
+    }
+
     /// What has been learned, for the view.
     pub fn knowledge(&self) -> &Knowledge {
         &self.knowledge

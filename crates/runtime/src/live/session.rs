@@ -12,6 +12,7 @@
 //! - the figures the summaries print (wall time, herd's and the programs'
 //!   CPU time, the loop's overhead).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
@@ -92,6 +93,15 @@ impl Session {
             programs_cpu_before_s: cpu_seconds(libc::RUSAGE_CHILDREN),
         };
         (session, note)
+    }
+
+    /// What the session's learning starts from: the stored profiles and
+    /// the calibrated peak bandwidth (`None`: learning off). A trace
+    /// records it before the loop runs, so a replay starts the same.
+    pub fn learning_start(&self) -> Option<(BTreeMap<String, herd_profile::ProgramProfile>, Option<f64>)> {
+        self.learning
+            .as_ref()
+            .map(|(l, _)| (l.profiles().clone(), l.knowledge().peak_btr))
     }
 
     /// The programs, for setting up before the loop (mechanisms, progress
