@@ -9,6 +9,9 @@ SCALE (default 1) multiplies each program's work: an emulated guest runs
 herd's loop with periods stretched to 0.3-1 s (its share of a slow CPU),
 so its programs must run longer for as many decisions (5 there).
 
+Re-record when a policy or the guard changes what it decides: the replay
+test checks that the code decides now as it did when the trace was made.
+
 Writes OUTDIR/machine.xml (lstopo's export of this machine) and
 OUTDIR/<policy>.jsonl.gz for each run (or for each POLICY named). Each run starts from an empty profile
 database, so a replay learns from the same nothing. In a guest:

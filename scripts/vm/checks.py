@@ -426,7 +426,10 @@ def check_memory_follow(shape):
                 while time.time() < deadline and set().union(*masks(prog.pid).values()) & nodes[home]:
                     time.sleep(0.5)
                 placed = set().union(*masks(prog.pid).values())
-                expect(placed <= nodes[away], f"--memory-follow {follow}: placed on CPUs {sorted(placed)}")
+                if not placed <= nodes[away]:
+                    h.send_signal(signal.SIGINT)
+                    _, err = h.communicate(timeout=60)
+                    expect(False, f"--memory-follow {follow}: placed on CPUs {sorted(placed)}; herd said: {err}")
                 if follow == "off":
                     time.sleep(8)
                     expect(share(home) > 0.8, f"off: pages moved anyway: {pages_by_node(prog.pid)}")
@@ -437,8 +440,10 @@ def check_memory_follow(shape):
                     expect(share(away) >= 0.8, f"on: pages by node {pages_by_node(prog.pid)}")
                     print(f"  on: pages by node {pages_by_node(prog.pid)}")
             finally:
-                h.send_signal(signal.SIGINT)
-                _, err = h.communicate(timeout=60)
+                err = ""
+                if h.poll() is None:
+                    h.send_signal(signal.SIGINT)
+                    _, err = h.communicate(timeout=60)
             if follow == "on":
                 expect("memory followed placement" in err, f"the summary does not say so: {err}")
     finally:

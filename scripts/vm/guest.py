@@ -140,7 +140,7 @@ def main():
             "-fsdev", f"local,id=fs2,path={ROOT},security_model=none,readonly=on,multidevs=remap",
             "-device", "virtio-9p-pci,fsdev=fs2,mount_tag=project",
             "-kernel", vmlinuz, "-initrd", rd,
-            "-append", "console=ttyS0 quiet loglevel=3 panic=-1",
+            "-append", "console=ttyS0 quiet loglevel=3 panic=-1 softlockup_panic=1",
             "-nographic", "-no-reboot", "-nodefaults", "-serial", "stdio"]
     for attempt in range(a.stall_retries + 1):
         try:

@@ -141,6 +141,9 @@ pub struct GuardReport {
     pub returns: u32,
     /// Who was in charge when the run ended (`None` before the first turn).
     pub in_charge_at_end: Option<InCharge>,
+    /// Of the back-offs, those made without a probe because the policy
+    /// kept CPUs idle beside waiting threads.
+    pub crowded_backoffs: u32,
 }
 
 impl GuardReport {
@@ -167,8 +170,16 @@ impl GuardReport {
             }
             (n, _) => format!("backed off {n} time(s), trusted again {} time(s)", self.returns),
         };
+        let crowded = if self.crowded_backoffs > 0 {
+            format!(
+                " ({} without a probe: the policy kept CPUs idle beside waiting threads)",
+                self.crowded_backoffs
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "guard: {} comparison(s), kernel placed the workload {:.0}% of the time; {verdict}; {last}",
+            "guard: {} comparison(s), kernel placed the workload {:.0}% of the time; {verdict}{crowded}; {last}",
             self.comparisons.len(),
             kernel_share * 100.0
         )
@@ -235,7 +246,42 @@ pub struct Guard {
     /// Each task's heartbeats when last seen.
     beats_seen: HashMap<TaskId, u64>,
     last_turn_ns: Option<u64>,
+    /// Turns in a row in which the policy left a CPU idle while its
+    /// threads waited for one (see [`crowded`]).
+    crowded_turns: u32,
+    /// A back-off on crowding was spent on the present mix of jobs: one
+    /// per mix, so that a placement that idles CPUs by design and wins its
+    /// probes back is not backed off every few periods.
+    early_spent: bool,
     report: GuardReport,
+}
+
+/// Turns in a row of idle CPUs beside waiting threads after which the
+/// guard backs the policy off without a probe: two, so that one period in
+/// which a thread had just woken does not.
+const CROWDED_TURNS: u32 = 2;
+
+/// Whether, over the last `elapsed_ns`, the workload's threads waited for
+/// a CPU (runnable, not paused: schedstat's wait) for more than a quarter
+/// of the period while the CPUs it may use (`cpus`) stood idle for more
+/// than half a CPU's period. The kernel balances such a state away within
+/// milliseconds; a placement that keeps it is losing capacity, though its
+/// total progress may have looked as good as the kernel's at the last
+/// probe (when the mix of jobs was another). Live, other processes' use of
+/// those CPUs reads as idle here: a false alarm costs one early probe.
+fn crowded(snap: &Snapshot, cpus: usize, elapsed_ns: u64) -> bool {
+    if elapsed_ns == 0 || snap.progress_only {
+        return false;
+    }
+    let used: u64 = snap.tasks.iter().map(|t| t.obs.cpu_time_ns).sum();
+    let waited: u64 = snap
+        .tasks
+        .iter()
+        .filter(|t| t.state != TaskState::Paused)
+        .map(|t| t.obs.wait_ns)
+        .sum();
+    let idle = (cpus as u64).saturating_mul(elapsed_ns).saturating_sub(used);
+    waited > elapsed_ns / 4 && idle > elapsed_ns / 2
 }
 
 /// How many comparisons a verdict looks back on.
@@ -257,6 +303,8 @@ impl Guard {
             lanes: HashMap::default(),
             beats_seen: HashMap::default(),
             last_turn_ns: None,
+            crowded_turns: 0,
+            early_spent: false,
             report: GuardReport::default(),
         }
     }
@@ -290,7 +338,25 @@ impl Guard {
         let before = self.now_placing;
         let mut note = None;
         let span_start = self.span.as_ref().map_or(now, |s| s.start_ns);
-        if now.saturating_sub(span_start) >= self.span_len_ns() {
+        // A policy span whose placement keeps CPUs idle beside waiting
+        // threads is backed off at once, not at the end of a gap doubled
+        // while the old mix of jobs did well.
+        let trusted_span = self.now_placing == InCharge::Policy && self.in_charge == InCharge::Policy;
+        self.crowded_turns = if trusted_span {
+            let cpus = policy
+                .allowed_cpus()
+                .map_or(view.machine.cpus().len(), |c| c.len());
+            if crowded(snap, cpus, elapsed) {
+                self.crowded_turns + 1
+            } else {
+                0
+            }
+        } else {
+            0
+        };
+        if self.crowded_turns >= CROWDED_TURNS && !self.early_spent {
+            note = Some(self.back_off_crowded(now, snap));
+        } else if now.saturating_sub(span_start) >= self.span_len_ns() {
             note = self.end_span(now, snap);
         }
         self.report.in_charge_at_end = Some(self.in_charge);
@@ -352,6 +418,8 @@ impl Guard {
         let present: Vec<JobId> = snap.jobs.iter().map(|j| j.id).collect();
         if present != span.jobs_at_start {
             span.changed = true;
+            // A back-off on crowding may come again for the new mix.
+            self.early_spent = false;
         }
         for t in &snap.tasks {
             let acc = span.jobs.entry(t.job).or_default();
@@ -414,6 +482,30 @@ impl Guard {
         };
         self.span = Some(Span::open(now, snap));
         note
+    }
+
+    /// Hands the workload to the kernel without a probe: the policy has
+    /// kept CPUs idle beside waiting threads for [`CROWDED_TURNS`] turns,
+    /// which the kernel, balancing within milliseconds, never does. Its
+    /// next probe says whether it is trusted again.
+    fn back_off_crowded(&mut self, now: u64, snap: &Snapshot) -> String {
+        self.in_charge = InCharge::Kernel;
+        self.now_placing = InCharge::Kernel;
+        self.report.backoffs += 1;
+        self.report.crowded_backoffs += 1;
+        self.history.clear();
+        // The policy's placement, not the workload's mix, idled the CPUs:
+        // retrying it soon would crowd again. It is probed after the
+        // longest gap, or soon after the mix of jobs changes.
+        self.gap_periods = self.cfg.max_gap_periods.max(1);
+        self.early_spent = true;
+        self.crowded_turns = 0;
+        self.last = self.span.take().map(|s| (InCharge::Policy, s));
+        self.span = Some(Span::open(now, snap));
+        format!(
+            "guard: backed off, the kernel places every task: the policy kept CPUs idle while its threads \
+             waited for one ({CROWDED_TURNS} periods in a row)"
+        )
     }
 
     /// Records a comparison and decides who is in charge next.

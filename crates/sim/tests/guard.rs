@@ -75,6 +75,25 @@ fn a_placement_that_crowds_every_thread_onto_one_cpu_is_handed_back() {
     assert!(run(&s, "linux", true, 1).guard.is_none());
 }
 
+/// Six jobs on four cores pinned compactly: two cores hold two jobs each.
+/// While all six run, the total progress equals the kernel's, so the probes
+/// pass; once the two lone jobs finish, two cores idle while four jobs
+/// share the other two. Before, the guard saw it only at its next probe,
+/// its gap doubled by the earlier passes (1.184x linux); now two periods of
+/// idle CPUs beside waiting threads hand the workload back without a probe.
+#[test]
+fn idle_cpus_beside_waiting_threads_are_handed_back_at_once() {
+    let s = load("oversubscribed");
+    let linux = run(&s, "linux", true, 1).makespan_s;
+    let off = run(&s, "static:compact", false, 1);
+    let on = run(&s, "static:compact", true, 1);
+    assert!(off.makespan_s > 1.3 * linux, "{} vs {linux}", off.makespan_s);
+    let g = on.guard.as_ref().expect("the guard ran");
+    assert_eq!(g.crowded_backoffs, 1, "{g:?}");
+    assert!(on.makespan_s < 1.02 * linux, "{} vs {linux}", on.makespan_s);
+    assert!(g.summary().contains("without a probe"), "{}", g.summary());
+}
+
 #[test]
 fn memory_stranding_swaps_on_numa_are_backed_off() {
     // S3's ND set: identical programs, which AMP policies swap between
