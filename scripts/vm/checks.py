@@ -411,7 +411,10 @@ def check_memory_follow(shape):
         share = lambda node: pages_by_node(prog.pid).get(node, 0) / max(1, sum(pages_by_node(prog.pid).values()))
         expect(share(home) > 0.8, f"first touch: pages by node {pages_by_node(prog.pid)}")
         holder = subprocess.Popen([HERD, "run", "--policy", "static:compact", "--period-ms", "100", "--guard", "off",
-                                   "--", *barrier(len(nodes[home]) - 1)],
+                                   # Runs until stopped: with one worker (4 nodes of 2 CPUs)
+                                   # barrier()'s phases end within the check.
+                                   "--", f"{W}/barrier", "--threads", str(len(nodes[home]) - 1), "--mode", "block",
+                                   "--work", "2e4", "--phases", "1000000000"],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         # Its main thread and workers: one a CPU of the home node.
         held = settled_masks(holder, len(nodes[home]))
