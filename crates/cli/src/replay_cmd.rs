@@ -28,24 +28,30 @@ pub fn run(args: &ReplayArgs) -> Result<bool, Failure> {
     let runs = herd_cli::trace::parse(&text).map_err(|e| Failure::Input(anyhow::anyhow!("{name}: {e}")))?;
     let machine = args.machine.load()?;
     let mut all_same = true;
+    let mut text = String::new();
     for (k, run) in runs.iter().enumerate() {
         let (turns, mismatches) = herd_cli::trace::replay(run, &machine)
             .map_err(|e| Failure::Input(anyhow::anyhow!("{name}: run {}: {e}", k + 1)))?;
-        println!(
-            "run {} under {}: {} of {turns} decisions the same",
+        text += &format!(
+            "run {} under {}: {} of {turns} decisions the same\n",
             k + 1,
             run.header.policy,
             turns - mismatches.len()
         );
         if let Some(m) = mismatches.first() {
             all_same = false;
-            println!(
-                "  first difference at decision {}:\n    recorded {}\n    replayed {}",
+            text += &format!(
+                "  first difference at decision {}:\n    recorded {}\n    replayed {}\n",
                 m.turn + 1,
                 m.recorded,
                 m.replayed
             );
         }
+    }
+    // A reader that went away (`| head`) is no failure of the replay.
+    match crate::output::print(&text) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(Failure::Internal(e.into())),
+        _ => {}
     }
     Ok(all_same)
 }

@@ -101,3 +101,38 @@ fn traces_that_cannot_be_replayed_say_why() {
     assert!(trace::parse(newer).unwrap_err().to_string().contains("format 9"));
     assert!(trace::parse("").unwrap_err().to_string().contains("no run"));
 }
+
+/// `herd replay`: 0 when every decision matches, 1 when one differs (here
+/// a guest's trace replayed on a 2-CPU machine), 2 for a file that is not a
+/// trace; never a panic, also when its reader goes away.
+#[test]
+fn herd_replay_says_whether_decisions_match_by_its_exit_code() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = fixtures().join("guest-2s2c2t");
+    let trace = tmp.path().join("t.jsonl");
+    std::fs::write(&trace, read(&dir.join("smt-spn.jsonl.gz"))).unwrap();
+    let herd = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_herd"))
+            .arg("replay")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let xml = dir.join("machine.xml");
+    let same = herd(&[trace.to_str().unwrap(), "--input", xml.to_str().unwrap()]);
+    assert_eq!(
+        same.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&same.stderr)
+    );
+    assert!(String::from_utf8_lossy(&same.stdout).contains("decisions the same"));
+    let other = herd(&[trace.to_str().unwrap(), "--synthetic", "core:2"]);
+    assert_eq!(other.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&other.stdout).contains("first difference"));
+    let bad = tmp.path().join("bad.jsonl");
+    std::fs::write(&bad, "not json\n").unwrap();
+    let refused = herd(&[bad.to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("bad.jsonl: line 1"));
+}
