@@ -117,8 +117,7 @@ fn take_turns(pause: &str) {
     );
     // herd's own trace agrees.
     let mut most_traced = 0;
-    for line in std::fs::read_to_string(&trace).unwrap().lines() {
-        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+    for v in common::json_lines(&trace) {
         most_traced = most_traced.max(v["running"].as_array().unwrap().len());
     }
     assert!(

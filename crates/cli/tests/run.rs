@@ -512,6 +512,7 @@ fn wait_for_trace(path: &std::path::Path, ok: impl Fn(&serde_json::Value) -> boo
             .lines()
             .rev()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v.get("herd_trace").is_none())
             .find(|v| ok(v))
         {
             return v;
@@ -657,11 +658,9 @@ fn palm_python(
 
 /// Each decision's beating threads and their summed beats, from a trace.
 fn beats_in_trace(trace: &std::path::Path) -> Vec<(usize, u64)> {
-    std::fs::read_to_string(trace)
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+    common::json_lines(trace)
+        .into_iter()
+        .map(|v| {
             let beats: Vec<u64> = v["tasks"]
                 .as_array()
                 .unwrap()
@@ -717,11 +716,7 @@ ts = [threading.Thread(target=work) for _ in range(3)]\n\
     // Once PALM sees heartbeats, turns read only them; the full turns
     // between still carry every thread's CPU time (3 threads sharing one
     // GIL for 1.5 s: about 1.5 s).
-    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&trace)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = common::json_lines(&trace);
     let cheap: Vec<_> = lines.iter().filter(|l| l["progress_only"] == true).collect();
     // How many depends on the loop's cost cap, which a loaded test machine
     // moves; alone on the 2-CPU VM it was 3396 of 3586.

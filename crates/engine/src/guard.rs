@@ -341,7 +341,11 @@ impl Guard {
         // A policy span whose placement keeps CPUs idle beside waiting
         // threads is backed off at once, not at the end of a gap doubled
         // while the old mix of jobs did well.
-        let trusted_span = self.now_placing == InCharge::Policy && self.in_charge == InCharge::Policy;
+        // A policy that packs threads onto shared CPUs makes them wait by
+        // design: it is judged by its probes alone.
+        let trusted_span = self.now_placing == InCharge::Policy
+            && self.in_charge == InCharge::Policy
+            && !policy.shares_cpus_by_design();
         self.crowded_turns = if trusted_span {
             let cpus = policy
                 .allowed_cpus()

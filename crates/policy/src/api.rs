@@ -45,6 +45,15 @@ pub trait Policy: Send {
     fn timed_turns(&self) -> bool {
         false
     }
+    /// Whether the policy puts more threads than CPUs on the CPUs it uses
+    /// by design, so that threads wait for a CPU while another idles (the
+    /// packing policies: S4 rotates a job's threads through K cores, and
+    /// a thread at a barrier leaves its CPU idle while others queue). The
+    /// guard then judges it by its probes alone, not by idle CPUs beside
+    /// waiting threads.
+    fn shares_cpus_by_design(&self) -> bool {
+        false
+    }
     /// Whether the policy keeps its jobs within
     /// [`Snapshot::budget_cores`](crate::Snapshot::budget_cores) when an outside controller sets one (the
     /// packing policies); others place as if there were none, and a study

@@ -571,6 +571,10 @@ impl Policy for Pack {
         self.planned.is_some()
     }
 
+    fn shares_cpus_by_design(&self) -> bool {
+        true
+    }
+
     fn progress_suffices(&self) -> bool {
         // Heartbeats are the progress; CPU time would need /proc each turn.
         self.kind == Packing::Palm && self.beats

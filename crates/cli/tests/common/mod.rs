@@ -105,7 +105,12 @@ pub fn realtime_allowed() -> bool {
 pub fn json_lines(path: &std::path::Path) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(path).unwrap();
     let whole = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
-    whole.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    whole
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        // A trace's header (one a run) is no decision.
+        .filter(|v| v.get("herd_trace").is_none())
+        .collect()
 }
 
 /// The Python interpreter itself, not a wrapper in front of it (pyenv's
