@@ -110,25 +110,29 @@ impl LiveWorld {
         f.collect();
         let now_ns = self.start.elapsed().as_nanos() as u64;
         let kb = self.numa_memory.as_ref().map(|m| &m.kb);
+        // Per job, in one pass over the threads: the CPUs they are pinned
+        // to, or `None` once one is the kernel's to place (its nodes are
+        // then any).
+        let mut pinned: Vec<Option<CpuSet>> = vec![Some(CpuSet::new()); self.programs.len()];
+        let mut seen = vec![false; self.programs.len()];
+        for t in self.tasks.values() {
+            let Some(slot) = pinned.get_mut(t.job) else {
+                continue;
+            };
+            seen[t.job] = true;
+            *slot = match (slot.take(), &t.placed) {
+                (Some(cpus), Some(c)) => Some(cpus.union(c)),
+                _ => None,
+            };
+        }
         for (job, p) in self.programs.iter().enumerate() {
             if !p.alive() || p.paused {
                 continue;
             }
-            // The nodes its threads are pinned to; any thread the kernel
-            // places makes them "any".
-            let mut cpus = CpuSet::new();
-            let mut pinned = false;
-            let mut free = false;
-            for t in self.tasks.values().filter(|t| t.job == job) {
-                match &t.placed {
-                    Some(c) => {
-                        pinned = true;
-                        cpus = cpus.union(c);
-                    }
-                    None => free = true,
-                }
-            }
-            let run_on = (pinned && !free).then(|| super::memory::nodes_of(&f.nodes, &cpus));
+            let run_on = pinned[job]
+                .as_ref()
+                .filter(|_| seen[job])
+                .map(|cpus| super::memory::nodes_of(&f.nodes, cpus));
             let memory = kb.and_then(|k| k.get(job)).and_then(|m| m.as_deref());
             if let Some((from, to, kb)) = f.due(job, run_on, memory, now_ns) {
                 let mut pids = vec![p.pid];
