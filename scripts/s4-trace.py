@@ -22,7 +22,8 @@ import statistics
 
 
 def figures(path, beats, t_from, t_to):
-    lines = [json.loads(line) for line in open(path)]
+    # Decision lines only: a run's header line (trace format 1) has no time.
+    lines = [l for l in map(json.loads, open(path)) if "herd_trace" not in l]
     out = {"turns": len(lines), "full": sum(1 for l in lines if not l.get("progress_only"))}
     if len(lines) > 1:
         out["first_gap_ms"] = round((lines[1]["t_s"] - lines[0]["t_s"]) * 1e3, 3)
