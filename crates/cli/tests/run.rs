@@ -453,7 +453,11 @@ fn trace_writes_a_line_per_decision() {
         .unwrap();
     assert_eq!(most, 4, "the main thread and three workers");
     let placed: usize = lines.iter().map(|l| l["placed"].as_array().unwrap().len()).sum();
-    assert!(placed >= 4, "static:scatter pinned every thread: {placed}");
+    assert!(
+        placed >= 4,
+        "static:scatter pinned every thread: {placed}; {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(
         lines
             .windows(2)

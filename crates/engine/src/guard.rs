@@ -102,6 +102,11 @@ pub struct Guard {
     /// Turns in a row in which the policy left a CPU idle while its
     /// threads waited for one (see [`crowded`]).
     crowded_turns: u32,
+    /// The tasks seen last turn (their count and the sum of their ids): a
+    /// turn in which threads came or went starts the count of crowded
+    /// turns again, since a policy pins threads as they appear and a
+    /// program's threads starting one by one crowd for a moment.
+    tasks_seen: (usize, u64),
     /// A back-off on crowding was spent on the present mix of jobs: one
     /// per mix, so that a placement that idles CPUs by design and wins its
     /// probes back is not backed off every few periods.
@@ -120,20 +125,30 @@ const CROWDED_TURNS: u32 = 2;
 /// than half a CPU's period. The kernel balances such a state away within
 /// milliseconds; a placement that keeps it is losing capacity, though its
 /// total progress may have looked as good as the kernel's at the last
-/// probe (when the mix of jobs was another). Live, other processes' use of
-/// those CPUs reads as idle here: a false alarm costs one early probe.
-fn crowded(snap: &Snapshot, cpus: usize, elapsed_ns: u64) -> bool {
+/// probe (when the mix of jobs was another). Idle is measured where the
+/// sensor can (live, `/proc/stat`), so other programs' use of a CPU is not
+/// taken for idle.
+fn crowded(snap: &Snapshot, cpus: &CpuSet, elapsed_ns: u64) -> bool {
     if elapsed_ns == 0 || snap.progress_only {
         return false;
     }
-    let used: u64 = snap.tasks.iter().map(|t| t.obs.cpu_time_ns).sum();
     let waited: u64 = snap
         .tasks
         .iter()
         .filter(|t| t.state != TaskState::Paused)
         .map(|t| t.obs.wait_ns)
         .sum();
-    let idle = (cpus as u64).saturating_mul(elapsed_ns).saturating_sub(used);
+    // Measured where the sensor reads it (live: other programs' use of a
+    // CPU is not idle); else the CPUs' time less the workload's.
+    let idle = match &snap.system.idle_ns_by_cpu {
+        Some(by_cpu) => cpus.iter().filter_map(|c| by_cpu.get(c as usize)).sum(),
+        None => {
+            let used: u64 = snap.tasks.iter().map(|t| t.obs.cpu_time_ns).sum();
+            (cpus.len() as u64)
+                .saturating_mul(elapsed_ns)
+                .saturating_sub(used)
+        }
+    };
     waited > elapsed_ns / 4 && idle > elapsed_ns / 2
 }
 
@@ -157,6 +172,7 @@ impl Guard {
             beats_seen: HashMap::default(),
             last_turn_ns: None,
             crowded_turns: 0,
+            tasks_seen: (0, 0),
             early_spent: false,
             report: GuardReport::default(),
         }
@@ -199,11 +215,16 @@ impl Guard {
         let trusted_span = self.now_placing == InCharge::Policy
             && self.in_charge == InCharge::Policy
             && !policy.shares_cpus_by_design();
-        self.crowded_turns = if trusted_span {
+        let tasks_now = (
+            snap.tasks.len(),
+            snap.tasks.iter().fold(0u64, |a, t| a.wrapping_add(t.id)),
+        );
+        let same_tasks = std::mem::replace(&mut self.tasks_seen, tasks_now) == tasks_now;
+        self.crowded_turns = if trusted_span && same_tasks {
             let cpus = policy
                 .allowed_cpus()
-                .map_or(view.machine.cpus().len(), |c| c.len());
-            if crowded(snap, cpus, elapsed) {
+                .unwrap_or_else(|| view.machine.all_cpus().clone());
+            if crowded(snap, &cpus, elapsed) {
                 self.crowded_turns + 1
             } else {
                 0

@@ -141,6 +141,13 @@ pub struct SystemObs {
     pub mem_bytes: Option<u64>,
     /// Energy used, when it can be measured.
     pub energy_j: Option<f64>,
+    /// Each CPU's idle time (by OS index), where the sensor reads it
+    /// (`/proc/stat` live, in clock ticks of 10 ms on most kernels): what
+    /// the CPUs did not run, the workload's or anyone's. `None`: only the
+    /// workload's own CPU time is known (the simulator, where nothing else
+    /// runs).
+    #[serde(default)]
+    pub idle_ns_by_cpu: Option<Vec<u64>>,
 }
 
 /// Everything the sensor reports at one decision.

@@ -66,6 +66,18 @@ pub fn parse_stat(text: &str) -> Option<(char, u32)> {
     Some((state, cpu))
 }
 
+/// Parses `/proc/stat`'s per-CPU lines into (CPU, idle + iowait ticks).
+pub fn parse_cpu_idle(text: &str) -> Vec<(u32, u64)> {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let cpu = f.next()?.strip_prefix("cpu")?.parse().ok()?;
+            let v: Vec<u64> = f.take(5).filter_map(|x| x.parse().ok()).collect();
+            (v.len() == 5).then(|| (cpu, v[3] + v[4]))
+        })
+        .collect()
+}
+
 /// Parses `/proc/.../schedstat`: (run ns, wait ns).
 pub fn parse_schedstat(text: &str) -> Option<(u64, u64)> {
     let mut f = text.split_whitespace().map(|x| x.parse::<u64>().ok());
@@ -334,6 +346,15 @@ pub fn allowed(proc_root: &Path, pid: i32, tid: i32) -> Option<CpuSet> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn cpu_idle_is_idle_plus_iowait_per_cpu() {
+        let text =
+            "cpu  10 0 5 100 3 0 0 0 0 0\ncpu0 5 0 2 40 1 0 0 0 0 0\ncpu1 5 0 3 60 2 0 0 0 0 0\nintr 7\n";
+        assert_eq!(parse_cpu_idle(text), vec![(0, 41), (1, 62)]);
+        assert!(parse_cpu_idle("cpu0 1 2\n").is_empty(), "a short line is skipped");
+    }
+
     use super::*;
 
     #[test]

@@ -287,6 +287,8 @@ pub struct LiveWorld {
     /// Moves a job's memory onto the nodes a policy keeps it on
     /// (`--memory-follow`); `None` when off or with one node.
     follower: Option<memory::Follower>,
+    /// Each CPU's idle ticks at the last full snapshot (`/proc/stat`).
+    idle_ticks: Option<Vec<(u32, u64)>>,
     /// Progress from programs that report heartbeats (S4).
     heartbeats: crate::heartbeats::Heartbeats,
     /// The core budget's file, when a controller sets one.
@@ -390,6 +392,7 @@ impl LiveWorld {
                     read_ns: None,
                     kb: vec![None; programs.len()],
                 }),
+            idle_ticks: None,
             follower: memory::Follower::new(crate::cgroup::numa_nodes(Path::new("/sys"))),
             proc_root: PathBuf::from("/proc"),
             programs,
@@ -776,6 +779,23 @@ impl LiveWorld {
     /// apart) and the machine's energy and traffic this period.
     fn measure_memory_and_energy(&mut self, tasks: &mut [TaskView]) -> SystemObs {
         let mut system = SystemObs::default();
+        // Each CPU's idle time since the last full snapshot (the guard tells
+        // CPUs idle from CPUs other programs use).
+        if let Ok(text) = std::fs::read_to_string(self.proc_root.join("stat")) {
+            let now = procfs::parse_cpu_idle(&text);
+            // SAFETY: sysconf has no preconditions.
+            let tick_ns = 1_000_000_000 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+            if let Some(before) = self.idle_ticks.replace(now.clone()) {
+                let n = now.iter().map(|(c, _)| *c as usize + 1).max().unwrap_or(0);
+                let mut idle = vec![0u64; n];
+                for ((c, t), (c0, t0)) in now.iter().zip(&before) {
+                    if c == c0 {
+                        idle[*c as usize] = t.saturating_sub(*t0) * tick_ns;
+                    }
+                }
+                system.idle_ns_by_cpu = Some(idle);
+            }
+        }
         if let Some(rapl) = self.rapl.as_mut() {
             let j = rapl.delta_j();
             system.energy_j = Some(j);

@@ -156,6 +156,7 @@ impl Sensor for World<'_> {
                 .sensor
                 .energy
                 .then_some(self.totals.energy_j - self.view.seen_energy_j),
+            idle_ns_by_cpu: None,
         };
         self.view.seen_mem_bytes = mem_total;
         self.view.seen_energy_j = self.totals.energy_j;
