@@ -477,18 +477,48 @@ PER_SHAPE = {
 }
 
 
+# A whole check that runs longer than this fails, naming where every herd
+# process stood in the kernel: a guest hung in `sigkill` for 18 minutes in
+# one run (issue 24's notes) and said nothing.
+CHECK_TIMEOUT_S = 400
+
+
+def herd_states():
+    out = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and open_quiet(f"/proc/{pid}/comm").strip() in ("herd", "barrier", "python3"):
+            out.append(f"pid {pid} ({open_quiet(f'/proc/{pid}/cmdline').replace(chr(0), ' ')[:80]}):\n"
+                       + kernel_state(int(pid)))
+    return "\n".join(out)
+
+
+def open_quiet(path):
+    try:
+        return open(path).read()
+    except OSError:
+        return ""
+
+
+def on_alarm(_sig, _frame):
+    raise Fail(f"the check ran past {CHECK_TIMEOUT_S} s; herd and its programs:\n{herd_states()}")
+
+
 def main():
     shape = sys.argv[1]
     names = sys.argv[2:] or PER_SHAPE[shape]
     failed = 0
+    signal.signal(signal.SIGALRM, on_alarm)
     for name in names:
         t = time.time()
+        signal.alarm(CHECK_TIMEOUT_S)
         try:
             CHECKS[name](shape)
             print(f"ok {name} ({time.time() - t:.0f} s)", flush=True)
         except Fail as e:
             failed += 1
             print(f"FAIL {name}: {e}", flush=True)
+        finally:
+            signal.alarm(0)
     sys.exit(1 if failed else 0)
 
 
