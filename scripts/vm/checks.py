@@ -416,8 +416,13 @@ def check_memory_follow(shape):
                                    "--", f"{W}/barrier", "--threads", str(len(nodes[home]) - 1), "--mode", "block",
                                    "--work", "2e4", "--phases", "1000000000"],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        # Its main thread and workers: one a CPU of the home node.
+        # Its main thread and workers: one a CPU of the home node, once
+        # herd has pinned them (stable masks may still be the first ones).
+        deadline = time.time() + 60
         held = settled_masks(holder, len(nodes[home]))
+        while time.time() < deadline and not set().union(*held.values()) <= nodes[home]:
+            time.sleep(0.5)
+            held = settled_masks(holder, len(nodes[home]))
         expect(set().union(*held.values()) <= nodes[home], f"the holder is not on node {home}: {held}")
         for follow in ["off", "on"]:
             h = subprocess.Popen([HERD, "attach", "--policy", "static:compact", "--period-ms", "100", "--guard", "off",
