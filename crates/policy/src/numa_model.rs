@@ -168,6 +168,13 @@ impl Policy for NumaModel {
         // periods place nothing.
         let mut mem: Option<(MemSystem, String)> = None;
         let mut notes = Vec::new();
+        // One map, not a search of the jobs per job (10k jobs a period).
+        let declared: BTreeMap<JobId, u32> = view
+            .snapshot
+            .jobs
+            .iter()
+            .filter_map(|j| Some((j.id, j.threads_declared?)))
+            .collect();
         for (job, mut tasks) in threads {
             tasks.sort_unstable();
             // A job that grew past its layout is laid out again for the
@@ -179,13 +186,7 @@ impl Policy for NumaModel {
             let laid_out = self.placed.get(&job).map(|p| p.threads_per_node.iter().sum::<u32>());
             // A job the user declared N threads for is laid out for N from
             // its first sight, so its workers need no second layout.
-            let declared = view
-                .snapshot
-                .jobs
-                .iter()
-                .find(|j| j.id == job)
-                .and_then(|j| j.threads_declared)
-                .unwrap_or(0);
+            let declared = declared.get(&job).copied().unwrap_or(0);
             let threads = (tasks.len() as u32).max(declared);
             if laid_out.is_some_and(|n| threads > n) {
                 self.placed.remove(&job);

@@ -139,10 +139,7 @@ impl Follower {
         let Some(rx) = &self.in_flight else { return };
         match rx.try_recv() {
             Ok(done) => {
-                match done.result {
-                    Ok(left) => self.pages_left += left,
-                    Err(_) => self.refused += 1,
-                }
+                self.count(done);
                 self.in_flight = None;
             }
             Err(mpsc::TryRecvError::Empty) => {}
@@ -218,13 +215,16 @@ impl Follower {
     /// Waits for the move in flight, if any (at the end of a run, so the
     /// summary counts it and no thread outlives herd's loop).
     pub fn finish(&mut self) {
-        if let Some(rx) = self.in_flight.take() {
-            if let Ok(done) = rx.recv() {
-                match done.result {
-                    Ok(left) => self.pages_left += left,
-                    Err(_) => self.refused += 1,
-                }
-            }
+        if let Some(done) = self.in_flight.take().and_then(|rx| rx.recv().ok()) {
+            self.count(done);
+        }
+    }
+
+    /// Adds a finished move to the counts.
+    fn count(&mut self, done: Moved) {
+        match done.result {
+            Ok(left) => self.pages_left += left,
+            Err(_) => self.refused += 1,
         }
     }
 }
