@@ -99,7 +99,7 @@ vm-test-quick: build vm-deps
 vm-test: build vm-deps
 	@for t in 2s2c2t 4n2c 1s4c2t; do \
 	  echo "== guest $$t"; \
-	  python3 scripts/vm/guest.py --topology $$t --timeout 1800 -- \
+	  python3 scripts/vm/guest.py --topology $$t --timeout 900 -- \
 	    /usr/bin/python3 $(CURDIR)/scripts/vm/checks.py $$t || fail=1; \
 	done; exit $${fail:-0}
 

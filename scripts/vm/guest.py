@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zlib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CACHE = os.path.join(ROOT, "target", "vm")
@@ -66,7 +67,7 @@ def initramfs(version):
     """Builds (once per kernel and init script) the guest's initramfs."""
     os.makedirs(CACHE, exist_ok=True)
     init = open(os.path.join(ROOT, "scripts", "vm", "init"), "rb").read()
-    path = os.path.join(CACHE, f"initramfs-{version}-{abs(hash(init)) % 10**8}.cpio.gz")
+    path = os.path.join(CACHE, f"initramfs-{version}-{zlib.crc32(init):08x}.cpio.gz")
     if os.path.exists(path):
         return path
     busybox = shutil.which("busybox") or "/bin/busybox"
@@ -154,12 +155,16 @@ def main():
             partial = os.path.join(out, "output")
             if os.path.exists(partial):
                 print("guest.py: its checks printed:\n" + open(partial, errors="replace").read(), file=sys.stderr)
+            stalled = os.path.join(out, "stalled")
+            if os.path.exists(stalled):
+                print("guest.py: its stall watchdog (scripts/vm/init) wrote:\n"
+                      + open(stalled, errors="replace").read()[-20000:], file=sys.stderr)
             if attempt == a.stall_retries:
                 sys.exit(124)
             # Only a guest that stalled is started again: a check that
             # failed ends the run with its status below, never retried.
             print("guest.py: starting it again (--stall-retries)", file=sys.stderr)
-            for f in ("output", "status"):
+            for f in ("output", "status", "stalled"):
                 if os.path.exists(os.path.join(out, f)):
                     os.remove(os.path.join(out, f))
     output = os.path.join(out, "output")
