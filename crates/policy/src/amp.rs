@@ -161,6 +161,7 @@ pub struct Comprehensive {
     tasks: BTreeMap<TaskId, TaskState>,
     noted_no_counters: bool,
     kinds: KindCache,
+    domains: NodeDomains,
     /// Whether moves weigh the memory they leave behind ([`Strands`]).
     keep_memory: bool,
 }
@@ -177,6 +178,7 @@ impl Comprehensive {
             tasks: BTreeMap::new(),
             noted_no_counters: false,
             kinds: KindCache::default(),
+            domains: NodeDomains::default(),
             keep_memory: false,
         }
     }
@@ -327,12 +329,16 @@ impl Policy for Comprehensive {
             self.insert(id, &kinds, &strands);
         }
         self.rebalance(&kinds, &strands);
+        self.domains.refresh(&kinds, view);
+        let home = NodeDomains::job_homes(view);
+        let job: rustc_hash::FxHashMap<TaskId, u32> = view.snapshot.tasks.iter().map(|t| (t.id, t.job)).collect();
         for (id, st) in &self.tasks {
             let k = st.kind.expect("every task is in a queue after rebalance");
             if old.get(id).copied().flatten() != Some(k) {
+                let home = job.get(id).and_then(|j| home.get(j)).copied();
                 plan.run(
                     *id,
-                    kinds[k].1.clone(),
+                    self.domains.place(*id, Some(k), home).clone(),
                     "amp: integrated behaviour matches this core kind",
                 );
             }
@@ -511,35 +517,102 @@ impl Strands {
     }
 }
 
+/// The CPUs of each kind split by NUMA node ("domains"), and the domain
+/// each task is confined to. Policies that leave placement within a kind
+/// to the kernel let it trade tasks between the kind's nodes for fairness
+/// when a kind spans nodes (S3's NUMA machines: one core per package),
+/// each trade leaving the task's memory behind; confined to a domain, a
+/// task moves between nodes only when its policy moves it.
+#[derive(Debug, Default)]
+pub(crate) struct NodeDomains {
+    /// (CPUs, weight = CPUs x capacity, index into the policy's kinds, OS
+    /// node), fastest kind first; worked out at the first decision.
+    sets: Vec<(CpuSet, f64, usize, u32)>,
+    of: rustc_hash::FxHashMap<TaskId, usize>,
+    count: Vec<f64>,
+}
+
+impl NodeDomains {
+    /// Forgets tasks that are gone; works out the domains once.
+    pub(crate) fn refresh(&mut self, kinds: &[(usize, CpuSet, f64)], view: &View<'_>) {
+        if self.sets.is_empty() {
+            let m = view.machine;
+            for (k, (i, cpus, _)) in kinds.iter().enumerate() {
+                let mut by_node: BTreeMap<u32, CpuSet> = BTreeMap::new();
+                for c in cpus.iter() {
+                    let node = m.cpu(c).map_or(0, |c| m.numa_nodes()[c.numa].os);
+                    by_node.entry(node).or_default().insert(c);
+                }
+                for (node, set) in by_node {
+                    let w = set.len() as f64 * m.kinds()[*i].capacity;
+                    self.sets.push((set, w, k, node));
+                }
+            }
+            self.count = vec![0.0; self.sets.len()];
+        }
+        let present: rustc_hash::FxHashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
+        let count = &mut self.count;
+        self.of.retain(|id, d| {
+            let keep = present.contains(id);
+            if !keep {
+                count[*d] -= 1.0;
+            }
+            keep
+        });
+    }
+
+    /// Each job's home node (OS index), where it has one.
+    pub(crate) fn job_homes(view: &View<'_>) -> rustc_hash::FxHashMap<u32, u32> {
+        view.snapshot
+            .jobs
+            .iter()
+            .filter_map(|j| Some((j.id, j.home_node()?)))
+            .collect()
+    }
+
+    /// Whether the task has a domain already.
+    pub(crate) fn has(&self, task: TaskId) -> bool {
+        self.of.contains_key(&task)
+    }
+
+    /// Confines `task` to a domain of kind `kind` (any kind for `None`):
+    /// the one it has if that is of the kind; else the one where its share
+    /// of capacity is largest once it joins, on a tie the one on `home`
+    /// (its memory's node), then the fastest. (Home first regardless of
+    /// load piled tasks onto one node: S3 NUMA2 HD1 1.258x linux.)
+    pub(crate) fn place(&mut self, task: TaskId, kind: Option<usize>, home: Option<u32>) -> &CpuSet {
+        let fits = |d: usize| kind.is_none_or(|k| self.sets[d].2 == k);
+        let d = match self.of.get(&task) {
+            Some(&d) if fits(d) => d,
+            _ => {
+                let share = |d: usize| (self.count[d] + 1.0) / self.sets[d].1;
+                let away = |d: usize| home.is_some_and(|n| self.sets[d].3 != n);
+                let d = (0..self.sets.len())
+                    .filter(|&d| fits(d))
+                    .min_by(|&a, &b| {
+                        share(a)
+                            .total_cmp(&share(b))
+                            .then(away(a).cmp(&away(b)))
+                            .then(a.cmp(&b))
+                    })
+                    .expect("every kind has CPUs");
+                if let Some(old) = self.of.insert(task, d) {
+                    self.count[old] -= 1.0;
+                }
+                self.count[d] += 1.0;
+                d
+            }
+        };
+        &self.sets[d].0
+    }
+}
+
 /// `amp:ff`: fast cores first, load proportional to capacity, no
 /// cross-node moves.
 #[derive(Debug, Default)]
 pub struct FastFirst {
-    /// Each task's domain (index into `domains`), fixed when it starts.
-    domain_of: BTreeMap<TaskId, usize>,
-    /// The CPUs of one kind on one NUMA node, fastest kind first, with
-    /// their weight (CPUs x capacity); worked out at the first decision.
-    domains: Vec<(CpuSet, f64)>,
+    domains: NodeDomains,
     kinds: KindCache,
-}
-
-impl FastFirst {
-    fn domains(kinds: &[(usize, CpuSet, f64)], view: &View<'_>) -> Vec<(CpuSet, f64)> {
-        let m = view.machine;
-        let mut out = Vec::new();
-        for (i, cpus, _) in kinds {
-            let mut by_node: BTreeMap<usize, CpuSet> = BTreeMap::new();
-            for c in cpus.iter() {
-                let node = m.cpu(c).map_or(0, |c| c.numa);
-                by_node.entry(node).or_default().insert(c);
-            }
-            for (_, set) in by_node {
-                let w = set.len() as f64 * m.kinds()[*i].capacity;
-                out.push((set, w));
-            }
-        }
-        out
-    }
 }
 
 impl Policy for FastFirst {
@@ -553,37 +626,20 @@ impl Policy for FastFirst {
         if kinds.len() < 2 {
             return plan;
         }
-        if self.domains.is_empty() {
-            self.domains = Self::domains(&kinds, view);
-        }
-        let present: rustc_hash::FxHashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
-        self.domain_of.retain(|id, _| present.contains(id));
-        let mut count = vec![0.0; self.domains.len()];
-        for d in self.domain_of.values() {
-            count[*d] += 1.0;
-        }
+        self.domains.refresh(&kinds, view);
         for t in &view.snapshot.tasks {
-            if self.domain_of.contains_key(&t.id) {
+            if self.domains.has(t.id) {
                 continue;
             }
-            // The domain where the newcomer's share of capacity is largest
-            // (fewest tasks per unit of weight once it joins), the fastest
-            // on a tie. A task stays in its domain: FF limits cross-node
-            // moves, and a kind spread over nodes (S3's NUMA machines: one
-            // core per package) left to the kernel had it trade tasks
-            // between nodes for fairness, 400 a minute on NUMA1's ND set,
-            // each leaving its memory behind (1.149x linux; rounding each
-            // kind's quota up as well gave the fast kind more than its
-            // share).
-            let w = |d: usize| (count[d] + 1.0) / self.domains[d].1;
-            let d = (0..self.domains.len())
-                .min_by(|&a, &b| w(a).total_cmp(&w(b)).then(a.cmp(&b)))
-                .expect("two kinds or more");
-            count[d] += 1.0;
-            self.domain_of.insert(t.id, d);
+            // A task stays in the domain it starts in: FF limits
+            // cross-node moves. Left to the kernel within a kind, tasks on
+            // S3's NUMA1 ND set traded nodes 400 times a minute, each
+            // leaving its memory behind (1.149x linux), and rounding each
+            // kind's quota up gave the fast kind more than its share.
+            let cpus = self.domains.place(t.id, None, None).clone();
             plan.run(
                 t.id,
-                self.domains[d].0.clone(),
+                cpus,
                 "amp:ff: fastest kind with room in proportion to its capacity, on one NUMA node",
             );
         }

@@ -275,6 +275,7 @@ pub struct SampleRun {
     counts: BTreeMap<TaskId, (u64, u64)>,
     kind: BTreeMap<TaskId, usize>,
     kinds: KindCache,
+    domains: crate::amp::NodeDomains,
 }
 
 impl SampleRun {
@@ -289,6 +290,7 @@ impl SampleRun {
             counts: BTreeMap::new(),
             kind: BTreeMap::new(),
             kinds: KindCache::default(),
+            domains: crate::amp::NodeDomains::default(),
         }
     }
 }
@@ -377,7 +379,20 @@ impl Policy for SampleRun {
         } else {
             "amp:sample-run: fast/slow instruction-rate ratio ranks this task here"
         };
-        apply(&kinds, &now, &mut self.kind, why)
+        // Within a kind, one NUMA node: the job's memory's where the kind
+        // has CPUs there (see NodeDomains).
+        self.domains.refresh(&kinds, view);
+        let home = crate::amp::NodeDomains::job_homes(view);
+        let mut plan = Plan::default();
+        for t in &view.snapshot.tasks {
+            let Some(&k) = now.get(&t.id) else { continue };
+            if self.kind.get(&t.id) != Some(&k) {
+                let cpus = self.domains.place(t.id, Some(k), home.get(&t.job).copied()).clone();
+                plan.run(t.id, cpus, why);
+            }
+        }
+        self.kind = now;
+        plan
     }
 }
 
