@@ -16,7 +16,7 @@ APT_PACKAGES := hwloc libhwloc-dev libudev-dev pkg-config bzip2 libsqlite3-dev \
 CARGO ?= cargo
 HERD := target/release/herd
 
-.PHONY: run test deps build workloads vm-deps vm-test vm-test-quick fuzz
+.PHONY: run test deps build workloads vm-deps vm-test vm-test-quick fuzz bench-smoke
 
 # Real kernels of other shapes (issue 24): Debian's kernel under QEMU with
 # TCG emulation, the host's root shared read-only (scripts/vm/).
@@ -81,7 +81,18 @@ test: deps workloads
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) test --workspace
+	$(MAKE) bench-smoke
 	$(MAKE) vm-test-quick
+
+# Every bench once at a tiny size, so none rots unseen (the simulator's
+# scale bench panicked for weeks before anyone ran it): each checks it ran
+# what it says (the scale bench, that its run lasted the horizon), never
+# its speed. The real runs: `cargo bench -p herd-sim --bench scale` etc.
+bench-smoke:
+	HERD_BENCH_HORIZON_S=20 $(CARGO) bench -q -p herd-sim --bench scale -- linux
+	HERD_BENCH_HORIZON_S=1 $(CARGO) bench -q -p herd-sim --bench decide -- bw:oracle
+	HERD_BENCH_DECISIONS=5 $(CARGO) bench -q -p herd-policy --bench amp
+	HERD_BENCH_CALLS=50 $(CARGO) bench -q -p herd-runtime --bench affinity
 
 vm-deps:
 	$(call install_missing,$(VM_PACKAGES),--no-install-recommends)

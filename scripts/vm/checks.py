@@ -508,6 +508,13 @@ def on_alarm(_sig, _frame):
     raise Fail(f"the check ran past {CHECK_TIMEOUT_S} s; herd and its programs:\n{herd_states()}")
 
 
+def progress(what):
+    """For the guest's stall watchdog (scripts/vm/init), on tmpfs: a
+    write to the out share can block when the guest stalls."""
+    with open("/tmp/.check-progress", "w") as f:
+        f.write(what)
+
+
 def main():
     shape = sys.argv[1]
     names = sys.argv[2:] or PER_SHAPE[shape]
@@ -515,6 +522,7 @@ def main():
     signal.signal(signal.SIGALRM, on_alarm)
     for name in names:
         t = time.time()
+        progress(f"{name} started")
         signal.alarm(CHECK_TIMEOUT_S)
         try:
             CHECKS[name](shape)
@@ -524,6 +532,7 @@ def main():
             print(f"FAIL {name}: {e}", flush=True)
         finally:
             signal.alarm(0)
+            progress(f"{name} ended")
     sys.exit(1 if failed else 0)
 
 

@@ -98,6 +98,65 @@ def _static(path):
     return "not a dynamic executable" in out.stdout + out.stderr
 
 
+def kallsyms(version):
+    """The guest kernel's symbols (without address randomisation), read
+    once from a guest: Debian's System.map is a placeholder."""
+    path = os.path.join(CACHE, f"kallsyms-{version}")
+    if not os.path.exists(path):
+        script = os.path.join(CACHE, "kallsyms.sh")
+        with open(script, "w") as f:
+            f.write("mkdir -p /mnt/collect && cat /proc/kallsyms > /mnt/collect/kallsyms\n")
+        with tempfile.TemporaryDirectory() as d:
+            subprocess.run([sys.executable, os.path.abspath(__file__), "--timeout", "120", "--collect", d,
+                            "--", "/bin/sh", script], capture_output=True)
+            if os.path.exists(os.path.join(d, "kallsyms")):
+                shutil.copy(os.path.join(d, "kallsyms"), path)
+    return path
+
+
+def cpu_places(monitor, version):
+    """Each vCPU's instruction pointer from QEMU's monitor, named from
+    the kernel's System.map where it has one."""
+    import socket
+    try:
+        sock = socket.socket(socket.AF_UNIX)
+        sock.settimeout(5)
+        sock.connect(monitor)
+        sock.sendall(b"info registers -a\n")
+        data = b""
+        try:
+            while True:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        except socket.timeout:
+            pass
+        sock.close()
+    except OSError as e:
+        return f"(no monitor: {e})"
+    rips = [int(m, 16) for m in re.findall(r"RIP=([0-9a-f]{16})", data.decode(errors="replace"))]
+    symbols = []
+    try:
+        for line in open(kallsyms(version)):
+            addr, kind, name = line.split()[:3]
+            if kind in "tTwW":
+                symbols.append((int(addr, 16), name))
+        symbols.sort()
+    except OSError:
+        pass
+    out = []
+    for i, rip in enumerate(rips):
+        name = "?"
+        lo = [s for s in symbols if s[0] <= rip]
+        if lo and rip >= 0xffffffff80000000:
+            name = f"{lo[-1][1]}+{rip - lo[-1][0]:#x}"
+        elif rip < 0x800000000000:
+            name = "user space"
+        out.append(f"  cpu {i}: {rip:#x} {name}")
+    return "\n".join(out) or data.decode(errors="replace")[-2000:]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--topology", default="2s2c2t", choices=sorted(TOPOLOGIES))
@@ -108,6 +167,8 @@ def main():
     ap.add_argument("--stall-retries", type=int, default=0,
                     help="start a guest that ran past --timeout again, up to this many times "
                          "(an emulated guest on a loaded host has stalled once; a failed check is never retried)")
+    ap.add_argument("--stall-after", type=int, default=200,
+                    help="seconds without check progress after which the guest prints its blocked tasks")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
@@ -141,30 +202,37 @@ def main():
             "-fsdev", f"local,id=fs2,path={ROOT},security_model=none,readonly=on,multidevs=remap",
             "-device", "virtio-9p-pci,fsdev=fs2,mount_tag=project",
             "-kernel", vmlinuz, "-initrd", rd,
-            "-append", "console=ttyS0 quiet loglevel=3 panic=-1 softlockup_panic=1",
+            "-append", f"console=ttyS0 quiet loglevel=3 panic=-1 softlockup_panic=1 herd.stall={a.stall_after}",
             "-nographic", "-no-reboot", "-nodefaults", "-serial", "stdio"]
+    # The monitor, to ask a stalled guest where its CPUs are (the kernel
+    # without address randomisation, so System.map names the addresses).
+    monitor = os.path.join(out, "monitor.sock")
+    argv[argv.index("-append") + 1] += " nokaslr"
+    argv += ["-monitor", f"unix:{monitor},server=on,wait=off"]
     for attempt in range(a.stall_retries + 1):
+        q = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
         try:
-            console = subprocess.run(argv, capture_output=True, text=True, errors="replace",
-                                     timeout=a.timeout).stdout
+            console = q.communicate(timeout=a.timeout)[0]
             break
-        except subprocess.TimeoutExpired as e:
-            console = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        except subprocess.TimeoutExpired:
+            where = cpu_places(monitor, version)
+            q.kill()
+            console = q.communicate()[0]
             print(console[-3000:], file=sys.stderr)
+            print(f"guest.py: where the guest's CPUs were:\n{where}", file=sys.stderr)
             print(f"guest.py: the guest ran past {a.timeout:.0f} s and was stopped", file=sys.stderr)
             partial = os.path.join(out, "output")
             if os.path.exists(partial):
                 print("guest.py: its checks printed:\n" + open(partial, errors="replace").read(), file=sys.stderr)
-            stalled = os.path.join(out, "stalled")
-            if os.path.exists(stalled):
-                print("guest.py: its stall watchdog (scripts/vm/init) wrote:\n"
-                      + open(stalled, errors="replace").read()[-20000:], file=sys.stderr)
+            if "HERD-VM-STALL" in console:
+                print("guest.py: its stall watchdog (scripts/vm/init) printed:\n"
+                      + console[console.index("HERD-VM-STALL"):][-30000:], file=sys.stderr)
             if attempt == a.stall_retries:
                 sys.exit(124)
             # Only a guest that stalled is started again: a check that
             # failed ends the run with its status below, never retried.
             print("guest.py: starting it again (--stall-retries)", file=sys.stderr)
-            for f in ("output", "status", "stalled"):
+            for f in ("output", "status"):
                 if os.path.exists(os.path.join(out, f)):
                     os.remove(os.path.join(out, f))
     output = os.path.join(out, "output")

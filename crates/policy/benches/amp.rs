@@ -18,7 +18,14 @@ use herd_topo::Machine;
 
 const TASKS: u64 = 1000;
 const PERIOD_NS: u64 = 50_000_000;
-const DECISIONS: u64 = 300;
+/// Decisions per run (HERD_BENCH_DECISIONS overrides: `make bench-smoke`
+/// runs 5, to show the bench still runs, not how fast).
+fn decisions() -> u64 {
+    std::env::var("HERD_BENCH_DECISIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300)
+}
 
 /// A task's miss rate at time `t_ns`: one of three levels, changing every
 /// 2-6 s, with a one-period blip now and then (SplitMix-style hashing keeps
@@ -85,7 +92,8 @@ fn run(m: &Machine, policy: &str) -> f64 {
     let mut p = herd_policy::build(policy).expect("policy builds");
     let (est, know) = (Estimates::default(), Knowledge::default());
     // Snapshots are built before timing: only decide() is measured.
-    let snaps: Vec<Snapshot> = (0..DECISIONS).map(|d| snapshot(m, d * PERIOD_NS)).collect();
+    let n = decisions();
+    let snaps: Vec<Snapshot> = (0..n).map(|d| snapshot(m, d * PERIOD_NS)).collect();
     let start = Instant::now();
     for (d, snap) in snaps.iter().enumerate() {
         let view = View {
@@ -99,7 +107,7 @@ fn run(m: &Machine, policy: &str) -> f64 {
         };
         std::hint::black_box(p.decide(&view));
     }
-    start.elapsed().as_secs_f64() * 1e6 / DECISIONS as f64
+    start.elapsed().as_secs_f64() * 1e6 / n as f64
 }
 
 fn main() {
@@ -121,8 +129,9 @@ fn main() {
         .to_vec();
     }
     println!(
-        "{TASKS} tasks, {} ms period, {DECISIONS} decisions; medians of 3",
-        PERIOD_NS / 1_000_000
+        "{TASKS} tasks, {} ms period, {} decisions; medians of 3",
+        PERIOD_NS / 1_000_000,
+        decisions()
     );
     for file in machines {
         let m = Machine::from_path(std::path::Path::new(&format!("{root}{file}"))).expect("fixture loads");

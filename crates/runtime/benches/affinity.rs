@@ -39,7 +39,11 @@ fn main() {
     }
     let tid = tid.load(Ordering::Acquire);
     let other = if cpus > 1 { 1 } else { 0 };
-    let calls = 2000;
+    // HERD_BENCH_CALLS shortens the run (`make bench-smoke`).
+    let calls: usize = std::env::var("HERD_BENCH_CALLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000);
     let time = |f: &mut dyn FnMut(usize)| {
         median(
             (0..5)
