@@ -17,8 +17,12 @@
 //!   rate there is measured, and until the next sampling the tasks with the
 //!   highest fast/slow rate ratio run on fast cores.
 //!
-//! All three confine a task to its kind's CPUs and leave placement within
-//! a kind to the kernel, like `amp:comprehensive`.
+//! All three confine a task to its kind's CPUs. The HASS variants leave
+//! placement within a kind to the kernel; `amp:sample-run`, which moves
+//! every task between kinds at each sampling, confines it to the kind's
+//! CPUs on one NUMA node, as `amp:comprehensive` and `amp:ff` do
+//! (`crate::amp::NodeDomains`: on S3's NUMA machines the kernel otherwise
+//! trades tasks between a kind's nodes and strands their memory).
 
 use std::collections::BTreeMap;
 
