@@ -210,6 +210,8 @@ def main():
     argv[argv.index("-append") + 1] += " nokaslr"
     argv += ["-monitor", f"unix:{monitor},server=on,wait=off"]
     for attempt in range(a.stall_retries + 1):
+        if os.path.exists(monitor):
+            os.remove(monitor)  # a stopped guest's, before --stall-retries starts one again
         q = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
         try:
             console = q.communicate(timeout=a.timeout)[0]
