@@ -330,15 +330,13 @@ impl Policy for Comprehensive {
         }
         self.rebalance(&kinds, &strands);
         self.domains.refresh(&kinds, view);
-        let home = NodeDomains::job_homes(view);
-        let job: rustc_hash::FxHashMap<TaskId, u32> = view.snapshot.tasks.iter().map(|t| (t.id, t.job)).collect();
+        let home = NodeDomains::task_homes(view);
         for (id, st) in &self.tasks {
             let k = st.kind.expect("every task is in a queue after rebalance");
             if old.get(id).copied().flatten() != Some(k) {
-                let home = job.get(id).and_then(|j| home.get(j)).copied();
                 plan.run(
                     *id,
-                    self.domains.place(*id, Some(k), home).clone(),
+                    self.domains.place(*id, Some(k), home.get(id).copied()).clone(),
                     "amp: integrated behaviour matches this core kind",
                 );
             }
@@ -493,19 +491,10 @@ impl Strands {
                 nodes
             })
             .collect();
-        let job_home: rustc_hash::FxHashMap<u32, u32> = view
-            .snapshot
-            .jobs
-            .iter()
-            .filter_map(|j| Some((j.id, j.home_node()?)))
-            .collect();
-        let home = view
-            .snapshot
-            .tasks
-            .iter()
-            .filter_map(|t| Some((t.id, *job_home.get(&t.job)?)))
-            .collect();
-        Strands { home, near }
+        Strands {
+            home: NodeDomains::task_homes(view),
+            near,
+        }
     }
 
     /// Whether moving `task` from kind `from` to kind `to` takes it away
@@ -529,6 +518,9 @@ pub(crate) struct NodeDomains {
     /// node), fastest kind first; worked out at the first decision.
     sets: Vec<(CpuSet, f64, usize, u32)>,
     of: rustc_hash::FxHashMap<TaskId, usize>,
+    /// Tasks per domain: `of` counted, kept up to date because `place`
+    /// runs once per placed task (a recount each time is O(tasks^2) a
+    /// decision).
     count: Vec<f64>,
 }
 
@@ -561,12 +553,19 @@ impl NodeDomains {
         });
     }
 
-    /// Each job's home node (OS index), where it has one.
-    pub(crate) fn job_homes(view: &View<'_>) -> rustc_hash::FxHashMap<u32, u32> {
-        view.snapshot
+    /// Each task's home node (its job's memory's node, OS index), where it
+    /// has one.
+    pub(crate) fn task_homes(view: &View<'_>) -> rustc_hash::FxHashMap<TaskId, u32> {
+        let job_home: rustc_hash::FxHashMap<u32, u32> = view
+            .snapshot
             .jobs
             .iter()
             .filter_map(|j| Some((j.id, j.home_node()?)))
+            .collect();
+        view.snapshot
+            .tasks
+            .iter()
+            .filter_map(|t| Some((t.id, *job_home.get(&t.job)?)))
             .collect()
     }
 

@@ -386,12 +386,12 @@ impl Policy for SampleRun {
         // Within a kind, one NUMA node: the job's memory's where the kind
         // has CPUs there (see NodeDomains).
         self.domains.refresh(&kinds, view);
-        let home = crate::amp::NodeDomains::job_homes(view);
+        let home = crate::amp::NodeDomains::task_homes(view);
         let mut plan = Plan::default();
         for t in &view.snapshot.tasks {
             let Some(&k) = now.get(&t.id) else { continue };
             if self.kind.get(&t.id) != Some(&k) {
-                let cpus = self.domains.place(t.id, Some(k), home.get(&t.job).copied()).clone();
+                let cpus = self.domains.place(t.id, Some(k), home.get(&t.id).copied()).clone();
                 plan.run(t.id, cpus, why);
             }
         }
