@@ -25,7 +25,9 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 
+LINUX_26 = "linux:2.6"
 HERD = os.path.join(os.path.dirname(__file__), "..", "target", "release", "herd")
 SCENARIOS = os.path.join(os.path.dirname(__file__), "..", "scenarios")
 
@@ -49,7 +51,10 @@ def main():
         # user gets (guard on).
         views = {}
         for guard in ("off", "on"):
-            cmd = [HERD, "sim", f, "--json", "--guard", guard] + sum((["--policy", p] for p in args.policy), [])
+            # S3's second baseline, the 2.6.27 kernel model, runs as a
+            # policy; every policy is also measured against it.
+            policies = args.policy or tomllib.load(open(f, "rb"))["policies"]
+            cmd = [HERD, "sim", f, "--json", "--guard", guard] + sum((["--policy", p] for p in policies + [LINUX_26]), [])
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode:
                 sys.exit(f"{f}: {r.stderr.strip()}")
@@ -59,20 +64,24 @@ def main():
         for v, g in zip(views["off"], views["on"]):
             rows.append({"platform": platform, "set": set_name, **v,
                          "guarded_completion_vs_linux": g["completion_vs_linux"],
-                         "guarded_makespan_vs_linux": g["makespan_vs_linux"]})
+                         "guarded_makespan_vs_linux": g["makespan_vs_linux"],
+                         "guarded_completion_vs_linux26": g["completion_vs_linux26"]})
     if args.svg:
         draw(figure(rows), args.svg)
     if args.json:
         print(json.dumps(rows, indent=1))
         return
-    print(f"{'platform':<8} {'set':<5} {'policy':<36} {'completion':>11} {'guarded':>8} {'makespan':>9} {'guarded':>8} "
-          f"{'migr/min':>9} {'S3 migr':>8} {'overhead %':>11}")
+    print(f"{'platform':<8} {'set':<5} {'policy':<36} {'completion':>11} {'guarded':>8} {'vs 2.6':>7} {'guarded':>8} "
+          f"{'makespan':>9} {'guarded':>8} {'migr/min':>9} {'S3 migr':>8} {'overhead %':>11}")
     for r in rows:
         print(f"{r['platform']:<8} {r['set']:<5} {r['policy']:<36} {r['completion_vs_linux']:>11.3f} "
-              f"{r['guarded_completion_vs_linux']:>8.3f} {r['makespan_vs_linux']:>9.3f} {r['guarded_makespan_vs_linux']:>8.3f} "
+              f"{r['guarded_completion_vs_linux']:>8.3f} {r['completion_vs_linux26']:>7.3f} "
+              f"{r['guarded_completion_vs_linux26']:>8.3f} {r['makespan_vs_linux']:>9.3f} {r['guarded_makespan_vs_linux']:>8.3f} "
               f"{r['migrations_per_min']:>9.1f} {r['cross_kind_per_cpu_min']:>8.2f} {r['decision_overhead_pct'] or 0:>11.4f}")
     print("completion: geometric mean over tasks of turnaround / turnaround under linux (S3's measure), the policy as "
           "published (guard off); guarded: with herd's guard on, as users run it; migrations and overhead: guard off")
+    print("vs 2.6: the same against linux:2.6, the simulated kernel as Linux 2.6.27 (S3's) behaved: queues balanced "
+          "by task count, waking tasks back on their last CPU, no fairness across CPUs")
     print("migr/min: every move per minute of makespan; S3 migr: moves between core kinds per minute of CPU time (S3's Figure 7)")
 
 
@@ -123,13 +132,15 @@ def averaged(d):
                 for j in ps[0]["jobs"]}
     base = turnarounds(runs[0])
     base_makespan = mean([p["makespan_s"] for p in runs[0]])
+    old = next((turnarounds(ps) for ps in runs if ps[0]["name"] == LINUX_26), None)
+    completion = lambda t, b: math.exp(mean([math.log(t[j] / b[j]) for j in t]))
     out = []
     for ps in runs[1:]:
         t = turnarounds(ps)
-        ratios = [t[j] / base[j] for j in t]
         out.append({
             "policy": ps[0]["name"],
-            "completion_vs_linux": math.exp(mean([math.log(x) for x in ratios])),
+            "completion_vs_linux": completion(t, base),
+            "completion_vs_linux26": completion(t, old) if old else None,
             "makespan_vs_linux": mean([p["makespan_s"] for p in ps]) / base_makespan,
             "migrations_per_min": mean([p["migrations_per_min"] for p in ps]),
             "cross_kind_per_cpu_min": mean([p["cross_kind_per_cpu_min"] for p in ps]),

@@ -334,6 +334,7 @@ def check_sigkill_leaves_nothing(shape):
         f.write(f'[[program]]\nname = "k"\ncmd = ["{W}/barrier", "--threads", "2", "--mode", "block", '
                 f'"--work", "2e4", "--phases", "100000"]\ncopies = 12\n')
     for pause in ["freezer", "signals"]:
+        progress(f"sigkill {pause}")
         h = subprocess.Popen([HERD, "batch", batch, "--policy", "cosched:fair", "--pause", pause,
                               "--period-ms", "100", "--logs", "/tmp/logs"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -169,6 +169,8 @@ def main():
                          "(an emulated guest on a loaded host has stalled once; a failed check is never retried)")
     ap.add_argument("--stall-after", type=int, default=200,
                     help="seconds without check progress after which the guest prints its blocked tasks")
+    ap.add_argument("--tcg", choices=["multi", "single"], default="multi",
+                    help="QEMU's TCG threading: one host thread per vCPU (multi) or one for all (single)")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
@@ -192,7 +194,7 @@ def main():
     for i, cpus in enumerate(nodes):
         numa += ["-object", f"memory-backend-ram,id=m{i},size={per}M",
                  "-numa", f"node,nodeid={i},cpus={cpus},memdev=m{i}"]
-    argv = [qemu, "-M", "q35", "-accel", "tcg,thread=multi",
+    argv = [qemu, "-M", "q35", "-accel", f"tcg,thread={a.tcg}",
             "-cpu", "max,vendor=GenuineIntel", "-m", f"{per * len(nodes)}M",
             "-smp", smp, *numa,
             "-fsdev", "local,id=fs0,path=/,security_model=none,readonly=on,multidevs=remap",

@@ -182,7 +182,7 @@ fn exit_code(st: Option<std::process::ExitStatus>) -> Option<i32> {
 /// cannot start, those already started (held: none has run an instruction of its
 /// own) are killed and reaped: a failed batch leaves nothing running.
 fn spawn_all(entries: &[Entry]) -> Result<Vec<Program>, Failure> {
-    let herd = std::env::current_exe().map_err(|e| Failure::Internal(e.into()))?;
+    let herd = herd_runtime::keeper::own_binary().map_err(|e| Failure::Internal(e.into()))?;
     let mut programs: Vec<Program> = Vec::new();
     for e in entries {
         let opts = SpawnOptions {

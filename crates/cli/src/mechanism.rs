@@ -76,7 +76,7 @@ impl MechanismArgs {
             Some((Version::V1, _)) => format!("cgroup v1 {what}"),
             None => none.to_string(),
         };
-        let exe = std::env::current_exe().map_err(|e| Failure::Internal(e.into()))?;
+        let exe = herd_runtime::keeper::own_binary().map_err(|e| Failure::Internal(e.into()))?;
         let fallback = Mechanism {
             cgroups: None,
             said: "pause=signals confine=affinity".to_string(),

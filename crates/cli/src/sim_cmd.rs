@@ -141,7 +141,7 @@ fn run_one(args: &SimArgs, path: &Path) -> Result<Comparison, Failure> {
             .map(|p| {
                 p.spec().cloned().ok_or_else(|| {
                     Failure::Input(anyhow::anyhow!(
-                        "{}: {p} is a reference found by trying every period; learning runs take catalogue policies",
+                        "{}: {p} is not a catalogue policy (a reference found by trying every period, or another kernel model); learning runs take catalogue policies",
                         path.display()
                     ))
                 })

@@ -150,6 +150,28 @@ fn affinities(pid: i32) -> Vec<(i32, String)> {
 /// their creator included.
 #[test]
 fn sigkill_of_herd_run_leaves_no_thread_pinned() {
+    for policy in ["static:compact", "static:compact:cpus=1"] {
+        kill_while_pinned(herd(), policy, None);
+    }
+}
+
+/// The same with herd's binary deleted once herd has started, as an
+/// upgrade or a rebuild replaces it during a run: the keeper still starts
+/// (from the running binary, not its path). Before, it could not start
+/// ("No such file or directory") and the killed run left threads pinned.
+#[test]
+fn a_binary_replaced_during_a_run_still_gets_its_keeper() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("herd");
+    std::fs::copy(env!("CARGO_BIN_EXE_herd"), &copy).unwrap();
+    kill_while_pinned(common::herd_at(&copy), "static:compact", Some(&copy));
+}
+
+/// Runs a program of two sleeping threads under `herd` (a command with
+/// herd's test environment) and `policy`, deletes `delete` once herd has
+/// started, kills herd once every thread is pinned, and checks every
+/// thread has its mask back.
+fn kill_while_pinned(mut herd: std::process::Command, policy: &str, delete: Option<&std::path::Path>) {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     common::adopt_orphans();
     let mine = affinities(std::process::id() as i32)[0].1.clone();
@@ -159,47 +181,51 @@ fn sigkill_of_herd_run_leaves_no_thread_pinned() {
     let program = "import threading, time\n\
                    ts = [threading.Thread(target=time.sleep, args=(4,)) for _ in range(2)]\n\
                    [t.start() for t in ts]\n[t.join() for t in ts]";
-    for policy in ["static:compact", "static:compact:cpus=1"] {
-        let mut h = herd()
-            .args([
-                "run",
-                "--policy",
-                policy,
-                "--guard",
-                "off",
-                "--period-ms",
-                "20",
-                "--",
-            ])
-            .args([&common::python(), "-c", program])
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        // Long enough for the threads to start and be pinned.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let pinned = loop {
-            let kids = common::children_of(h.id());
-            let threads: Vec<(i32, String)> = kids.iter().flat_map(|&k| affinities(k)).collect();
-            if threads.len() >= 3 && threads.iter().all(|(_, a)| *a != mine) {
-                break kids;
-            }
-            assert!(Instant::now() < deadline, "{policy}: never pinned: {threads:?}");
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        h.kill().unwrap();
-        h.wait().unwrap();
-        std::thread::sleep(Duration::from_millis(300));
-        for &pid in &pinned {
-            let left = affinities(pid);
-            assert!(
-                left.iter().all(|(_, a)| *a == mine),
-                "{policy}: {left:?}, not {mine}"
-            );
-            // SAFETY: a signal to our own (adopted) child.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-        settle();
+    let mut h = herd
+        .args([
+            "run",
+            "--policy",
+            policy,
+            "--guard",
+            "off",
+            "--period-ms",
+            "20",
+            "--",
+        ])
+        .args([&common::python(), "-c", program])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // spawn returns once herd's exec has happened; herd pins (and starts
+    // its keeper) only after its program has started, milliseconds later.
+    if let Some(path) = delete {
+        std::fs::remove_file(path).unwrap();
     }
+    // Long enough for the threads to start and be pinned.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let pinned = loop {
+        let kids = common::children_of(h.id());
+        let threads: Vec<(i32, String)> = kids.iter().flat_map(|&k| affinities(k)).collect();
+        if threads.len() >= 3 && threads.iter().all(|(_, a)| *a != mine) {
+            break kids;
+        }
+        assert!(Instant::now() < deadline, "{policy}: never pinned: {threads:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    h.kill().unwrap();
+    h.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut left_pinned = Vec::new();
+    for &pid in &pinned {
+        let left = affinities(pid);
+        if !left.iter().all(|(_, a)| *a == mine) {
+            left_pinned.push(left);
+        }
+        // SAFETY: a signal to our own (adopted) child.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    settle();
+    assert!(left_pinned.is_empty(), "{policy}: {left_pinned:?}, not {mine}");
 }
 
 /// One command of the fault harness: what it runs, and whether it has a

@@ -14,7 +14,7 @@ pub mod queueing;
 
 pub use classes::{ClassId, StreamClasses};
 pub use memory::{Contention, MemSystem, Solution, Stream, Target};
-pub use params::{MigrationCost, ModelParams};
+pub use params::{KernelModel, MigrationCost, ModelParams};
 pub use power::PowerModel;
 
 /// The median of `v` (the mean of the middle two for an even count; 0 for

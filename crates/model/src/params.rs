@@ -112,6 +112,26 @@ pub struct ModelParams {
     /// the scenario's job order decide which programs get the fast cores
     /// under `linux`.
     pub seeded_placement: bool,
+    /// Which kernel scheduler `linux` stands for (see [`KernelModel`]).
+    pub kernel: KernelModel,
+}
+
+/// The generation of Linux's scheduler the simulated kernel behaves as.
+/// Neither knows core speed, memory bandwidth or NUMA traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum KernelModel {
+    /// Today's CFS (the default): a waking task looks for an idle core
+    /// (`select_idle_sibling`, 2.6.32 on), and balancing also evens out
+    /// CPU time across CPUs whose queues differ by one.
+    #[default]
+    #[serde(rename = "current")]
+    Current,
+    /// Linux 2.6.27, S3's kernel: run queues balanced by task count alone,
+    /// a waking task back on the CPU it last ran on (no idle search), and
+    /// no fairness across CPUs: a task keeps whatever CPU share its queue
+    /// gives it.
+    #[serde(rename = "linux-2.6")]
+    Linux26,
 }
 
 impl Default for ModelParams {
@@ -134,6 +154,7 @@ impl Default for ModelParams {
             fairness_ms: 100.0,
             timeslice_ms: None,
             seeded_placement: false,
+            kernel: KernelModel::Current,
         }
     }
 }

@@ -448,6 +448,7 @@ pub(crate) fn reset_lane_threads(dir: &Path) {
 /// undoes what herd told it of (`crate::keeper`) unless herd said it had.
 /// Returns the exit code.
 pub fn guard_main(args: &[String]) -> i32 {
+    crate::keeper::name_herd();
     // SAFETY: setting signal dispositions to SIG_IGN has no preconditions.
     unsafe {
         for sig in [

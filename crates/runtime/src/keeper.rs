@@ -97,12 +97,38 @@ impl Drop for Keeper {
 /// cgroup guard (with groups) or the keeper (without).
 pub const GUARD_ARG: &str = "__cgroup-guard";
 
+/// herd's own binary, for starting its helpers (the keeper, the cgroup
+/// guard, the trampoline of held programs): `/proc/self/exe`, which names
+/// the running binary even after its file was replaced on disk. The path
+/// may by then name another version of herd, or for a moment nothing (an
+/// upgrade or a rebuild during a run: a `vm-test` guest lost its keeper
+/// this way, and a herd killed then left its programs pinned). The path
+/// itself where /proc is missing.
+pub fn own_binary() -> io::Result<PathBuf> {
+    let running = Path::new("/proc/self/exe");
+    if running.exists() {
+        Ok(running.to_path_buf())
+    } else {
+        std::env::current_exe()
+    }
+}
+
+/// Names the calling process `herd` (its `comm`), which exec from
+/// `/proc/self/exe` would leave as `exe`: `ps`, and herd's own check of
+/// whether a pid is a herd (`crate::peers`), read that name.
+pub fn name_herd() {
+    // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes.
+    unsafe {
+        libc::prctl(libc::PR_SET_NAME, c"herd".as_ptr() as libc::c_ulong, 0, 0, 0);
+    }
+}
+
 /// Starts a guard process (`exe GUARD_ARG base home ...`) with a pipe on
 /// its standard input: it acts when herd's end closes.
 pub(crate) fn spawn_guard(exe: &Path, groups: &[(PathBuf, PathBuf)]) -> io::Result<(Child, ChildStdin)> {
     use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(exe);
-    cmd.arg(GUARD_ARG);
+    cmd.arg0("herd").arg(GUARD_ARG);
     for (base, home) in groups {
         cmd.arg(base).arg(home);
     }

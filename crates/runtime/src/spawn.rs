@@ -66,7 +66,8 @@ pub fn spawn_with(argv: &[String], opts: &SpawnOptions) -> io::Result<(Child, Op
     let mut cmd = match &opts.held_via {
         Some(trampoline) => {
             let mut c = Command::new(trampoline);
-            c.arg(HOLD_ARG)
+            c.arg0("herd")
+                .arg(HOLD_ARG)
                 .arg(read_fd.unwrap_or(-1).to_string())
                 .arg("--")
                 .arg(program)

@@ -19,11 +19,18 @@
 //!   vruntime-aware balancing achieves over time), so N tasks on C < N
 //!   CPUs each get C/N of a CPU.
 //!
+//! With `model.kernel = "linux-2.6"` ([`KernelModel::Linux26`], S3's
+//! kernel) it behaves as Linux 2.6.27 did instead: a waking task goes back
+//! to the CPU it last ran on whether or not that CPU is busy (idle CPUs
+//! then pull), and there is no fairness across CPUs: balancing evens queue
+//! lengths and nothing more.
+//!
 //! What it leaves out: task weights and nice levels, wake-up preemption and
 //! latency targets (below the period herd decides at), NUMA balancing of
 //! memory pages, energy-aware placement, cgroup CPU shares, and any
 //! awareness of memory bandwidth, NUMA traffic or core speed.
 
+use herd_model::KernelModel;
 use herd_topo::{CpuSet, Machine};
 
 /// Per-CPU tables and run queues, indexed by CPU position (dense, in OS order).
@@ -50,6 +57,8 @@ pub(crate) struct Kernel {
     /// Which of equally good CPUs placement takes first (lowest wins): the
     /// position itself, or a seeded shuffle ([`Kernel::shuffle_ties`]).
     tie: Vec<usize>,
+    /// Which scheduler generation this kernel behaves as.
+    pub era: KernelModel,
 }
 
 impl Kernel {
@@ -76,6 +85,7 @@ impl Kernel {
             queues: vec![Vec::new(); cpus.len()],
             packages: m.packages().len(),
             tie: (0..cpus.len()).collect(),
+            era: KernelModel::Current,
         }
     }
 
@@ -125,7 +135,10 @@ impl Kernel {
     /// Where a waking or new thread goes; `None` if `allowed` names no CPU here.
     pub fn select(&self, allowed: &CpuSet, prev: Option<usize>) -> Option<usize> {
         if let Some(p) = prev {
-            if self.allows(allowed, p) && self.core_idle(self.core[p]) {
+            // 2.6.27 had no idle search on wake-up (select_idle_sibling
+            // came in 2.6.32): the task went back where it last ran.
+            let wake_home = self.era == KernelModel::Linux26;
+            if self.allows(allowed, p) && (wake_home || self.core_idle(self.core[p])) {
                 return Some(p);
             }
         }
@@ -431,5 +444,23 @@ mod tests {
             "{lens:?}"
         );
         assert!(k.queues[0].contains(&5), "the pinned thread stays home");
+    }
+
+    #[test]
+    fn the_2_6_kernel_wakes_a_task_where_it_last_ran_even_beside_an_idle_core() {
+        let m = Machine::synthetic("core:2").unwrap();
+        let all = m.all_cpus().clone();
+        let mut k = Kernel::new(&m);
+        k.enqueue(0, 0);
+        // Task 1 last ran on CPU 0, now busy; CPU 1 is idle.
+        assert_eq!(
+            k.select(&all, Some(0)),
+            Some(1),
+            "today's kernel finds the idle core"
+        );
+        k.era = KernelModel::Linux26;
+        assert_eq!(k.select(&all, Some(0)), Some(0), "2.6.27 goes back to CPU 0");
+        // A new task (no last CPU) still goes to the least loaded CPU.
+        assert_eq!(k.select(&all, None), Some(1));
     }
 }

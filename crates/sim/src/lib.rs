@@ -214,6 +214,14 @@ pub fn run_policy<M: CostMeter>(
     // the meter, trace and callback the caller asked for.
     let (spec, chosen) = match policy {
         SimPolicy::Spec(spec) => (spec.clone(), None),
+        SimPolicy::Linux26 => {
+            let mut old = s.clone();
+            old.model.kernel = herd_model::KernelModel::Linux26;
+            let linux = herd_policy::PolicySpec::linux().build();
+            let mut r = run_learning(&old, linux, seed, solo, None, meter, trace, on_decision);
+            r.name = policy.to_string();
+            return Ok(r);
+        }
         SimPolicy::StaticBest(inner) => {
             let periods = herd_policy::static_best_periods_us(inner)?;
             let mut best: Option<(f64, f64)> = None;

@@ -1,4 +1,7 @@
-//! What `herd sim` runs: a catalogue policy, or S4's static best.
+//! What `herd sim` runs: a catalogue policy, S4's static best, or
+//! `linux:2.6`, the baseline with the kernel model of S3's Linux 2.6.27
+//! (`herd_model::KernelModel::Linux26`) whatever the scenario's
+//! `model.kernel` says: a second baseline to compare against.
 //!
 //! S4's static best is PALM with the one fixed period that does best on
 //! this workload, found offline by trying every period. A reference, not a
@@ -17,6 +20,9 @@ use herd_policy::{PolicyError, PolicySpec, Value};
 /// The prefix that asks for the static best.
 pub const PREFIX: &str = "static-best:";
 
+/// The name of the 2.6.27 baseline.
+pub const LINUX_26: &str = "linux:2.6";
+
 /// A policy as `herd sim` takes it, parsed once where it is read.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SimPolicy {
@@ -24,6 +30,8 @@ pub enum SimPolicy {
     Spec(PolicySpec),
     /// S4's static best of a `pack:palm` spec that leaves the period open.
     StaticBest(PolicySpec),
+    /// Plain Linux under the 2.6.27 kernel model.
+    Linux26,
 }
 
 impl SimPolicy {
@@ -37,11 +45,12 @@ impl SimPolicy {
         matches!(self, SimPolicy::Spec(s) if s.is_baseline())
     }
 
-    /// The catalogue policy, or `None` for a static best.
+    /// The catalogue policy, or `None` for a static best or `linux:2.6`
+    /// (a different world rather than a policy).
     pub fn spec(&self) -> Option<&PolicySpec> {
         match self {
             SimPolicy::Spec(s) => Some(s),
-            SimPolicy::StaticBest(_) => None,
+            SimPolicy::StaticBest(_) | SimPolicy::Linux26 => None,
         }
     }
 }
@@ -56,6 +65,9 @@ impl FromStr for SimPolicy {
     /// A catalogue spec, or `static-best:` and a PALM spec; an error if
     /// that spec is not PALM's or fixes the period itself.
     fn from_str(text: &str) -> Result<SimPolicy, PolicyError> {
+        if text == LINUX_26 {
+            return Ok(SimPolicy::Linux26);
+        }
         match text.strip_prefix(PREFIX) {
             None => Ok(SimPolicy::Spec(PolicySpec::parse(text)?)),
             Some(inner) => {
@@ -74,6 +86,7 @@ impl fmt::Display for SimPolicy {
         match self {
             SimPolicy::Spec(s) => write!(f, "{s}"),
             SimPolicy::StaticBest(s) => write!(f, "{PREFIX}{s}"),
+            SimPolicy::Linux26 => f.write_str(LINUX_26),
         }
     }
 }
@@ -84,7 +97,7 @@ mod tests {
 
     fn inner(text: &str) -> Result<Option<(String, Vec<f64>)>, PolicyError> {
         Ok(match text.parse::<SimPolicy>()? {
-            SimPolicy::Spec(_) => None,
+            SimPolicy::Spec(_) | SimPolicy::Linux26 => None,
             SimPolicy::StaticBest(s) => Some((s.to_string(), herd_policy::static_best_periods_us(&s)?)),
         })
     }

@@ -171,3 +171,38 @@ fn identical_programs_on_numa_do_not_swap_their_memory_away() {
         assert!(published > kept + 0.1, "{name}: published {published} vs {kept}");
     }
 }
+
+/// Three identical programs on two equal cores. Today's kernel trades
+/// places across CPUs for fairness, so all three finish close together;
+/// the 2.6.27 model (`linux:2.6`) balances task counts only, so the lone
+/// task keeps its whole core and ends first (10 s of work in 10 s) while
+/// the pair shares the other until then (15 s each).
+#[test]
+fn the_2_6_baseline_balances_by_count_and_leaves_shares_unfair() {
+    let mut text =
+        String::from("name = \"three-on-two\"\nperiod_ms = 50\n[machine]\nsynthetic = \"core:2\"\n");
+    for j in 0..3 {
+        text.push_str(&format!(
+            "[[job]]\nname = \"j{j}\"\n[[job.phase]]\ninstructions = 2.5e10\nipc = 1.0\n"
+        ));
+    }
+    let s = parse("three-on-two", &text);
+    let turnarounds = |policy: &str| -> Vec<f64> {
+        let r = herd_sim::run_one(&s, &policy.parse().unwrap(), 1).unwrap();
+        let mut t: Vec<f64> = r.jobs.iter().map(|j| j.turnaround_s.unwrap()).collect();
+        t.sort_by(f64::total_cmp);
+        t
+    };
+    let now = turnarounds("linux");
+    let old = turnarounds("linux:2.6");
+    // Fair sharing: each gets 2/3 of a core, 15 s of work alone in 10 s.
+    assert!(now[0] / now[2] > 0.9, "today's kernel shares fairly: {now:?}");
+    assert!(
+        (old[0] - 10.0).abs() < 0.1 && (old[2] - 15.0).abs() < 0.1,
+        "2.6.27 leaves one task alone on its core: {old:?}"
+    );
+    // Same work, same machine: the total is the same to within the
+    // moves' cost.
+    let total = |t: &[f64]| t.iter().sum::<f64>();
+    assert!(total(&old) / total(&now) < 1.02, "{old:?} {now:?}");
+}

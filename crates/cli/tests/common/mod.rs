@@ -70,7 +70,13 @@ pub fn mechanisms() -> (String, String) {
 /// `herd`, with the profile database kept out of $HOME (runs are recorded).
 #[allow(dead_code)]
 pub fn herd() -> std::process::Command {
-    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_herd"));
+    herd_at(std::path::Path::new(env!("CARGO_BIN_EXE_herd")))
+}
+
+/// [`herd`] from the binary at `path` (a copy).
+#[allow(dead_code)]
+pub fn herd_at(path: &std::path::Path) -> std::process::Command {
+    let mut c = std::process::Command::new(path);
     c.env("XDG_DATA_HOME", std::env::temp_dir().join("herd-test-data"));
     // Each herd its own record of held CPUs: tests run side by side, and
     // one test's herd would otherwise place around another's.

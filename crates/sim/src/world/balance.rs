@@ -15,7 +15,10 @@ impl World<'_> {
         let since = (self.now_ns - self.last_balance_ns) as f64;
         let moves = if since >= self.model.balance_ms * 1e6 {
             self.last_balance_ns = self.now_ns;
-            let rotate = (self.now_ns - self.last_fairness_ns) as f64 >= self.model.fairness_ms * 1e6;
+            // 2.6.27's balancer evened task counts only; fairness across
+            // CPUs is today's CFS.
+            let rotate = self.model.kernel == herd_model::KernelModel::Current
+                && (self.now_ns - self.last_fairness_ns) as f64 >= self.model.fairness_ms * 1e6;
             let min_gap = if rotate {
                 self.last_fairness_ns = self.now_ns;
                 // Trade places only past half an interval of CPU time, so

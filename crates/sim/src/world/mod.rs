@@ -238,7 +238,8 @@ impl<'a> World<'a> {
     /// one for a solo run). `trace` records the CPU timeline.
     pub fn new(scenario: &'a Scenario, jobs: &'a [Job], trace: bool) -> Self {
         let machine = &scenario.machine;
-        let kernel = Kernel::new(machine);
+        let mut kernel = Kernel::new(machine);
+        kernel.era = scenario.model.kernel;
         let mut threads = Vec::new();
         let mut allowed = Vec::new();
         let mut job_state = Vec::new();
