@@ -26,7 +26,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HERD = os.path.join(ROOT, "target/release/herd")
+# scripts/vm/guest.py hands a guest its own copy of the binary.
+HERD = os.environ.get("HERD_BIN") or os.path.join(ROOT, "target/release/herd")
 W = os.path.join(ROOT, "target/workloads")
 
 # Short programs: a fixture should be tens of kB, not megabytes.

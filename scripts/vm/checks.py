@@ -15,7 +15,8 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-HERD = os.path.join(ROOT, "target", "release", "herd")
+# scripts/vm/guest.py hands a guest its own copy of the binary.
+HERD = os.environ.get("HERD_BIN") or os.path.join(ROOT, "target", "release", "herd")
 W = os.path.join(ROOT, "target", "workloads")
 # What each topology must look like to herd: CPUs, cores, packages, NUMA
 # nodes, threads per core.

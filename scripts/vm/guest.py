@@ -183,7 +183,15 @@ def main():
     rd = initramfs(version)
     smp, nodes = TOPOLOGIES[a.topology]
     out = tempfile.mkdtemp(prefix="herd-vm-")
+    # The guest runs a copy of herd's binary, in the share for output: a
+    # rebuild of target/release while a guest runs (slow: minutes) would
+    # otherwise change the binary under the guest's feet (a check failed
+    # that way once). Scripts take it from HERD_BIN.
+    herd = os.path.join(ROOT, "target", "release", "herd")
+    if os.path.exists(herd):
+        shutil.copy2(herd, os.path.join(out, "herd"))
     with open(os.path.join(out, "cmd.sh"), "w") as f:
+        f.write("export HERD_BIN=/mnt/herd\n" if os.path.exists(herd) else "")
         f.write(" ".join(cmd) + "\n")
     # The project is shared again at its own path (init mounts it after
     # the tmpfs that would hide a checkout under /tmp).

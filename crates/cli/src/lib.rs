@@ -3,5 +3,6 @@
 //! the fuzzer (`fuzz/`) and the tests can feed them anything.
 
 pub mod files;
+pub mod from_trace;
 pub mod fuzz;
 pub mod trace;

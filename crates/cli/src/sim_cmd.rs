@@ -18,8 +18,21 @@ use herd_runtime::meter::WallMeter;
 pub struct SimArgs {
     /// Scenario files (TOML; see docs/scenarios.md). With several, each runs
     /// in turn, and S1 learning scenarios (`runs`) get a summary across them.
-    #[arg(required = true, value_name = "SCENARIO")]
+    #[arg(required_unless_present = "from_trace", value_name = "SCENARIO")]
     pub(crate) scenarios: Vec<PathBuf>,
+    /// Build a scenario from a live run's trace (`herd run --trace`, `herd
+    /// batch --trace`; one per run it holds) and simulate it: what it
+    /// keeps and what a trace cannot know are in docs/scenarios.md.
+    #[arg(long, value_name = "TRACE.jsonl")]
+    pub(crate) from_trace: Option<PathBuf>,
+    /// Where to write the scenario --from-trace builds (a run's number is
+    /// added when the trace holds several); a temporary file by default.
+    #[arg(long, value_name = "FILE.toml", requires = "from_trace")]
+    pub(crate) scenario_out: Option<PathBuf>,
+    /// With --from-trace: the machine the run placed on (an hwloc XML
+    /// export, or a synthetic spec); this machine by default.
+    #[command(flatten)]
+    pub(crate) machine: crate::common::MachineArgs,
     /// Runs of a learning scenario; replaces the scenario's `runs`.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) runs: Option<u32>,
@@ -62,11 +75,74 @@ pub fn load_scenario(path: &Path) -> Result<Scenario, Failure> {
     Scenario::parse(&text, &path.display().to_string(), &load_xml).map_err(|e| Failure::Input(e.into()))
 }
 
+/// Writes the scenarios `--from-trace` builds; returns their paths (and
+/// the temporary directory holding them, kept until the run ends).
+fn from_trace(args: &SimArgs, trace: &Path) -> Result<(Vec<PathBuf>, Option<tempfile::TempDir>), Failure> {
+    let name = trace.display().to_string();
+    let input = |e: String| Failure::Input(anyhow::anyhow!("{name}: {e}"));
+    let text = std::fs::read_to_string(trace).map_err(|e| input(e.to_string()))?;
+    let runs = herd_cli::trace::parse(&text).map_err(|e| input(e.to_string()))?;
+    let machine_toml = match (&args.machine.input, &args.machine.synthetic) {
+        (Some(path), _) => {
+            let abs = std::path::absolute(path).map_err(|e| input(e.to_string()))?;
+            args.machine.load()?; // refused here if it is no machine
+            format!(
+                "xml = \"{}\"",
+                abs.display()
+                    .to_string()
+                    .replace('\\', "\\\\")
+                    .replace('"', "\\\"")
+            )
+        }
+        (None, Some(spec)) => {
+            args.machine.load()?;
+            format!("synthetic = \"{}\"", spec.replace('"', ""))
+        }
+        (None, None) => {
+            herd_cli::from_trace::synthetic_machine(&crate::common::this_machine()?).ok_or_else(|| {
+                Failure::Input(anyhow::anyhow!(
+                    "this machine's shape has no synthetic spec: give it with --input FILE.xml \
+                 (lstopo-no-graphics --of xml)"
+                ))
+            })?
+        }
+    };
+    let (dir, temp) = match &args.scenario_out {
+        Some(_) => (PathBuf::new(), None),
+        None => {
+            let t = tempfile::tempdir().map_err(|e| Failure::Internal(e.into()))?;
+            (t.path().to_path_buf(), Some(t))
+        }
+    };
+    let mut paths = Vec::new();
+    for (k, run) in runs.iter().enumerate() {
+        let toml = herd_cli::from_trace::scenario(run, &machine_toml, &name)
+            .map_err(|e| input(format!("run {}: {e}", k + 1)))?;
+        let path = match &args.scenario_out {
+            Some(out) if runs.len() == 1 => out.clone(),
+            Some(out) => out.with_extension(format!("{}.toml", k + 1)),
+            None => dir.join(format!("trace-run{}.toml", k + 1)),
+        };
+        std::fs::write(&path, toml)
+            .map_err(|e| Failure::Input(anyhow::anyhow!("{}: {e}", path.display())))?;
+        if args.scenario_out.is_some() {
+            eprintln!("herd: wrote {}", path.display());
+        }
+        paths.push(path);
+    }
+    Ok((paths, temp))
+}
+
 /// `herd sim`.
 pub fn run(args: &SimArgs) -> Result<(), Failure> {
     let mut all = Vec::new();
     let mut json = Vec::new();
-    for path in &args.scenarios {
+    let (built, _temp) = match &args.from_trace {
+        Some(t) => from_trace(args, t)?,
+        None => (Vec::new(), None),
+    };
+    let scenarios: Vec<PathBuf> = args.scenarios.iter().chain(&built).cloned().collect();
+    for path in &scenarios {
         let text = std::fs::read_to_string(path)
             .map_err(|e| Failure::Input(anyhow::anyhow!("{}: {e}", path.display())))?;
         let value = if herd_sim::cluster::ClusterScenario::is_cluster(&text) {
@@ -88,7 +164,7 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
         };
         json.push(value.map_err(|e| Failure::Input(e.into()))?);
     }
-    if args.scenarios.len() == 1 {
+    if scenarios.len() == 1 {
         return if args.json {
             Ok(output::print_json(&json[0])?)
         } else {

@@ -9,6 +9,10 @@ use std::path::{Path, PathBuf};
 
 use herd_cli::trace;
 
+fn herd() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_herd"))
+}
+
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/traces")
 }
@@ -135,4 +139,84 @@ fn herd_replay_says_whether_decisions_match_by_its_exit_code() {
     let refused = herd(&[bad.to_str().unwrap()]);
     assert_eq!(refused.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("bad.jsonl: line 1"));
+}
+
+/// `herd sim --from-trace` (issue 26): a recorded run becomes a scenario
+/// holding the work the trace saw, and simulates. The barrier program's
+/// main thread only waits: a helper, left out; its three workers' CPU
+/// time is the scenario's work (IPC 1 at 2.5 GHz: no counters there).
+#[test]
+fn a_recorded_trace_becomes_a_scenario_with_the_work_it_saw() {
+    let dir = tempfile::tempdir().unwrap();
+    for (machine, policy) in [("host-2cpu", "linux"), ("guest-2s2c2t", "numa-model")] {
+        let fixture = fixtures().join(machine);
+        let text = read(&fixture.join(format!("{policy}.jsonl.gz")));
+        let path = dir.path().join(format!("{machine}-{policy}.jsonl"));
+        std::fs::write(&path, &text).unwrap();
+        let out = dir.path().join(format!("{machine}-{policy}.toml"));
+        let run = herd()
+            .args(["sim", "--from-trace"])
+            .arg(&path)
+            .arg("--input")
+            .arg(fixture.join("machine.xml"))
+            .arg("--scenario-out")
+            .arg(&out)
+            .args(["--json", "--no-timing"])
+            .output()
+            .unwrap();
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        // The CPU time per task the trace recorded.
+        let runs = trace::parse(&text).unwrap();
+        let mut cpu_s: std::collections::BTreeMap<u64, f64> = Default::default();
+        for (s, _) in &runs[0].turns {
+            for t in &s.tasks {
+                *cpu_s.entry(t.id).or_default() += t.obs.cpu_time_ns as f64 * 1e-9;
+            }
+        }
+        let busiest = cpu_s.values().copied().fold(0.0, f64::max);
+        let workers: Vec<f64> = cpu_s.values().copied().filter(|&c| c >= 0.1 * busiest).collect();
+        let scenario = std::fs::read_to_string(&out).unwrap();
+        assert!(
+            scenario.contains(&format!("threads = {}", workers.len())),
+            "{scenario}"
+        );
+        let s = herd_sim::Scenario::parse(&scenario, "t", &|x| {
+            herd_topo::Machine::from_path(Path::new(x)).map_err(|e| e.to_string())
+        })
+        .unwrap();
+        let job = &s.jobs[0];
+        let work_s: f64 =
+            job.phases.iter().map(|p| p.instructions).sum::<f64>() * job.threads as f64 / (2.5e9);
+        let seen: f64 = workers.iter().sum();
+        assert!(
+            (work_s - seen).abs() < 0.01 * seen,
+            "{machine}: {work_s} s of work, {seen} s seen"
+        );
+        // Simulated: no sooner than the work over the CPUs it may use.
+        let v: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+        let makespan = v["policies"][0]["makespan_s"].as_f64().unwrap();
+        let cpus = s.machine.cpus().len().min(job.threads as usize) as f64;
+        assert!(
+            makespan >= 0.99 * seen / cpus,
+            "{machine}: {makespan} s for {seen} s of CPU on {cpus}"
+        );
+    }
+}
+
+#[test]
+fn from_trace_refuses_what_is_no_trace_with_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(&bad, "not json\n").unwrap();
+    for path in [bad, dir.path().join("missing.jsonl")] {
+        let run = herd().args(["sim", "--from-trace"]).arg(&path).output().unwrap();
+        assert_eq!(
+            run.status.code(),
+            Some(2),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let err = String::from_utf8_lossy(&run.stderr);
+        assert!(err.contains(&path.display().to_string()), "{err}");
+    }
 }
