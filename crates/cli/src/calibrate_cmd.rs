@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use herd_runtime::probe::{ProbeOptions, stream_probe};
-use herd_store::{Calibration, PEAK_BTR, SqliteStore};
+use herd_store::{CORE_PAIR_SIGMA, Calibration, PEAK_BTR, SMT_SIGMA, SqliteStore};
 
 use crate::common::Failure;
 use crate::output;
@@ -91,6 +91,33 @@ pub fn run(args: &CalibrateArgs) -> Result<(), Failure> {
         eprintln!("herd: calibrate: round {r}/{} done", args.rounds)
     })
     .map_err(|e| Failure::Internal(e.into()))?;
+    // Two CPUs busy against one: siblings of the first core that has
+    // several, else two CPUs of different cores.
+    let pair = machine
+        .cores()
+        .iter()
+        .find(|c| c.cpus.len() >= 2)
+        .map(|c| {
+            let mut it = c.cpus.iter();
+            (it.next(), it.next(), true)
+        })
+        .or_else(|| {
+            let cpus = machine.cpus();
+            let b = cpus.iter().find(|c| c.core != cpus[0].core)?;
+            Some((Some(cpus[0].os), Some(b.os), false))
+        });
+    let pair = match pair {
+        Some((Some(a), Some(b), siblings)) => {
+            eprintln!(
+                "herd: calibrate: CPUs {a} and {b} busy together against one, {} rounds",
+                args.rounds
+            );
+            let r = herd_runtime::pair_probe::pair_probe(a, b, args.round_s, args.rounds)
+                .map_err(|e| Failure::Internal(e.into()))?;
+            Some((r, siblings))
+        }
+        _ => None,
+    };
     let peak = report.peak_btr();
     let gbps = |btr: f64| btr * herd_model::params::LINE_BYTES * 1e6 / 1e9;
     let measured_unix_s = std::time::SystemTime::now()
@@ -113,6 +140,19 @@ pub fn run(args: &CalibrateArgs) -> Result<(), Failure> {
                 ),
             })
             .map_err(|e| Failure::Internal(e.into()))?;
+            if let Some((r, siblings)) = &pair {
+                s.set_calibration(&Calibration {
+                    name: if *siblings { SMT_SIGMA } else { CORE_PAIR_SIGMA }.into(),
+                    value: r.sigma(),
+                    unit: "fraction of a CPU".into(),
+                    measured_unix_s,
+                    detail: format!(
+                        "an integer loop on CPUs {} and {} together against CPU {} alone, median of {} rounds of {} s",
+                        r.cpus[0], r.cpus[1], r.cpus[0], args.rounds, args.round_s
+                    ),
+                })
+                .map_err(|e| Failure::Internal(e.into()))?;
+            }
             Some(path)
         }
         None => None,
@@ -123,6 +163,9 @@ pub fn run(args: &CalibrateArgs) -> Result<(), Failure> {
             "median_btr": report.median_btr(),
             "peak_gbps": gbps(peak),
             "probe": report,
+            "cpu_pair": pair.as_ref().map(|(r, siblings)| serde_json::json!({
+                "siblings": siblings, "sigma": r.sigma(), "probe": r,
+            })),
             "stored_in": stored,
         }))?);
     }
@@ -136,6 +179,29 @@ pub fn run(args: &CalibrateArgs) -> Result<(), Failure> {
     );
     let rounds: Vec<String> = report.rounds_btr.iter().map(|b| format!("{b:.2}")).collect();
     let _ = writeln!(s, "rounds: {}", rounds.join(" "));
+    if let Some((r, siblings)) = &pair {
+        let sigma = r.sigma();
+        let what = if *siblings {
+            format!("SMT siblings {} and {}", r.cpus[0], r.cpus[1])
+        } else {
+            format!(
+                "CPUs {} and {} (separate cores to the kernel)",
+                r.cpus[0], r.cpus[1]
+            )
+        };
+        let _ = writeln!(
+            s,
+            "{what}: both busy deliver {:.2} of one (sigma {sigma:.2})",
+            1.0 + sigma
+        );
+        if !*siblings && sigma < 0.9 {
+            let _ = writeln!(
+                s,
+                "  they share something the topology does not show (a VM's vCPUs on one host core's threads, \
+                 or a shared power budget): model them as siblings with this sigma"
+            );
+        }
+    }
     match stored {
         Some(p) => {
             let _ = writeln!(s, "stored in {} (herd run and herd batch read it)", p.display());

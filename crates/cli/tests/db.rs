@@ -33,8 +33,27 @@ fn calibrate_stores_a_peak_that_export_shows() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("round 2/2"), "progress: {stderr}");
     let export = json(&herd(&db, &["db", "export"]));
-    assert_eq!(export["calibrations"][0]["name"], "peak_btr");
-    assert_eq!(export["calibrations"][0]["value"].as_f64(), Some(peak));
+    let stored = |name: &str| {
+        export["calibrations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .and_then(|c| c["value"].as_f64())
+    };
+    assert_eq!(stored("peak_btr"), Some(peak));
+    // Two CPUs busy against one (issue 26): on siblings S0's sigma, on
+    // separate cores (this VM) the pair's own measure.
+    if let Some(pair) = v["cpu_pair"].as_object() {
+        let name = if pair["siblings"] == true {
+            "smt_sigma"
+        } else {
+            "core_pair_sigma"
+        };
+        let sigma = pair["sigma"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&sigma), "{v}");
+        assert_eq!(stored(name), Some(sigma));
+    }
     assert_eq!(export["schema_version"], 3);
     // --no-store measures without touching the database.
     let other = tmp.path().join("other.db");

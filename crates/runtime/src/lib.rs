@@ -14,6 +14,7 @@ pub mod ipsample;
 pub mod keeper;
 pub mod live;
 pub mod meter;
+pub mod pair_probe;
 pub mod peers;
 pub mod perf;
 pub mod probe;

@@ -109,6 +109,15 @@ pub struct Calibration {
 /// transactions (cache lines) per µs, summed over all CPUs.
 pub const PEAK_BTR: &str = "peak_btr";
 
+/// The calibration name of S0's σ measured on two SMT siblings: two busy
+/// siblings deliver 1 + σ of one.
+pub const SMT_SIGMA: &str = "smt_sigma";
+
+/// The same measure on two CPUs the kernel calls separate cores: 1 when
+/// they share nothing that shows; less when they do (a virtual machine's
+/// vCPUs on one host core's threads, a shared power budget).
+pub const CORE_PAIR_SIGMA: &str = "core_pair_sigma";
+
 /// Where herd keeps what it learns about programs across runs.
 pub trait ProfileStore {
     /// Records a completed run; returns its id.
