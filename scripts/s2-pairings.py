@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Every way of pairing S2's eight jobs on its four nodes (105 pairings),
-each simulated with the cluster model: the best and the worst by mean job
+each simulated by the cluster simulation (judged as the scenario says: the node simulator by default): the best and the worst by mean job
 time, against what `numa:model` and S2's worst packing choose in
 scenarios/s2-cluster.toml. Each pairing is a copy of the scenario with the
 jobs reordered so that Slurm's first fit packs them in pairs.

@@ -320,8 +320,21 @@ def check_batch_cpuset_mems(shape):
                 break
             time.sleep(2)
         expect(len(seen) >= 2, f"no confined groups appeared: {herd_groups()}")
+        # herd widens cpuset.mems before it narrows the CPUs and narrows the
+        # mems after (so the two always share a node); the last write moves
+        # the job's pages and can take seconds in an emulated guest. A group
+        # read inside that window is read again until it settles.
         for d, (cpus, mems) in seen.items():
+            settle = time.time() + 30
             want = {n for n, c in nodes.items() if c & cpus}
+            while mems != want and time.time() < settle:
+                time.sleep(1)
+                try:
+                    cpus = cpulist(open(os.path.join(d, "cpuset.cpus")).read())
+                    mems = cpulist(open(os.path.join(d, "cpuset.mems")).read())
+                except OSError:
+                    break  # the group is gone: its last reading stands
+                want = {n for n, c in nodes.items() if c & cpus}
             expect(mems == want, f"{d}: cpuset.cpus {sorted(cpus)} but cpuset.mems {sorted(mems)} (want {sorted(want)})")
     finally:
         stop(h)

@@ -68,9 +68,15 @@ pub fn run(args: &Flags<'_>, path: &Path, text: &str) -> Result<ClusterCompariso
 /// else the first placement.
 fn table(c: &ClusterComparison) -> String {
     let mut s = String::new();
+    let judged = match c.placements.first().map(|p| p.judge) {
+        Some(herd_sim::cluster::Judge::Model) => {
+            "judged by S2's NUMA queueing model, the selectors' own (circular)"
+        }
+        _ => "judged by herd's node simulator; the selectors predict with S2's model",
+    };
     let _ = writeln!(
         s,
-        "{}: {} jobs on {} nodes of {} (S2's NUMA queueing model per node)",
+        "{}: {} jobs on {} nodes of {} ({judged})",
         c.scenario,
         c.jobs.len(),
         c.nodes,
@@ -87,7 +93,7 @@ fn table(c: &ClusterComparison) -> String {
     let name = &reference.placement;
     let _ = writeln!(
         s,
-        "{:<14} {:>5} {:>9} {:>9} {:>9} {:>11} {:>10} {:>10} {:>9} {:>12} {:>12}",
+        "{:<14} {:>5} {:>9} {:>9} {:>9} {:>11} {:>10} {:>10} {:>9} {:>12} {:>12} {:>9}",
         "placement",
         "nodes",
         "run min",
@@ -98,7 +104,8 @@ fn table(c: &ClusterComparison) -> String {
         "node GB/s",
         "std GB/s",
         format!("mean vs {name}"),
-        format!("std vs {name}")
+        format!("std vs {name}"),
+        "pred err"
     );
     let pct = |v: f64, base: f64| {
         if base > 0.0 {
@@ -110,7 +117,7 @@ fn table(c: &ClusterComparison) -> String {
     for p in &c.placements {
         let _ = writeln!(
             s,
-            "{:<14} {:>5} {:>9.1} {:>9.1} {:>9.1} {:>11.1} {:>10.1} {:>10.2} {:>9.2} {:>12} {:>12}",
+            "{:<14} {:>5} {:>9.1} {:>9.1} {:>9.1} {:>11.1} {:>10.1} {:>10.2} {:>9.2} {:>12} {:>12} {:>8.1}%",
             p.placement,
             p.nodes,
             p.run_min_s,
@@ -121,7 +128,8 @@ fn table(c: &ClusterComparison) -> String {
             p.node_bw_mean_gbps,
             p.node_bw_std_gbps,
             pct(p.run_mean_s, reference.run_mean_s),
-            pct(p.node_bw_std_gbps, reference.node_bw_std_gbps)
+            pct(p.node_bw_std_gbps, reference.node_bw_std_gbps),
+            p.prediction_error_median * 100.0
         );
         if p.unconverged_solves > 0 {
             let _ = writeln!(
@@ -131,7 +139,8 @@ fn table(c: &ClusterComparison) -> String {
             );
         }
     }
-    s.push_str("times in seconds; node GB/s: each used node's traffic over the time it ran jobs, mean and std across nodes\n");
+    s.push_str("times in seconds; node GB/s: each used node's traffic over the time it ran jobs, mean and std across nodes;\n\
+                pred err: median over jobs of |S2 model's run time at placement - run time| / run time\n");
     s
 }
 

@@ -24,7 +24,7 @@ pub type ClassId = u32;
 /// produce (phases x core kinds x sharing x nodes), not by time.
 #[derive(Debug, Default, Clone)]
 pub struct StreamClasses {
-    index: FxHashMap<[u64; 5], ClassId>,
+    index: FxHashMap<[u64; 6], ClassId>,
     streams: Vec<Stream>,
     members: Vec<u32>,
     /// The last class joined: like streams usually arrive in runs (a job's
@@ -38,10 +38,11 @@ pub struct StreamClasses {
 }
 
 /// Bit-exact key: equal keys mean streams the solver cannot tell apart.
-fn key(s: &Stream) -> [u64; 5] {
-    let target = match s.target {
-        Target::Node(k) => k as u64,
-        Target::Interleaved => u64::MAX,
+fn key(s: &Stream) -> [u64; 6] {
+    let (target, share) = match s.target {
+        Target::Node(k) => (k as u64, 0),
+        Target::Interleaved => (u64::MAX, 0),
+        Target::Shared { node, share_ppm } => (node as u64, u64::from(share_ppm) + 1),
     };
     [
         s.compute_ns_per_instr.to_bits(),
@@ -49,6 +50,7 @@ fn key(s: &Stream) -> [u64; 5] {
         s.cpu_share.to_bits(),
         s.home as u64,
         target,
+        share,
     ]
 }
 

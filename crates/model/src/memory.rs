@@ -49,6 +49,37 @@ pub enum Target {
     Node(usize),
     /// Spread evenly over all nodes.
     Interleaved,
+    /// S2's program model: a share of the requests (in millionths) to data
+    /// all the program's threads share, on `node` (where it was first
+    /// touched); the rest to the thread's own node.
+    Shared {
+        /// Where the shared data is.
+        node: usize,
+        /// Millionths of the requests that go there (an integer, so equal
+        /// streams compare equal bit for bit).
+        share_ppm: u32,
+    },
+}
+
+impl Target {
+    /// Each node's share of the requests of a stream whose CPU is on `home`
+    /// (nodes beyond `n` fold onto the last).
+    fn shares(self, home: usize, n: usize, mut each: impl FnMut(usize, f64)) {
+        match self {
+            Target::Node(k) => each(k.min(n - 1), 1.0),
+            Target::Interleaved => (0..n).for_each(|k| each(k, 1.0 / n as f64)),
+            Target::Shared { node, share_ppm } => {
+                let shared = f64::from(share_ppm.min(1_000_000)) * 1e-6;
+                let (node, home) = (node.min(n - 1), home.min(n - 1));
+                if node == home {
+                    each(home, 1.0);
+                } else {
+                    each(node, shared);
+                    each(home, 1.0 - shared);
+                }
+            }
+        }
+    }
 }
 
 /// One thread's memory behaviour at its current placement.
@@ -159,10 +190,11 @@ impl MemSystem {
                     out.push((j, self.link_index(s.home, node), s.requests_per_instr * frac));
                 }
             };
-            match s.target {
-                Target::Node(k) => through(k.min(n - 1), 1.0),
-                Target::Interleaved => (0..n).for_each(|k| through(k, 1.0 / n as f64)),
-            }
+            s.target.shares(s.home, n, |k, frac| {
+                if frac > 0.0 {
+                    through(k, frac)
+                }
+            });
         }
         out
     }
@@ -173,12 +205,9 @@ impl MemSystem {
         streams
             .iter()
             .map(|s| {
-                let mem = match s.target {
-                    Target::Node(k) => self.remote_ratio[s.home][k.min(n - 1)],
-                    Target::Interleaved => {
-                        (0..n).map(|k| self.remote_ratio[s.home][k]).sum::<f64>() / n as f64
-                    }
-                };
+                let mut mem = 0.0;
+                s.target
+                    .shares(s.home, n, |k, frac| mem += frac * self.remote_ratio[s.home][k]);
                 s.compute_ns_per_instr + s.requests_per_instr * self.request_ns * mem
             })
             .collect()
@@ -483,17 +512,49 @@ mod tests {
         assert!((served - 0.4).abs() / 0.4 < 1e-6);
     }
 
-    /// Two nodes and a link (S2's machine): Gauss-Seidel agrees with a plain
-    /// damped iteration on the arrival rates, computed independently here.
-    #[test]
-    fn two_node_fixed_point_agrees_with_damped_iteration() {
-        let sys = MemSystem {
+    /// S2's machine: two nodes and a link, M/M/1.
+    fn two_nodes() -> MemSystem {
+        MemSystem {
             node_mu: vec![0.5, 0.5],
             link_mu: 0.25,
             request_ns: 6.4,
             remote_ratio: vec![vec![1.0, 1.7], vec![1.7, 1.0]],
             contention: Contention::MM1,
+        }
+    }
+
+    /// S2's shared data: a stream sending 30% of its requests to the shared
+    /// data on node 1 and the rest home to node 0 routes and costs exactly
+    /// that split; with the shared data at home it is a local stream.
+    #[test]
+    fn shared_memory_splits_requests_between_the_shared_node_and_home() {
+        let sys = two_nodes();
+        let mut s = stream(0.4, 0.02);
+        s.target = Target::Shared {
+            node: 1,
+            share_ppm: 300_000,
         };
+        let base = sys.base_ns(&[s])[0];
+        assert!((base - (0.4 + 0.02 * 6.4 * (0.7 + 0.3 * 1.7))).abs() < 1e-12);
+        let routes = sys.routes(&[s]);
+        // Home controller 70%, node 1's controller and the link 30% each.
+        let through = |q: usize| routes.iter().filter(|r| r.1 == q).map(|r| r.2).sum::<f64>();
+        assert!((through(0) - 0.014).abs() < 1e-12 && (through(1) - 0.006).abs() < 1e-12);
+        assert!((through(sys.link_index(0, 1)) - 0.006).abs() < 1e-12);
+        s.target = Target::Shared {
+            node: 0,
+            share_ppm: 300_000,
+        };
+        let mut local = stream(0.4, 0.02);
+        local.target = Target::Node(0);
+        assert_eq!(sys.solve(&[s]).ns_per_instr, sys.solve(&[local]).ns_per_instr);
+    }
+
+    /// Two nodes and a link (S2's machine): Gauss-Seidel agrees with a plain
+    /// damped iteration on the arrival rates, computed independently here.
+    #[test]
+    fn two_node_fixed_point_agrees_with_damped_iteration() {
+        let sys = two_nodes();
         let mut streams = Vec::new();
         for i in 0..8 {
             let home = i % 2;

@@ -4,7 +4,7 @@
 use crate::node::Selector;
 
 /// The references that are not selectors.
-pub const REFERENCES: [(&str, &str); 2] = [
+pub const REFERENCES: [(&str, &str); 3] = [
     (
         "one-per-node",
         "S2's baseline: every job alone on a node of its own (as many nodes as jobs)",
@@ -12,6 +12,10 @@ pub const REFERENCES: [(&str, &str); 2] = [
     (
         "worst",
         "S2's worst packing: jobs waiting together sorted by memory traffic, heaviest first, packed first-fit",
+    ),
+    (
+        "s2-rule",
+        "numa:model without herd's correction of jobs placed together (swap_improve): S2's rule alone",
     ),
 ];
 
@@ -25,6 +29,8 @@ pub enum ClusterPlacement {
     OnePerNode,
     /// Waiting jobs sorted by memory traffic, heaviest first, then first fit.
     Worst,
+    /// `numa:model`'s rule without its batch correction.
+    S2Rule,
 }
 
 impl ClusterPlacement {
@@ -34,6 +40,7 @@ impl ClusterPlacement {
             ClusterPlacement::Select(s) => s.name(),
             ClusterPlacement::OnePerNode => REFERENCES[0].0,
             ClusterPlacement::Worst => REFERENCES[1].0,
+            ClusterPlacement::S2Rule => REFERENCES[2].0,
         }
     }
 }
@@ -49,6 +56,7 @@ impl std::str::FromStr for ClusterPlacement {
         match name {
             "one-per-node" => Ok(ClusterPlacement::OnePerNode),
             "worst" => Ok(ClusterPlacement::Worst),
+            "s2-rule" => Ok(ClusterPlacement::S2Rule),
             _ => {
                 let known: Vec<&str> = Selector::ALL
                     .iter()

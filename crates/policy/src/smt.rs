@@ -60,6 +60,8 @@ pub struct SmtPlace {
     placed: HashMap<TaskId, (usize, JobId)>,
     /// Each job's most recently given unit.
     last_unit: HashMap<JobId, usize>,
+    /// Unplaced tasks that were busy over the last full period.
+    busy_before: FxHashSet<TaskId>,
     note: Option<String>,
 }
 
@@ -73,6 +75,7 @@ impl SmtPlace {
             load: Vec::new(),
             placed: HashMap::default(),
             last_unit: HashMap::default(),
+            busy_before: FxHashSet::default(),
             note: None,
         }
     }
@@ -172,15 +175,32 @@ impl Policy for SmtPlace {
         // main thread took the first sibling). Such a thread takes a unit
         // the period it works.
         let snap = &view.snapshot;
-        // Runnable now, and busy over the period where it was measured
-        // (its first period's CPU time includes the start-up of a main
-        // thread that then waits: the state tells them apart).
-        let working = |t: &&crate::TaskView| {
-            t.state == crate::TaskState::Runnable
-                && (snap.period_ns == 0
-                    || snap.progress_only
-                    || t.obs.cpu_time_ns.saturating_mul(WORKING_SHARE_INV) >= snap.period_ns)
+        // Busy over the period where it was measured, and either runnable
+        // now or busy the period before too. A main thread's first period
+        // includes its start-up before it waits in join: it is then
+        // asleep, and not busy again. A barrier worker that blocks
+        // between phases is busy every period but often asleep at the
+        // instant of the snapshot: on a slow (emulated) machine smt:speed
+        // left one unplaced for good while the state alone decided.
+        let busy = |t: &crate::TaskView| {
+            snap.period_ns == 0
+                || snap.progress_only
+                || t.obs.cpu_time_ns.saturating_mul(WORKING_SHARE_INV) >= snap.period_ns
         };
+        let busy_before = std::mem::take(&mut self.busy_before);
+        let working = |t: &&crate::TaskView| {
+            busy(t) && (t.state == crate::TaskState::Runnable || busy_before.contains(&t.id))
+        };
+        if !snap.progress_only && snap.period_ns > 0 {
+            self.busy_before = snap
+                .tasks
+                .iter()
+                .filter(|t| !self.placed.contains_key(&t.id) && busy(t))
+                .map(|t| t.id)
+                .collect();
+        } else {
+            self.busy_before = busy_before.clone();
+        }
         let mut new: Vec<_> = view
             .snapshot
             .tasks

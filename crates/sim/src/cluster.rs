@@ -21,7 +21,7 @@
 //! traffic, heaviest first, and packed first-fit, so the most
 //! memory-intensive jobs share nodes).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 use herd_model::numa::{self, Character, Placed};
 use herd_model::{MemSystem, ModelParams};
@@ -32,7 +32,17 @@ use herd_policy::numa_distances;
 use herd_topo::Machine;
 use serde::{Deserialize, Serialize};
 
+use crate::cluster_judge::NodeJudge;
+use crate::cluster_swap::swap_improve;
 use crate::scenario::{Count, Locate, NonNegative, Positive, ScenarioError};
+
+fn median(v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        f64::NAN
+    } else {
+        herd_model::median(v)
+    }
+}
 
 /// The file as written.
 #[derive(Debug, Clone, Deserialize)]
@@ -44,6 +54,8 @@ struct ClusterFile {
     cluster: toml::Spanned<ClusterSpec>,
     #[serde(default)]
     model: ModelParams,
+    #[serde(default)]
+    judge: Judge,
     #[serde(default)]
     job: Vec<toml::Spanned<JobSpec>>,
     stream: Option<toml::Spanned<StreamSpec>>,
@@ -109,6 +121,22 @@ fn one_u64() -> u64 {
     1
 }
 
+/// What decides how fast each job on a node runs (the outcome the
+/// placements are judged by; the selectors predict with S2's model either
+/// way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+pub enum Judge {
+    /// herd's node-level simulator runs each node's mix
+    /// ([`crate::cluster_judge`]): the default.
+    #[default]
+    #[serde(rename = "node-sim")]
+    NodeSim,
+    /// S2's closed-form M/M/1 model, the one `numa:model` chooses with
+    /// (circular as a judge of `numa:model`; kept for comparison).
+    #[serde(rename = "model")]
+    Model,
+}
+
 /// One job, with the characteristics derived from its figures.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ClusterJob {
@@ -143,6 +171,10 @@ pub struct ClusterScenario {
     pub machine_spec: String,
     /// Its memory system.
     pub mem: MemSystem,
+    /// The model's parameters (the node simulator's world takes them whole).
+    pub model: ModelParams,
+    /// What judges the outcomes.
+    pub judge: Judge,
     /// Jobs in arrival order.
     pub jobs: Vec<ClusterJob>,
 }
@@ -266,6 +298,8 @@ impl ClusterScenario {
             machine,
             machine_spec: c.machine.clone(),
             mem,
+            model: spec.model.clone(),
+            judge: spec.judge,
             jobs,
         })
     }
@@ -357,8 +391,12 @@ pub struct JobOutcome {
     pub wait_s: f64,
     /// Seconds from start to end.
     pub run_s: f64,
-    /// run_s over its time alone.
+    /// run_s over its time alone (under the judge: the node simulator's
+    /// own run of the job alone on an empty node, or `solo_time_s`).
     pub slowdown_ratio: f64,
+    /// The run time S2's model predicted for it at its placement, the mix
+    /// then on its node held fixed: what the selectors go by.
+    pub predicted_run_s: f64,
     /// Why the placement chose that node.
     pub reason: String,
 }
@@ -390,19 +428,27 @@ pub struct PlacementResult {
     pub node_bw_std_gbps: f64,
     /// Model solves whose fixed point did not settle (should be 0).
     pub unconverged_solves: u64,
+    /// What judged the outcomes.
+    pub judge: Judge,
+    /// Median over jobs of |predicted_run_s - run_s| / run_s.
+    pub prediction_error_median: f64,
+    /// Node mixes the node simulator ran, and mixes it found in its cache.
+    pub judge_runs: u64,
+    /// Mixes found in the cache.
+    pub judge_hits: u64,
 }
 
-struct Running {
-    job: usize,
-    placed: Placed,
+pub(crate) struct Running {
+    pub(crate) job: usize,
+    pub(crate) placed: Placed,
     /// Accesses each thread still has to make.
-    left: f64,
+    pub(crate) left: f64,
     /// ns per access at the node's current mix.
     ns_per_access: f64,
 }
 
-struct NodeSim {
-    running: Vec<Running>,
+pub(crate) struct NodeSim {
+    pub(crate) running: Vec<Running>,
     free: Vec<u32>,
     bw_gbps: f64,
     /// Integral of traffic over busy time (GB) and the busy time (s).
@@ -419,8 +465,10 @@ pub fn run(s: &ClusterScenario, placement: ClusterPlacement) -> PlacementResult 
     // `one-per-node` picks empty nodes itself, so its selector is unused.
     let selector = match placement {
         ClusterPlacement::Select(s) => s,
+        ClusterPlacement::S2Rule => Selector::Model,
         ClusterPlacement::OnePerNode | ClusterPlacement::Worst => Selector::Slurm,
     };
+    let swap = placement == ClusterPlacement::Select(Selector::Model);
     let n_nodes = if one_per_node {
         s.nodes.max(s.jobs.len())
     } else {
@@ -454,6 +502,8 @@ pub fn run(s: &ClusterScenario, placement: ClusterPlacement) -> PlacementResult 
             running: Vec::new(),
         })
         .collect();
+    let mut judge =
+        (s.judge == Judge::NodeSim).then(|| NodeJudge::new(&s.machine, &s.machine_spec, &s.model));
     let mut outcomes: Vec<Option<JobOutcome>> = vec![None; s.jobs.len()];
     let mut queue: VecDeque<usize> = VecDeque::new();
     let mut next_arrival = 0;
@@ -503,7 +553,7 @@ pub fn run(s: &ClusterScenario, placement: ClusterPlacement) -> PlacementResult 
                     }
                 }
                 n.running = keep;
-                unconverged += resolve(&s.mem, n);
+                unconverged += resolve(&s.mem, n, judge.as_mut());
                 states[i].free_per_numa.clone_from(&n.free);
                 states[i].running = n.running.iter().map(|r| r.placed.clone()).collect();
             }
@@ -577,7 +627,12 @@ pub fn run(s: &ClusterScenario, placement: ClusterPlacement) -> PlacementResult 
                 left: job.character.accesses_per_thread,
                 ns_per_access: 1.0,
             });
-            unconverged += resolve(&s.mem, n);
+            unconverged += resolve(&s.mem, n, judge.as_mut());
+            let mix: Vec<Placed> = n.running.iter().map(|r| r.placed.clone()).collect();
+            let predicted_run_s = numa::predict_with(&s.mem, &mix, false)
+                .ok()
+                .and_then(|p| p.programs.last().map(|p| p.time_s))
+                .unwrap_or(f64::NAN);
             outcomes[j] = Some(JobOutcome {
                 name: job.name.clone(),
                 node: i,
@@ -585,13 +640,14 @@ pub fn run(s: &ClusterScenario, placement: ClusterPlacement) -> PlacementResult 
                 wait_s: now - job.arrival_s,
                 run_s: f64::NAN,
                 slowdown_ratio: f64::NAN,
+                predicted_run_s,
                 reason,
             });
             placed_now.push(j);
         }
-        if selector == Selector::Model && placed_now.len() >= 2 {
+        if swap && placed_now.len() >= 2 {
             for (j, i, why) in swap_improve(&s.mem, &mut nodes, &placed_now, &s.jobs) {
-                unconverged += resolve(&s.mem, &mut nodes[i]);
+                unconverged += resolve(&s.mem, &mut nodes[i], judge.as_mut());
                 states[i].running = nodes[i].running.iter().map(|r| r.placed.clone()).collect();
                 let o = outcomes[j].as_mut().expect("a placed job has an outcome");
                 o.node = i;
@@ -604,149 +660,60 @@ pub fn run(s: &ClusterScenario, placement: ClusterPlacement) -> PlacementResult 
                     .threads_per_node
                     .clone();
                 o.reason = why;
+                let mix: Vec<Placed> = nodes[i].running.iter().map(|r| r.placed.clone()).collect();
+                let at = nodes[i].running.iter().position(|r| r.job == j);
+                o.predicted_run_s = numa::predict_with(&s.mem, &mix, false)
+                    .ok()
+                    .zip(at)
+                    .map_or(f64::NAN, |(p, k)| p.programs[k].time_s);
             }
         }
     }
-    summarise(s, placement.name(), n_nodes, &nodes, outcomes, unconverged)
-}
-
-/// The predicted completion times, from now, of the jobs a node runs
-/// (their placements and the accesses each thread has left), summed: the
-/// node's mix is re-solved at each predicted completion. Infinite if the
-/// model cannot solve it.
-fn predicted_total_s(mem: &MemSystem, jobs: &[(Placed, f64)]) -> f64 {
-    let mut live: Vec<(Placed, f64)> = jobs.to_vec();
-    let (mut now, mut total) = (0.0, 0.0);
-    // Each round ends at least one job.
-    while !live.is_empty() {
-        let placed: Vec<Placed> = live.iter().map(|(p, _)| p.clone()).collect();
-        let Ok(pred) = numa::predict_with(mem, &placed, false) else {
-            return f64::INFINITY;
-        };
-        let ns: Vec<f64> = live
-            .iter()
-            .zip(&pred.programs)
-            .map(|((p, _), q)| q.time_s * 1e9 / p.character.accesses_per_thread)
-            .collect();
-        let dt = live
-            .iter()
-            .zip(&ns)
-            .map(|((_, left), ns)| left * ns * 1e-9)
-            .fold(f64::INFINITY, f64::min);
-        now += dt;
-        let mut next = Vec::with_capacity(live.len());
-        for ((p, left), ns) in live.into_iter().zip(&ns) {
-            let left = left - dt * 1e9 / ns;
-            // Within a rounding error of done: done.
-            if left <= p.character.accesses_per_thread * 1e-9 {
-                total += now;
-            } else {
-                next.push((p, left));
+    // Under the node simulator, a job's slowdown is against its own run
+    // alone in the same world, on an empty node laid out as it asks.
+    if let Some(judge) = judge.as_mut() {
+        for (o, job) in outcomes.iter_mut().zip(&s.jobs) {
+            let Some(o) = o.as_mut() else { continue };
+            let layout = empty_layout(&s.machine, job.threads, job.layout).unwrap_or_default();
+            let alone = Placed {
+                character: job.character,
+                threads_per_node: layout,
+                memory: Vec::new(),
+            };
+            if let Some(ns) = judge.ns_per_access(&[alone]).and_then(|v| v.first().copied()) {
+                o.slowdown_ratio = o.run_s / (job.character.accesses_per_thread * ns * 1e-9);
             }
         }
-        live = next;
     }
-    total
+    let mut r = summarise(s, placement.name(), n_nodes, &nodes, outcomes, unconverged);
+    if let Some(j) = &judge {
+        (r.judge_runs, r.judge_hits) = (j.runs, j.hits);
+    }
+    r
 }
 
-/// Jobs placed at the same instant are placed one at a time by S2's rule,
-/// which cannot see the jobs still to come. This then swaps pairs of them
-/// (same thread count: each takes the other's node and layout) while the
-/// model predicts a lower total completion time on the two nodes, best
-/// swap first. Bounded: at most as many swaps as jobs, and only for up to
-/// `MAX_BATCH` jobs (the pairs grow as its square). Returns each moved
-/// job's new node and why.
-fn swap_improve(
-    mem: &MemSystem,
-    nodes: &mut [NodeSim],
-    batch: &[usize],
-    jobs: &[ClusterJob],
-) -> Vec<(usize, usize, String)> {
-    const MAX_BATCH: usize = 32;
-    let mut moved: Vec<(usize, usize, String)> = Vec::new();
-    if batch.len() > MAX_BATCH {
-        return moved;
-    }
-    let node_of = |nodes: &[NodeSim], j: usize| {
-        nodes
-            .iter()
-            .position(|n| n.running.iter().any(|r| r.job == j))
-            .expect("a placed job runs on a node")
-    };
-    // A node's mix, with job `out` replaced by a fresh run of `into`.
-    let mix = |n: &NodeSim, swap: Option<(usize, usize)>| -> Vec<(Placed, f64)> {
-        n.running
-            .iter()
-            .map(|r| match swap {
-                Some((out, into)) if r.job == out => {
-                    let mut p = r.placed.clone();
-                    p.character = jobs[into].character;
-                    (p, jobs[into].character.accesses_per_thread)
-                }
-                _ => (r.placed.clone(), r.left),
-            })
-            .collect()
-    };
-    for _ in 0..batch.len() {
-        // Where each job is and each of their nodes' predicted total, once
-        // per round: every pair below reuses them.
-        let at: Vec<usize> = batch.iter().map(|&j| node_of(nodes, j)).collect();
-        let mut total: BTreeMap<usize, f64> = BTreeMap::new();
-        for &n in &at {
-            total
-                .entry(n)
-                .or_insert_with(|| predicted_total_s(mem, &mix(&nodes[n], None)));
-        }
-        let mut best: Option<(f64, usize, usize)> = None;
-        for (x, &a) in batch.iter().enumerate() {
-            for (y, &b) in batch.iter().enumerate().skip(x + 1) {
-                let (na, nb) = (at[x], at[y]);
-                if na == nb || jobs[a].threads != jobs[b].threads {
-                    continue;
-                }
-                let before = total[&na] + total[&nb];
-                let after = predicted_total_s(mem, &mix(&nodes[na], Some((a, b))))
-                    + predicted_total_s(mem, &mix(&nodes[nb], Some((b, a))));
-                let gain = before - after;
-                // A gain within rounding is none: no swapping back and forth.
-                if gain > 1e-9 * before && best.is_none_or(|(g, _, _)| gain > g) {
-                    best = Some((gain, a, b));
-                }
-            }
-        }
-        let Some((gain, a, b)) = best else { break };
-        let (na, nb) = (node_of(nodes, a), node_of(nodes, b));
-        for (n, out, into) in [(na, a, b), (nb, b, a)] {
-            let r = nodes[n]
-                .running
-                .iter_mut()
-                .find(|r| r.job == out)
-                .expect("on its node");
-            r.job = into;
-            r.placed.character = jobs[into].character;
-            r.left = jobs[into].character.accesses_per_thread;
-        }
-        let why = |other: usize, n: usize| {
-            format!(
-                "n{}: swapped with {} after S2's rule placed both: the model predicts {gain:.1} s less total job time",
-                n + 1,
-                jobs[other].name
-            )
-        };
-        moved.retain(|(j, _, _)| *j != a && *j != b);
-        moved.push((a, nb, why(b, nb)));
-        moved.push((b, na, why(a, na)));
-    }
-    moved
-}
-
-/// Re-solves a node's mix; returns 1 when the solve did not settle.
-fn resolve(mem: &MemSystem, n: &mut NodeSim) -> u64 {
+/// Re-solves a node's mix, by the node simulator when there is one (see
+/// [`Judge`]), else by S2's model; returns 1 when the solve did not settle.
+fn resolve(mem: &MemSystem, n: &mut NodeSim, judge: Option<&mut NodeJudge<'_>>) -> u64 {
     if n.running.is_empty() {
         n.bw_gbps = 0.0;
         return 0;
     }
     let placed: Vec<Placed> = n.running.iter().map(|r| r.placed.clone()).collect();
+    if let Some(judge) = judge {
+        let Some(ns) = judge.ns_per_access(&placed) else {
+            return 1;
+        };
+        n.bw_gbps = 0.0;
+        for (r, ns) in n.running.iter_mut().zip(ns) {
+            r.ns_per_access = ns;
+            // One 64-byte line per access, from every thread: bytes per ns
+            // is GB/s.
+            let threads: u32 = r.placed.threads_per_node.iter().sum();
+            n.bw_gbps += f64::from(threads) * herd_model::params::LINE_BYTES / ns;
+        }
+        return 0;
+    }
     let pred = numa::predict(mem, &placed).expect("placements were checked when the jobs were loaded");
     for (r, p) in n.running.iter_mut().zip(&pred.programs) {
         r.ns_per_access = p.time_s * 1e9 / r.placed.character.accesses_per_thread;
@@ -795,6 +762,15 @@ fn summarise(
         node_bw_mean_gbps: bw_mean,
         node_bw_std_gbps: bw_std,
         unconverged_solves: unconverged,
+        judge: s.judge,
+        prediction_error_median: median(
+            jobs.iter()
+                .map(|j| (j.predicted_run_s - j.run_s).abs() / j.run_s)
+                .filter(|e| e.is_finite())
+                .collect(),
+        ),
+        judge_runs: 0,
+        judge_hits: 0,
         jobs,
     }
 }
@@ -833,46 +809,5 @@ pub fn compare(
         machine: s.machine_spec.clone(),
         jobs: s.jobs.clone(),
         placements,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn two_jobs() -> ClusterScenario {
-        let text = "[cluster]\nnodes = 1\nmachine = \"package:2 numa:1 l3:1 core:8\"\n\
-                    [model]\nnode_bw_gbps = 34.0\nlink_bw_gbps = 42.5\ncontention = { kind = \"mm1\" }\n\
-                    [[job]]\nname = \"short\"\nthreads = 8\nsolo_time_s = 100\nbw_gbps = 30\n\
-                    [[job]]\nname = \"long\"\nthreads = 8\nsolo_time_s = 400\nbw_gbps = 30\n";
-        ClusterScenario::parse(text, "t.toml").unwrap()
-    }
-
-    #[test]
-    fn the_predicted_total_re_solves_the_mix_when_a_job_ends() {
-        let s = two_jobs();
-        let placed = |j: usize, layout: Vec<u32>| Placed {
-            character: s.jobs[j].character,
-            threads_per_node: layout,
-            memory: Vec::new(),
-        };
-        let full = |j: usize| s.jobs[j].character.accesses_per_thread;
-        // Alone: its solo time.
-        let alone = predicted_total_s(&s.mem, &[(placed(0, vec![4, 4]), full(0))]);
-        assert!((alone / 100.0 - 1.0).abs() < 1e-6, "{alone}");
-        // Together: the short job is slowed, ends at t1 > 100 s; the long
-        // one runs slowed until then and alone after, so it ends before
-        // 400 s + (t1 - what it got done meanwhile) but after 400 s.
-        let both = [(placed(0, vec![4, 4]), full(0)), (placed(1, vec![4, 4]), full(1))];
-        let together = numa::predict(&s.mem, &[both[0].0.clone(), both[1].0.clone()]).unwrap();
-        let t1 = together.programs[0].time_s;
-        assert!(t1 > 100.0);
-        let slow = together.programs[1].time_s / 400.0;
-        let t2 = t1 + (400.0 - t1 / slow);
-        let total = predicted_total_s(&s.mem, &both);
-        assert!((total - (t1 + t2)).abs() < 1e-6 * total, "{total} vs {}", t1 + t2);
-        // Half the long job left: half the work, from now.
-        let half = predicted_total_s(&s.mem, &[(placed(1, vec![4, 4]), full(1) / 2.0)]);
-        assert!((half / 200.0 - 1.0).abs() < 1e-6, "{half}");
     }
 }

@@ -80,6 +80,11 @@ pub enum Memory {
     /// this run, and there however it moves later: first-touch allocation
     /// without NUMA balancing (Linux before 3.8, or `numa_balancing=0`).
     FirstTouch,
+    /// S2's program model (`memory = { shared = 0.5 }`): this share of the
+    /// requests, in millionths, to data all the job's threads share, on
+    /// the node where the job's first thread first ran; the rest to each
+    /// thread's own node.
+    Shared(u32),
 }
 
 impl<'de> Deserialize<'de> for Memory {
@@ -89,14 +94,18 @@ impl<'de> Deserialize<'de> for Memory {
         enum Raw {
             Name(String),
             Node(i64),
+            Shared { shared: f64 },
         }
         match Raw::deserialize(d)? {
             Raw::Name(s) if s == "local" => Ok(Memory::Local),
             Raw::Name(s) if s == "interleaved" => Ok(Memory::Interleaved),
             Raw::Name(s) if s == "first-touch" => Ok(Memory::FirstTouch),
             Raw::Node(n) if n >= 0 => Ok(Memory::Node(n as usize)),
+            Raw::Shared { shared } if (0.0..=1.0).contains(&shared) => {
+                Ok(Memory::Shared((shared * 1e6).round() as u32))
+            }
             _ => Err(serde::de::Error::custom(
-                "must be \"local\", \"first-touch\", \"interleaved\" or a node number",
+                "must be \"local\", \"first-touch\", \"interleaved\", a node number or { shared = F } with F in [0, 1]",
             )),
         }
     }

@@ -1,13 +1,22 @@
 //! S2's cluster experiment in simulation (`scenarios/s2-cluster.toml`):
 //! the model-based node choice against one job per node and the worst
-//! packing, as in S2's Table 1.
+//! packing, as in S2's Table 1, judged by herd's node simulator (the
+//! default) and by S2's own model (the selectors' model: circular, kept to
+//! check the model's side).
 
-use herd_sim::cluster::{self, ClusterScenario, PlacementResult};
+use herd_sim::cluster::{self, ClusterScenario, Judge, PlacementResult};
 
 fn load() -> ClusterScenario {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/s2-cluster.toml");
     let text = std::fs::read_to_string(path).unwrap();
     ClusterScenario::parse(&text, path).unwrap()
+}
+
+/// The scenario judged by S2's model instead of the node simulator.
+fn by_the_model() -> ClusterScenario {
+    let mut s = load();
+    s.judge = Judge::Model;
+    s
 }
 
 fn place(s: &ClusterScenario, name: &str) -> PlacementResult {
@@ -22,9 +31,11 @@ fn place(s: &ClusterScenario, name: &str) -> PlacementResult {
     r
 }
 
+/// Judged by S2's own model, the one numa:model chooses with: the
+/// scenario's fit to S2's Table 1 and the model's side of the selector.
 #[test]
-fn the_model_places_jobs_better_than_the_worst_packing() {
-    let s = load();
+fn the_model_places_jobs_better_than_the_worst_packing_by_its_own_model() {
+    let s = by_the_model();
     let alone = place(&s, "one-per-node");
     let worst = place(&s, "worst");
     let model = place(&s, "numa:model");
@@ -65,13 +76,7 @@ fn the_model_places_jobs_better_than_the_worst_packing() {
     // got -1.9% and -20%; swapping jobs placed together where the model
     // predicts less total time reaches the best of all 105 pairings
     // (-3.1%, -58.6%: scripts/s2-pairings.py simulates all of them).
-    assert!(worst.run_mean_s > alone.run_mean_s * 1.05);
-    assert!(
-        model.run_mean_s < worst.run_mean_s * 0.975,
-        "{} vs {}",
-        model.run_mean_s,
-        worst.run_mean_s
-    );
+    sharing_costs_and_the_model_costs_less(&alone, &worst, &model);
     assert!(model.run_max_s < worst.run_max_s * 0.97);
     assert!(
         model.node_bw_std_gbps < worst.node_bw_std_gbps * 0.5,
@@ -89,12 +94,60 @@ fn the_model_places_jobs_better_than_the_worst_packing() {
     );
 }
 
+/// Judged by herd's node simulator (issue 26): each node's mix runs in the
+/// world, threads pinned where the selector laid them out. numa:model
+/// still beats the worst packing on mean job time and spreads traffic more
+/// evenly, by less than its own model says (-3.7% and -45% here against
+/// -3.1% and -59%); its model's prediction of each run is reported.
+#[test]
+fn judged_by_the_node_simulator_the_model_still_beats_the_worst_packing() {
+    let s = load();
+    assert_eq!(s.judge, Judge::NodeSim, "the default judge");
+    let alone = place(&s, "one-per-node");
+    let worst = place(&s, "worst");
+    let model = place(&s, "numa:model");
+    let rule = place(&s, "s2-rule");
+    // Alone on a node, a job's slowdown is 1 in the world too.
+    assert!(
+        alone.jobs.iter().all(|j| (j.slowdown_ratio - 1.0).abs() < 1e-3),
+        "{alone:?}"
+    );
+    // The world is not the model: the judge's times differ from the
+    // model's own (its predictions are off by a fifth here).
+    let by_model = cluster::run(&by_the_model(), "one-per-node".parse().unwrap());
+    assert!((alone.run_mean_s / by_model.run_mean_s - 1.0).abs() > 0.05);
+    assert!(model.prediction_error_median > 0.01 && model.prediction_error_median < 0.5);
+    sharing_costs_and_the_model_costs_less(&alone, &worst, &model);
+    assert!(model.node_bw_std_gbps < worst.node_bw_std_gbps * 0.6);
+    // herd's batch correction is what gets there: S2's rule alone, one job
+    // at a time, gains less.
+    assert!(rule.run_mean_s > model.run_mean_s);
+    assert!(model.judge_runs > 0);
+}
+
+/// Sharing nodes costs time, and numa:model's placement costs at least
+/// 2.5% less of it than the worst packing.
+fn sharing_costs_and_the_model_costs_less(
+    alone: &PlacementResult,
+    worst: &PlacementResult,
+    model: &PlacementResult,
+) {
+    assert!(worst.run_mean_s > alone.run_mean_s * 1.05);
+    assert!(
+        model.run_mean_s < worst.run_mean_s * 0.975,
+        "{} vs {}",
+        model.run_mean_s,
+        worst.run_mean_s
+    );
+}
+
 #[test]
 fn the_simulation_is_deterministic() {
-    let s = load();
-    for p in ["numa:model", "slurm", "least-loaded", "worst"] {
-        let p = p.parse().unwrap();
-        assert_eq!(cluster::run(&s, p), cluster::run(&s, p), "{p}");
+    for s in [load(), by_the_model()] {
+        for p in ["numa:model", "slurm", "least-loaded", "worst"] {
+            let p = p.parse().unwrap();
+            assert_eq!(cluster::run(&s, p), cluster::run(&s, p), "{p}");
+        }
     }
 }
 

@@ -293,11 +293,29 @@ impl World<'_> {
         if !self.has_first_touch {
             return;
         }
-        for th in &mut self.threads {
+        let mut leads_homed = Vec::new();
+        for (t, th) in self.threads.iter_mut().enumerate() {
             if th.first_node.is_none() && th.arrived && !th.done {
                 th.first_node = th.cpu.map(|pos| self.kernel.numa[pos]);
                 // Its numa_maps now has pages to show (`memory_kb`).
                 self.jobs_changed |= th.first_node.is_some();
+                if th.first_node.is_some() && self.job_state[th.job].first == t {
+                    leads_homed.push(th.job);
+                }
+            }
+        }
+        // A job's shared data (`memory = { shared = F }`) is where its
+        // first thread first ran: every thread's stream follows that.
+        for j in leads_homed {
+            if self.jobs[j]
+                .phases
+                .iter()
+                .any(|p| matches!(p.memory, crate::scenario::Memory::Shared(_)))
+            {
+                let first = self.job_state[j].first;
+                for t in first..first + self.jobs[j].threads as usize {
+                    self.touch(t);
+                }
             }
         }
     }
@@ -315,7 +333,7 @@ impl World<'_> {
             crate::scenario::Memory::Node(k) => Some(vec![(nodes.get(k)?.os, 1)]),
             crate::scenario::Memory::Interleaved => Some(nodes.iter().map(|n| (n.os, 1)).collect()),
             crate::scenario::Memory::Local => None,
-            crate::scenario::Memory::FirstTouch => {
+            crate::scenario::Memory::FirstTouch | crate::scenario::Memory::Shared(_) => {
                 let first = self.job_state[j].first;
                 let mut kb: Vec<(u32, u64)> = Vec::new();
                 for th in &self.threads[first..first + self.jobs[j].threads as usize] {

@@ -320,9 +320,11 @@ impl<'a> World<'a> {
             },
             jobs_changed: true,
             has_fixed_jobs: jobs.iter().any(|j| !j.restart),
-            has_first_touch: jobs
-                .iter()
-                .any(|j| j.phases.first().is_some_and(|p| p.memory == Memory::FirstTouch)),
+            has_first_touch: jobs.iter().any(|j| {
+                j.phases
+                    .first()
+                    .is_some_and(|p| matches!(p.memory, Memory::FirstTouch | Memory::Shared(_)))
+            }),
             settled_ns: 0,
             has_heartbeats: jobs.iter().any(|j| j.heartbeat_every.is_some()),
             has_shared: jobs
@@ -696,6 +698,9 @@ impl<'a> World<'a> {
         let speed = kind_speed * smt[pos];
         let home = self.kernel.numa[pos];
         let first_node = th.first_node.unwrap_or(home);
+        // A job's shared data: first touched where its first thread ran.
+        let lead = self.job_state[th.job].first;
+        let shared_node = self.threads[lead].first_node.unwrap_or(first_node);
         Some(Stream {
             compute_ns_per_instr: phase.core_ns_per_instr / speed,
             requests_per_instr: phase.requests_per_instr,
@@ -706,6 +711,10 @@ impl<'a> World<'a> {
                 Memory::Interleaved => Target::Interleaved,
                 Memory::Node(k) => Target::Node(k),
                 Memory::FirstTouch => Target::Node(first_node),
+                Memory::Shared(share_ppm) => Target::Shared {
+                    node: shared_node,
+                    share_ppm,
+                },
             },
         })
     }
