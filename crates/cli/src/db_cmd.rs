@@ -120,7 +120,15 @@ pub fn run(args: &DbArgs) -> Result<(), Failure> {
             let runs = store.runs(&key).map_err(|e| Failure::Input(e.into()))?;
             let (power, label, tolerance) = show.choice.checked()?;
             let machine = crate::common::this_machine()?;
-            let curve = herd_plan::units::curve(&machine, &runs, &show.policy.to_string(), &power, tolerance);
+            let (sigma, _) = crate::units::smt_sigma(Some(&store));
+            let curve = herd_plan::units::curve(
+                &machine,
+                &runs,
+                &show.policy.to_string(),
+                &power,
+                tolerance,
+                sigma,
+            );
             let profile = store
                 .profiles([key.as_str()])
                 .map_err(|e| Failure::Input(e.into()))?

@@ -582,12 +582,25 @@ fn period_power_w(power: &herd_model::PowerModel, view: &herd_policy::View<'_>) 
 fn auto_units(args: &RunArgs, m: &herd_topo::Machine, power: &herd_model::PowerModel, tolerance: f64) -> u32 {
     let cpus = m.cpus().len() as u32;
     let key = crate::units::program_key(&args.cmd);
-    let runs = herd_runtime::live::db_path(args.db.as_deref())
+    let store = herd_runtime::live::db_path(args.db.as_deref())
         .filter(|p| p.exists())
-        .and_then(|p| herd_store::SqliteStore::open(&p).ok())
-        .and_then(|s| herd_store::ProfileStore::runs(&s, &key).ok())
+        .and_then(|p| herd_store::SqliteStore::open(&p).ok());
+    let runs = store
+        .as_ref()
+        .and_then(|s| herd_store::ProfileStore::runs(s, &key).ok())
         .unwrap_or_default();
-    let curve = herd_plan::units::curve(m, &runs, &args.policy.to_string(), power, tolerance);
+    let (sigma, measured) = crate::units::smt_sigma(store.as_ref());
+    if m.smt_max() > 1 {
+        eprintln!(
+            "herd: --threads auto: SMT siblings deliver 1 + {sigma:.2} of a core ({})",
+            if measured {
+                "measured by herd calibrate"
+            } else {
+                "S0's figure: run herd calibrate to measure it here"
+            }
+        );
+    }
+    let curve = herd_plan::units::curve(m, &runs, &args.policy.to_string(), power, tolerance, sigma);
     let goal = args.goal.unwrap_or(Goal::Speed);
     let chosen = match goal {
         Goal::Speed => curve.for_speed,

@@ -83,3 +83,13 @@ fn absolute(path: &Path) -> PathBuf {
     };
     std::fs::canonicalize(dir).map_or_else(|_| path.to_path_buf(), |d| d.join(name))
 }
+
+/// S0's σ for this machine: `herd calibrate`'s measurement on two SMT
+/// siblings where `store` holds one, else S0's 0.3; and whether it was
+/// measured.
+pub fn smt_sigma(store: Option<&herd_store::SqliteStore>) -> (f64, bool) {
+    match store.and_then(|s| s.calibration(herd_store::SMT_SIGMA).ok().flatten()) {
+        Some(c) if (0.0..=1.0).contains(&c.value) => (c.value, true),
+        _ => (herd_policy::order::S0_SIGMA, false),
+    }
+}

@@ -52,6 +52,8 @@ fn recorded_runs_give_an_amdahl_fit_and_auto_uses_it() {
     assert!(show.status.success(), "{}", String::from_utf8_lossy(&show.stderr));
     let v: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
     let curve = &v["curve"];
+    // S0's sigma until herd calibrate has measured one (issue 26).
+    assert_eq!(curve["smt_sigma"].as_f64(), Some(0.3), "{v}");
     let s = curve["serial_fraction"]
         .as_f64()
         .expect("a fit from two unit counts");
@@ -147,4 +149,32 @@ fn bad_unit_flags_and_unknown_programs_are_exit_2() {
         .unwrap();
     assert_eq!(unknown.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("herd db list"));
+}
+
+/// A sigma `herd calibrate` stored for this machine is the one the unit
+/// choice uses (issue 26).
+#[test]
+fn a_measured_sigma_replaces_s0s() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("herd.db");
+    assert!(run_with(&db, "1", &[]).status.success());
+    {
+        let mut store = herd_store::SqliteStore::open(&db).unwrap();
+        store
+            .set_calibration(&herd_store::Calibration {
+                name: herd_store::SMT_SIGMA.into(),
+                value: 0.42,
+                unit: "fraction of a CPU".into(),
+                measured_unix_s: 0.0,
+                detail: "test".into(),
+            })
+            .unwrap();
+    }
+    let show = herd(&db)
+        .args(["db", "--db", db.to_str().unwrap(), "--json", "show", "sleep"])
+        .output()
+        .unwrap();
+    assert!(show.status.success(), "{}", String::from_utf8_lossy(&show.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+    assert_eq!(v["curve"]["smt_sigma"].as_f64(), Some(0.42), "{v}");
 }

@@ -72,10 +72,21 @@ pub struct Curve {
     pub for_speed: Option<u32>,
     /// The units with the least predicted energy.
     pub for_energy: Option<u32>,
+    /// S0's σ the unit capacities were computed with: `herd calibrate`'s
+    /// measurement on this machine where one is stored, else S0's 0.3.
+    pub smt_sigma: f64,
 }
 
 /// Fits `runs` on machine `m` and predicts every unit count for `policy`.
-pub fn curve(m: &Machine, runs: &[RunRecord], policy: &str, power: &PowerModel, tolerance: f64) -> Curve {
+/// `sigma`: what two busy SMT siblings deliver beyond one (S0's σ).
+pub fn curve(
+    m: &Machine,
+    runs: &[RunRecord],
+    policy: &str,
+    power: &PowerModel,
+    tolerance: f64,
+    sigma: f64,
+) -> Curve {
     let mut groups: std::collections::BTreeMap<u32, Vec<&RunRecord>> = Default::default();
     for r in runs.iter().filter(|r| r.exit_code == Some(0) && r.wall_s > 0.0) {
         let units = r.units.unwrap_or(r.threads).max(1);
@@ -85,11 +96,7 @@ pub fn curve(m: &Machine, runs: &[RunRecord], policy: &str, power: &PowerModel, 
         .iter()
         .map(|(&units, rs)| {
             // Capacity in the order of the policy most of these runs used.
-            let caps = herd_policy::order::unit_capacities(
-                m,
-                &order_for(m, &rs[rs.len() / 2].policy),
-                herd_policy::order::S0_SIGMA,
-            );
+            let caps = herd_policy::order::unit_capacities(m, &order_for(m, &rs[rs.len() / 2].policy), sigma);
             let measured: Vec<f64> = rs.iter().filter_map(|r| r.energy_j).collect();
             let modelled: Vec<f64> = rs.iter().filter_map(|r| r.model_energy_j).collect();
             let (energy_j, energy_measured) = if !measured.is_empty() {
@@ -115,7 +122,7 @@ pub fn curve(m: &Machine, runs: &[RunRecord], policy: &str, power: &PowerModel, 
     let points: Vec<(f64, f64)> = by_units.iter().map(|u| (u.capacity, u.median_s)).collect();
     let fit = amdahl::fit_times(&points);
     let order = order_for(m, policy);
-    let caps = herd_policy::order::unit_capacities(m, &order, herd_policy::order::S0_SIGMA);
+    let caps = herd_policy::order::unit_capacities(m, &order, sigma);
     let mut predictions = Vec::new();
     if let Some((t1, s)) = fit {
         // The first n units: each step adds one CPU and maybe its core.
@@ -156,5 +163,46 @@ pub fn curve(m: &Machine, runs: &[RunRecord], policy: &str, power: &PowerModel, 
         predictions,
         for_speed,
         for_energy,
+        smt_sigma: sigma,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(units: u32, wall_s: f64) -> RunRecord {
+        RunRecord {
+            program: "p".into(),
+            policy: "smt:speed".into(),
+            started_unix_s: 0.0,
+            wall_s,
+            cpu_s: wall_s,
+            threads: units,
+            exit_code: Some(0),
+            herd_cpu_s: 0.0,
+            units: Some(units),
+            energy_j: None,
+            model_energy_j: None,
+        }
+    }
+
+    /// Issue 26: the unit capacities, and so the predictions and the unit
+    /// choice, follow the σ given (a measured one where `herd calibrate`
+    /// stored it): units past the full cores add σ of a core each.
+    #[test]
+    fn sibling_units_add_sigma_of_a_core() {
+        let m = Machine::synthetic("package:1 core:2 pu:2").unwrap();
+        let runs = [run(1, 10.0), run(2, 5.5)];
+        let power = PowerModel::default();
+        let low = curve(&m, &runs, "smt:speed", &power, 0.05, 0.1);
+        let high = curve(&m, &runs, "smt:speed", &power, 0.05, 0.5);
+        assert_eq!((low.smt_sigma, high.smt_sigma), (0.1, 0.5));
+        let cap = |c: &Curve, n: usize| c.predictions[n - 1].capacity;
+        // Two full cores first (smt:speed), then the siblings.
+        assert!((cap(&low, 2) - 2.0).abs() < 1e-9 && (cap(&high, 2) - 2.0).abs() < 1e-9);
+        assert!((cap(&low, 4) - 2.2).abs() < 1e-9, "{}", cap(&low, 4));
+        assert!((cap(&high, 4) - 3.0).abs() < 1e-9, "{}", cap(&high, 4));
+        assert!(high.predictions[3].time_s < low.predictions[3].time_s);
     }
 }
