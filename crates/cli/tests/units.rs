@@ -22,6 +22,16 @@ fn run_with(db: &std::path::Path, threads: &str, extra: &[&str]) -> std::process
     herd(db).args(&args).output().unwrap()
 }
 
+/// `herd db show sleep --json`.
+fn show_json(db: &std::path::Path) -> serde_json::Value {
+    let show = herd(db)
+        .args(["db", "--db", db.to_str().unwrap(), "--json", "show", "sleep"])
+        .output()
+        .unwrap();
+    assert!(show.status.success(), "{}", String::from_utf8_lossy(&show.stderr));
+    serde_json::from_slice(&show.stdout).unwrap()
+}
+
 #[test]
 fn recorded_runs_give_an_amdahl_fit_and_auto_uses_it() {
     let tmp = tempfile::tempdir().unwrap();
@@ -45,12 +55,7 @@ fn recorded_runs_give_an_amdahl_fit_and_auto_uses_it() {
         );
     }
 
-    let show = herd(&db)
-        .args(["db", "--db", db.to_str().unwrap(), "--json", "show", "sleep"])
-        .output()
-        .unwrap();
-    assert!(show.status.success(), "{}", String::from_utf8_lossy(&show.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+    let v = show_json(&db);
     let curve = &v["curve"];
     // S0's sigma until herd calibrate has measured one (issue 26).
     assert_eq!(curve["smt_sigma"].as_f64(), Some(0.3), "{v}");
@@ -170,11 +175,6 @@ fn a_measured_sigma_replaces_s0s() {
             })
             .unwrap();
     }
-    let show = herd(&db)
-        .args(["db", "--db", db.to_str().unwrap(), "--json", "show", "sleep"])
-        .output()
-        .unwrap();
-    assert!(show.status.success(), "{}", String::from_utf8_lossy(&show.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+    let v = show_json(&db);
     assert_eq!(v["curve"]["smt_sigma"].as_f64(), Some(0.42), "{v}");
 }
