@@ -7,8 +7,9 @@ use std::fmt::Write;
 use std::path::PathBuf;
 
 use clap::Args;
+use herd_model::PowerModel;
 use herd_runtime::probe::{ProbeOptions, stream_probe};
-use herd_store::{CORE_PAIR_SIGMA, Calibration, PEAK_BTR, SMT_SIGMA, SqliteStore};
+use herd_store::{CORE_PAIR_SIGMA, Calibration, PEAK_BTR, POWER_MODEL, SMT_SIGMA, SqliteStore};
 
 use crate::common::Failure;
 use crate::output;
@@ -118,6 +119,22 @@ pub fn run(args: &CalibrateArgs) -> Result<(), Failure> {
         }
         _ => None,
     };
+    // S0's power model, where RAPL can be read: idle, then growing sets
+    // of busy CPUs.
+    let power = match herd_runtime::rapl::Rapl::discover(std::path::Path::new("/sys")) {
+        None => {
+            Err("no readable RAPL here: the power model is not fitted (S0's dell-c6100 preset stays in use)")
+        }
+        Some(mut rapl) => {
+            let samples = herd_runtime::pair_probe::power_probe(&machine, &mut rapl, args.round_s, |i, n| {
+                eprintln!("herd: calibrate: power reading {i}/{n}")
+            })
+            .map_err(|e| Failure::Internal(e.into()))?;
+            PowerModel::fit(&samples, &PowerModel::dell_c6100())
+                .map(|(m, held)| (m, held, samples))
+                .ok_or("the RAPL readings did not separate idle, package and core power: not fitted")
+        }
+    };
     let peak = report.peak_btr();
     let gbps = |btr: f64| btr * herd_model::params::LINE_BYTES * 1e6 / 1e9;
     let measured_unix_s = std::time::SystemTime::now()
@@ -140,6 +157,21 @@ pub fn run(args: &CalibrateArgs) -> Result<(), Failure> {
                 ),
             })
             .map_err(|e| Failure::Internal(e.into()))?;
+            if let Ok((m, _, samples)) = &power {
+                for (name, value) in POWER_MODEL.iter().zip(m.terms()) {
+                    s.set_calibration(&Calibration {
+                        name: (*name).into(),
+                        value,
+                        unit: "W".into(),
+                        measured_unix_s,
+                        detail: format!(
+                            "S0's power model fitted to {} RAPL readings (packages, not the node)",
+                            samples.len()
+                        ),
+                    })
+                    .map_err(|e| Failure::Internal(e.into()))?;
+                }
+            }
             if let Some((r, siblings)) = &pair {
                 s.set_calibration(&Calibration {
                     name: if *siblings { SMT_SIGMA } else { CORE_PAIR_SIGMA }.into(),
@@ -166,6 +198,10 @@ pub fn run(args: &CalibrateArgs) -> Result<(), Failure> {
             "cpu_pair": pair.as_ref().map(|(r, siblings)| serde_json::json!({
                 "siblings": siblings, "sigma": r.sigma(), "probe": r,
             })),
+            "power_model": match &power {
+                Ok((m, held, samples)) => serde_json::json!({"fitted": m, "held_at_preset": held, "samples": samples.len()}),
+                Err(why) => serde_json::json!({"fitted": null, "why": why}),
+            },
             "stored_in": stored,
         }))?);
     }
@@ -200,6 +236,29 @@ pub fn run(args: &CalibrateArgs) -> Result<(), Failure> {
                 "  they share something the topology does not show (a VM's vCPUs on one host core's threads, \
                  or a shared power budget): model them as siblings with this sigma"
             );
+        }
+    }
+    match &power {
+        Ok((m, held, samples)) => {
+            let _ = writeln!(
+                s,
+                "power model (RAPL, {} readings; packages, not the node): idle {:.1} W, first package +{:.1}, \
+                 next +{:.1}, core +{:.2}, sibling +{:.2}{}",
+                samples.len(),
+                m.idle_w,
+                m.first_package_w,
+                m.next_package_w,
+                m.core_w,
+                m.sibling_w,
+                if held.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({} kept from the preset)", held.join(", "))
+                }
+            );
+        }
+        Err(why) => {
+            let _ = writeln!(s, "{why}");
         }
     }
     match stored {

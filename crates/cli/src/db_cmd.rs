@@ -118,7 +118,7 @@ pub fn run(args: &DbArgs) -> Result<(), Failure> {
         DbCommand::Show(show) => {
             let key = pick(&programs, &show.program)?;
             let runs = store.runs(&key).map_err(|e| Failure::Input(e.into()))?;
-            let (power, label, tolerance) = show.choice.checked()?;
+            let (power, label, tolerance) = show.choice.checked(Some(&store))?;
             let machine = crate::common::this_machine()?;
             let (sigma, _) = crate::units::smt_sigma(Some(&store));
             let curve = herd_plan::units::curve(

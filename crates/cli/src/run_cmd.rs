@@ -218,7 +218,11 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
         None => None,
         Some(path) => Some((path, first_budget(path, policy.as_ref())?)),
     };
-    let (power, power_label, tolerance) = args.choice.checked()?;
+    let stored = herd_runtime::live::db_path(args.db.as_deref())
+        .filter(|p| p.exists())
+        .and_then(|p| herd_store::SqliteStore::open(&p).ok());
+    let (power, power_label, tolerance) = args.choice.checked(stored.as_ref())?;
+    drop(stored);
     let units = match args.threads {
         None => None,
         Some(Threads::Count(n)) => Some(n),

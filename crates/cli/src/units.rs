@@ -12,9 +12,11 @@ use crate::common::Failure;
 /// `herd db show`.
 #[derive(clap::Args, Debug)]
 pub struct ChoiceArgs {
-    /// The power model for energy estimates and --goal energy: a preset
-    /// (dell-c6100, hp-dk388p) or a TOML file of its fields.
-    #[arg(long, value_name = "NAME|FILE", default_value = "dell-c6100")]
+    /// The power model for energy estimates and --goal energy: auto (the
+    /// one `herd calibrate` fitted to this machine's RAPL readings where
+    /// stored, else dell-c6100), a preset (dell-c6100, hp-dk388p) or a
+    /// TOML file of its fields.
+    #[arg(long, value_name = "auto|NAME|FILE", default_value = "auto")]
     pub power_model: String,
     /// For the speed choice: how far below the best predicted speedup, in
     /// per cent, a smaller unit count may be.
@@ -23,15 +25,26 @@ pub struct ChoiceArgs {
 }
 
 impl ChoiceArgs {
-    /// The power model with its label, and the tolerance as a fraction.
-    pub fn checked(&self) -> Result<(PowerModel, String, f64), Failure> {
+    /// The power model with its label, and the tolerance as a fraction;
+    /// `store` holds a fitted model for `auto`.
+    pub fn checked(
+        &self,
+        store: Option<&herd_store::SqliteStore>,
+    ) -> Result<(PowerModel, String, f64), Failure> {
         if !(self.tolerance.is_finite() && (0.0..100.0).contains(&self.tolerance)) {
             return Err(Failure::Input(anyhow::anyhow!(
                 "--tolerance must be a per cent in [0, 100), got {}",
                 self.tolerance
             )));
         }
-        let (model, label) = power_model(&self.power_model)?;
+        let (model, label) = match (self.power_model.as_str(), store.and_then(stored_power_model)) {
+            ("auto", Some(m)) => (
+                m,
+                "fitted by herd calibrate to this machine's RAPL readings".to_string(),
+            ),
+            ("auto", None) => power_model("dell-c6100")?,
+            (spec, _) => power_model(spec)?,
+        };
         Ok((model, label, self.tolerance / 100.0))
     }
 }
@@ -92,4 +105,13 @@ pub fn smt_sigma(store: Option<&herd_store::SqliteStore>) -> (f64, bool) {
         Some(c) if (0.0..=1.0).contains(&c.value) => (c.value, true),
         _ => (herd_policy::order::S0_SIGMA, false),
     }
+}
+
+/// The power model `herd calibrate` fitted and stored, if it did.
+pub fn stored_power_model(store: &herd_store::SqliteStore) -> Option<PowerModel> {
+    let mut v = [0.0; 5];
+    for (slot, name) in v.iter_mut().zip(herd_store::POWER_MODEL) {
+        *slot = store.calibration(name).ok().flatten()?.value;
+    }
+    Some(PowerModel::from_terms(v))
 }

@@ -15,7 +15,7 @@ pub mod queueing;
 pub use classes::{ClassId, StreamClasses};
 pub use memory::{Contention, MemSystem, Solution, Stream, Target};
 pub use params::{KernelModel, MigrationCost, ModelParams};
-pub use power::PowerModel;
+pub use power::{PowerModel, PowerSample};
 
 /// The median of `v` (the mean of the middle two for an even count; 0 for
 /// none): how herd summarises repeated runs on a noisy machine.

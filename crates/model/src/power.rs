@@ -136,6 +136,131 @@ impl Default for PowerModel {
     }
 }
 
+/// One power reading for [`PowerModel::fit`]: how many packages, cores and
+/// extra siblings were busy, and the watts read.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PowerSample {
+    /// Active packages.
+    pub packages: usize,
+    /// Active cores.
+    pub cores: usize,
+    /// Busy siblings beyond each active core's first.
+    pub extra_siblings: usize,
+    /// Watts measured.
+    pub watts: f64,
+}
+
+impl PowerModel {
+    /// S0's model fitted to `samples` by least squares: idle, first and
+    /// further packages, per core, per extra sibling. A term the samples
+    /// cannot tell apart (no second package, no SMT) keeps `fallback`'s
+    /// value, and its name is returned with the model. `None` when even
+    /// idle, package and core cannot be told apart.
+    pub fn fit(samples: &[PowerSample], fallback: &PowerModel) -> Option<(PowerModel, Vec<&'static str>)> {
+        // Columns: idle, first package, further packages, cores, siblings.
+        let row = |s: &PowerSample| {
+            [
+                1.0,
+                if s.packages > 0 { 1.0 } else { 0.0 },
+                s.packages.saturating_sub(1) as f64,
+                s.cores as f64,
+                s.extra_siblings as f64,
+            ]
+        };
+        let names = [
+            "idle_w",
+            "first_package_w",
+            "next_package_w",
+            "core_w",
+            "sibling_w",
+        ];
+        let fixed = [0.0, 0.0, fallback.next_package_w, 0.0, fallback.sibling_w];
+        // Terms no sample varies are held at the fallback's value.
+        let free: Vec<usize> = (0..5)
+            .filter(|&k| k < 2 || k == 3 || samples.iter().any(|s| row(s)[k] > 0.0))
+            .collect();
+        let held: Vec<&'static str> = (0..5).filter(|k| !free.contains(k)).map(|k| names[k]).collect();
+        let n = free.len();
+        // Normal equations A^T A x = A^T b over the free terms, the held
+        // ones moved to the right-hand side.
+        let mut ata = vec![vec![0.0; n]; n];
+        let mut atb = vec![0.0; n];
+        for s in samples {
+            let r = row(s);
+            let b = s.watts
+                - (0..5)
+                    .filter(|k| !free.contains(k))
+                    .map(|k| r[k] * fixed[k])
+                    .sum::<f64>();
+            for (i, &ki) in free.iter().enumerate() {
+                atb[i] += r[ki] * b;
+                for (j, &kj) in free.iter().enumerate() {
+                    ata[i][j] += r[ki] * r[kj];
+                }
+            }
+        }
+        let x = solve(ata, atb)?;
+        let mut v = fixed;
+        for (i, &k) in free.iter().enumerate() {
+            v[k] = x[i];
+        }
+        Some((PowerModel::from_terms(v), held))
+    }
+
+    /// The model from its five terms in field order (idle, first package,
+    /// further packages, core, sibling), one core kind.
+    pub fn from_terms(v: [f64; 5]) -> PowerModel {
+        PowerModel {
+            idle_w: v[0],
+            first_package_w: v[1],
+            next_package_w: v[2],
+            core_w: v[3],
+            sibling_w: v[4],
+            core_w_by_kind: None,
+        }
+    }
+
+    /// Its five terms in field order (as [`PowerModel::from_terms`] takes them).
+    pub fn terms(&self) -> [f64; 5] {
+        [
+            self.idle_w,
+            self.first_package_w,
+            self.next_package_w,
+            self.core_w,
+            self.sibling_w,
+        ]
+    }
+}
+
+/// Solves the small dense system `a x = b` by Gaussian elimination with
+/// partial pivoting; `None` if it is singular. Five unknowns at most: a
+/// linear-algebra crate would be a large dependency for this.
+fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
+    let n = b.len();
+    for c in 0..n {
+        let p = (c..n).max_by(|&i, &j| a[i][c].abs().total_cmp(&a[j][c].abs()))?;
+        if a[p][c].abs() < 1e-9 {
+            return None;
+        }
+        a.swap(c, p);
+        b.swap(c, p);
+        for r in c + 1..n {
+            let f = a[r][c] / a[c][c];
+            let (upper, lower) = a.split_at_mut(r);
+            for (x, p) in lower[0][c..n].iter_mut().zip(&upper[c][c..n]) {
+                *x -= f * p;
+            }
+            b[r] -= f * b[c];
+        }
+    }
+    let mut x = vec![0.0; n];
+    for r in (0..n).rev() {
+        let s: f64 = (r + 1..n).map(|k| a[r][k] * x[k]).sum();
+        x[r] = (b[r] - s) / a[r][r];
+    }
+    Some(x)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,5 +290,54 @@ mod tests {
         let half = p.busy_power_w(&m, &|c| if c == 0 { 0.5 } else { 0.0 });
         assert!((half - (76.11 + 0.5 * (35.61 + 9.68))).abs() < 1e-9);
         assert!((p.busy_power_w(&m, &|_| 0.0) - 76.11).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_fit_recovers_the_model_that_made_its_samples() {
+        let truth = PowerModel::hp_dk388p();
+        let mut samples = Vec::new();
+        for (packages, cores, extra) in [
+            (0, 0, 0),
+            (1, 1, 0),
+            (1, 2, 0),
+            (1, 6, 0),
+            (1, 6, 6),
+            (2, 2, 0),
+            (2, 12, 3),
+        ] {
+            let watts = truth.power_w(packages, &[cores], extra);
+            samples.push(PowerSample {
+                packages,
+                cores,
+                extra_siblings: extra,
+                watts,
+            });
+        }
+        let (fit, held) = PowerModel::fit(&samples, &PowerModel::dell_c6100()).unwrap();
+        assert!(held.is_empty());
+        for (a, b) in [
+            (fit.idle_w, truth.idle_w),
+            (fit.first_package_w, truth.first_package_w),
+            (fit.next_package_w, truth.next_package_w),
+            (fit.core_w, truth.core_w),
+            (fit.sibling_w, truth.sibling_w),
+        ] {
+            assert!((a - b).abs() < 1e-6, "{fit:?}");
+        }
+        // One package, no SMT: those two terms are held at the fallback's.
+        let one: Vec<PowerSample> = samples
+            .iter()
+            .copied()
+            .filter(|s| s.packages <= 1 && s.extra_siblings == 0)
+            .collect();
+        let fallback = PowerModel::dell_c6100();
+        let (fit, held) = PowerModel::fit(&one, &fallback).unwrap();
+        assert_eq!(held, vec!["next_package_w", "sibling_w"]);
+        assert_eq!(
+            (fit.next_package_w, fit.sibling_w),
+            (fallback.next_package_w, fallback.sibling_w)
+        );
+        // Idle alone cannot separate anything.
+        assert!(PowerModel::fit(&samples[..1], &fallback).is_none());
     }
 }

@@ -111,6 +111,82 @@ fn spin(round_s: f64) -> f64 {
     }
 }
 
+/// Readings for S0's power model (`herd_model::PowerModel::fit`): the
+/// machine idle, then busy on growing sets of CPUs (cores of the first
+/// package one thread each, then their siblings, then the first cores of
+/// the next package), each for `round_s` while `rapl` counts the joules.
+/// RAPL sees packages (and DRAM where it has a zone), not the whole node:
+/// the fitted idle is the packages' idle, not the wall socket's.
+pub fn power_probe(
+    m: &herd_topo::Machine,
+    rapl: &mut crate::rapl::Rapl,
+    round_s: f64,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<Vec<herd_model::PowerSample>, ProbeError> {
+    let configs = power_configs(m);
+    let mut out = Vec::new();
+    let total = configs.len();
+    for (i, (cpus, packages, cores, extra_siblings)) in configs.into_iter().enumerate() {
+        rapl.delta_j();
+        let t0 = std::time::Instant::now();
+        if cpus.is_empty() {
+            std::thread::sleep(std::time::Duration::from_secs_f64(round_s));
+        } else {
+            spin_on(&cpus, round_s)?;
+        }
+        let watts = rapl.delta_j() / t0.elapsed().as_secs_f64();
+        out.push(herd_model::PowerSample {
+            packages,
+            cores,
+            extra_siblings,
+            watts,
+        });
+        progress(i + 1, total);
+    }
+    Ok(out)
+}
+
+/// The busy sets [`power_probe`] reads, each with its (packages, cores,
+/// extra siblings): idle; 1, 2, half and all cores of the first package,
+/// one thread each; every thread of its first two cores (where SMT); the
+/// first one and two cores of the first two packages (where two).
+type PowerConfig = (Vec<u32>, usize, usize, usize);
+
+fn power_configs(m: &herd_topo::Machine) -> Vec<PowerConfig> {
+    let first_threads = |package: usize, cores: usize| -> Vec<u32> {
+        m.cores()
+            .iter()
+            .filter(|c| c.package == package)
+            .take(cores)
+            .filter_map(|c| c.cpus.iter().next())
+            .collect()
+    };
+    let per_package = m.cores().iter().filter(|c| c.package == 0).count();
+    // (busy CPUs, packages, cores, extra siblings)
+    let mut configs: Vec<PowerConfig> = vec![(Vec::new(), 0, 0, 0)];
+    let mut steps: Vec<usize> = vec![1, 2, per_package / 2, per_package];
+    steps.retain(|&k| k >= 1 && k <= per_package);
+    steps.dedup();
+    for &k in &steps {
+        configs.push((first_threads(0, k), 1, k, 0));
+    }
+    // Every thread of the first cores: the siblings' share.
+    let core0: Vec<&herd_topo::Core> = m.cores().iter().filter(|c| c.package == 0).take(2).collect();
+    if core0.iter().any(|c| c.cpus.len() > 1) {
+        let cpus: Vec<u32> = core0.iter().flat_map(|c| c.cpus.iter()).collect();
+        let extra = cpus.len() - core0.len();
+        configs.push((cpus, 1, core0.len(), extra));
+    }
+    if m.packages().len() > 1 {
+        for k in [1, 2.min(per_package)] {
+            let mut cpus = first_threads(0, k);
+            cpus.extend(first_threads(1, k));
+            configs.push((cpus, 2, 2 * k, 0));
+        }
+    }
+    configs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,5 +216,50 @@ mod tests {
         // Loose on purpose: a shared machine can be busy; the check is that
         // both threads ran and were counted.
         assert!(ratio > 0.5 && ratio < 2.5, "{r:?}");
+    }
+
+    #[test]
+    fn power_readings_separate_every_term_of_the_model() {
+        let m = herd_topo::Machine::synthetic("package:2 core:4 pu:2").unwrap();
+        let shapes: Vec<(usize, usize, usize, usize)> = power_configs(&m)
+            .iter()
+            .map(|(c, p, k, e)| (c.len(), *p, *k, *e))
+            .collect();
+        assert_eq!(
+            shapes,
+            vec![
+                (0, 0, 0, 0),
+                (1, 1, 1, 0),
+                (2, 1, 2, 0),
+                (4, 1, 4, 0),
+                (4, 1, 2, 2),
+                (2, 2, 2, 0),
+                (4, 2, 4, 0)
+            ]
+        );
+        // Every busy set names distinct CPUs, siblings only in the SMT row.
+        for (cpus, ..) in power_configs(&m) {
+            let mut c = cpus.clone();
+            c.sort();
+            c.dedup();
+            assert_eq!(c.len(), cpus.len());
+        }
+        // Those readings fit the model's five terms.
+        let truth = herd_model::PowerModel::hp_dk388p();
+        let samples: Vec<herd_model::PowerSample> = power_configs(&m)
+            .iter()
+            .map(|&(_, packages, cores, extra_siblings)| herd_model::PowerSample {
+                packages,
+                cores,
+                extra_siblings,
+                watts: truth.power_w(packages, &[cores], extra_siblings),
+            })
+            .collect();
+        let (fit, held) =
+            herd_model::PowerModel::fit(&samples, &herd_model::PowerModel::dell_c6100()).unwrap();
+        assert!(
+            held.is_empty() && (fit.sibling_w - truth.sibling_w).abs() < 1e-6,
+            "{fit:?}"
+        );
     }
 }

@@ -118,6 +118,17 @@ pub const SMT_SIGMA: &str = "smt_sigma";
 /// vCPUs on one host core's threads, a shared power budget).
 pub const CORE_PAIR_SIGMA: &str = "core_pair_sigma";
 
+/// The calibration names of S0's power model fitted to RAPL readings, in
+/// watts: idle, first package, each further package, per core, per extra
+/// sibling (`herd_model::PowerModel`'s fields, in that order).
+pub const POWER_MODEL: [&str; 5] = [
+    "power_idle_w",
+    "power_first_package_w",
+    "power_next_package_w",
+    "power_core_w",
+    "power_sibling_w",
+];
+
 /// Where herd keeps what it learns about programs across runs.
 pub trait ProfileStore {
     /// Records a completed run; returns its id.
