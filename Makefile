@@ -92,6 +92,7 @@ bench-smoke:
 	HERD_BENCH_HORIZON_S=20 $(CARGO) bench -q -p herd-sim --bench scale -- linux
 	HERD_BENCH_HORIZON_S=1 $(CARGO) bench -q -p herd-sim --bench decide -- bw:oracle
 	HERD_BENCH_DECISIONS=5 $(CARGO) bench -q -p herd-policy --bench amp
+	HERD_BENCH_DECISIONS=2 $(CARGO) bench -q -p herd-policy --bench scale
 	HERD_BENCH_CALLS=50 $(CARGO) bench -q -p herd-runtime --bench affinity
 
 vm-deps:

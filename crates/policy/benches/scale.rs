@@ -1,0 +1,153 @@
+//! Decision cost of every policy in the registry as the machine and the
+//! workload grow (issue 28): microseconds per decision and nanoseconds per
+//! task, from 64 tasks on 16 CPUs (256 on 128) to 4,096 tasks on 384 CPUs (the size of
+//! a two-socket EPYC 9654: 2 packages x 4 NUMA nodes x 3 L3s x 8 cores x 2
+//! threads, as hwloc counts it). Target: 100 µs a decision at 1,000 tasks
+//! on 384 CPUs.
+//!
+//! Run: cargo bench -p herd-policy --bench scale [-- POLICY...]
+//! (HERD_BENCH_DECISIONS=N decisions a run, default 30; medians of 3.)
+//!
+//! Four-thread jobs; every task reports counters each 100 ms period
+//! (instructions, cycles, LLC references and misses, memory traffic), its
+//! memory intensity changing every few seconds, so the counter-driven
+//! paths run. Policies see no learned profiles and no oracle: the gated
+//! ones (`bw:iabw`) take their not-yet-learned path, and `bw:oracle`
+//! falls back to learned profiles as it does live.
+
+use std::time::Instant;
+
+use herd_policy::{Estimates, JobView, Knowledge, Level, Obs, Snapshot, TaskState, TaskView, View};
+use herd_topo::Machine;
+
+const PERIOD_NS: u64 = 100_000_000;
+const THREADS_PER_JOB: u64 = 4;
+
+/// (tasks, synthetic machine)
+const SIZES: [(u64, &str); 4] = [
+    (64, "package:1 core:8 pu:2"),
+    (256, "package:2 numa:1 l3:2 core:16 pu:2"),
+    (1024, "package:2 numa:4 l3:3 core:8 pu:2"),
+    (4096, "package:2 numa:4 l3:3 core:8 pu:2"),
+];
+
+fn decisions() -> u64 {
+    std::env::var("HERD_BENCH_DECISIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30)
+}
+
+fn hash(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn snapshot(m: &Machine, tasks: u64, now_ns: u64) -> Snapshot {
+    let cpus: Vec<u32> = m.all_cpus().iter().collect();
+    let share = PERIOD_NS * cpus.len() as u64 / tasks.max(cpus.len() as u64);
+    Snapshot {
+        now_ns,
+        period_ns: PERIOD_NS,
+        tasks: (0..tasks)
+            .map(|i| {
+                let job = i / THREADS_PER_JOB;
+                // A job's memory intensity: one of three levels, changing
+                // every 2-5 s.
+                let phase = now_ns / (2_000_000_000 + (hash(job) % 4) * 1_000_000_000);
+                let miss = [0.05, 0.3, 0.7][(hash(job ^ (phase << 20)) % 3) as usize];
+                let instructions = share / 2;
+                let refs = instructions / 50;
+                TaskView {
+                    id: i + 1,
+                    job: job as u32,
+                    rank: (i % THREADS_PER_JOB) as u32,
+                    state: TaskState::Runnable,
+                    cpu: Some(cpus[i as usize % cpus.len()]),
+                    obs: Obs {
+                        cpu_time_ns: share,
+                        instructions: Some(instructions),
+                        cycles: Some(share * 2),
+                        llc_refs: Some(refs),
+                        llc_misses: Some((refs as f64 * miss) as u64),
+                        mem_bytes: Some((refs as f64 * miss) as u64 * 64),
+                        ..Obs::default()
+                    },
+                    heartbeats: None,
+                }
+            })
+            .collect(),
+        jobs: (0..tasks / THREADS_PER_JOB)
+            .map(|j| JobView {
+                id: j as u32,
+                name: format!("j{j}"),
+                program: format!("p{}", j % 17),
+                arrival_ns: 0,
+                memory_hint: Some([Level::Low, Level::Medium, Level::High][(j % 3) as usize]),
+                memory_kb: None,
+                threads_declared: Some(THREADS_PER_JOB as u32),
+            })
+            .collect(),
+        ..Snapshot::default()
+    }
+}
+
+/// Mean µs per decision of `policy` over `decisions()` periods.
+fn run(m: &Machine, tasks: u64, policy: &str) -> f64 {
+    let mut p = herd_policy::build(policy).expect("policy builds");
+    let (est, know) = (Estimates::default(), Knowledge::default());
+    let n = decisions();
+    // Snapshots are built before timing: only decide() is measured.
+    let snaps: Vec<Snapshot> = (0..n).map(|d| snapshot(m, tasks, d * PERIOD_NS)).collect();
+    let start = Instant::now();
+    for (d, snap) in snaps.iter().enumerate() {
+        let view = View {
+            machine: m,
+            snapshot: snap,
+            estimates: &est,
+            learned: &know,
+            oracle: None,
+            seed: 1,
+            decision: d as u64,
+        };
+        std::hint::black_box(p.decide(&view));
+    }
+    start.elapsed().as_secs_f64() * 1e6 / n as f64
+}
+
+fn main() {
+    let mut policies: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    if policies.is_empty() {
+        policies = herd_policy::catalog()
+            .iter()
+            .map(|e| e.name.to_string())
+            .collect();
+    }
+    let machines: Vec<(u64, Machine)> = SIZES
+        .iter()
+        .map(|&(t, spec)| (t, Machine::synthetic(spec).expect("size's machine")))
+        .collect();
+    println!(
+        "µs per decision (ns per task), medians of 3 runs of {} decisions; {THREADS_PER_JOB}-thread jobs",
+        decisions()
+    );
+    print!("{:<20}", "policy");
+    for (t, m) in &machines {
+        print!(" {:>22}", format!("{t} tasks/{} CPUs", m.cpus().len()));
+    }
+    println!();
+    for p in &policies {
+        print!("{p:<20}");
+        for (tasks, m) in &machines {
+            let mut us: Vec<f64> = (0..3).map(|_| run(m, *tasks, p)).collect();
+            us.sort_by(f64::total_cmp);
+            print!(
+                " {:>22}",
+                format!("{:.1} ({:.0})", us[1], us[1] * 1e3 / *tasks as f64)
+            );
+        }
+        println!();
+    }
+}
