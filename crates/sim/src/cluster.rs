@@ -1,6 +1,8 @@
 //! Cluster-scale simulation (S2): a stream of multithreaded jobs over many
-//! nodes, each node's jobs slowed by S2's NUMA queueing model, and the node
-//! chosen for every job by a node-selection policy.
+//! nodes, each node's jobs slowed by one another as the scenario's judge
+//! says (herd's node simulator, [`crate::cluster_judge`], by default; or
+//! S2's NUMA queueing model), and the node chosen for every job by a
+//! node-selection policy, which predicts with S2's model.
 //!
 //! A node is a machine from a synthetic spec with the scenario's memory
 //! model. A job has threads, a layout, and two measurable figures: its run
@@ -9,13 +11,14 @@
 //! inverting the model, so a job is written in what one would measure.
 //!
 //! Time moves from event to event (an arrival or a completion). Between
-//! events every running job progresses at the rate the model predicts for
-//! its node's current mix, re-solved only for a node whose mix changed.
+//! events every running job progresses at the rate the judge gives for
+//! its node's current mix, re-judged only for a node whose mix changed.
 //! Jobs wait in one first-in-first-out queue (no backfill) when the head
 //! fits nowhere, as a plain Slurm partition does.
 //!
 //! Compared placements: the selectors of `herd_policy::node` (`slurm`,
-//! `least-loaded`, `numa:model`), and two references from S2's experiment:
+//! `least-loaded`, `numa:model`), `s2-rule` (numa:model without its batch
+//! correction, `crate::cluster_swap`), and two references from S2's experiment:
 //! `one-per-node` (every job gets an empty node of its own: as many nodes
 //! as jobs) and `worst` (the jobs waiting at once are sorted by memory
 //! traffic, heaviest first, and packed first-fit, so the most
