@@ -18,7 +18,7 @@
 //!
 //! Compared placements: the selectors of `herd_policy::node` (`slurm`,
 //! `least-loaded`, `numa:model`), `s2-rule` (numa:model without its batch
-//! correction, `crate::cluster_swap`), and two references from S2's experiment:
+//! correction, [`swap`]), and two references from S2's experiment:
 //! `one-per-node` (every job gets an empty node of its own: as many nodes
 //! as jobs) and `worst` (the jobs waiting at once are sorted by memory
 //! traffic, heaviest first, and packed first-fit, so the most
@@ -36,8 +36,10 @@ use herd_topo::Machine;
 use serde::{Deserialize, Serialize};
 
 use crate::cluster_judge::NodeJudge;
-use crate::cluster_swap::swap_improve;
 use crate::scenario::{Count, Locate, NonNegative, Positive, ScenarioError};
+use swap::swap_improve;
+
+mod swap;
 
 fn median(v: Vec<f64>) -> f64 {
     if v.is_empty() {

@@ -8,7 +8,6 @@ pub mod chart;
 mod checked;
 pub mod cluster;
 mod cluster_judge;
-mod cluster_swap;
 pub mod consolidation;
 mod kernel;
 pub mod learning;

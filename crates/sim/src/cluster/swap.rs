@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use herd_model::MemSystem;
 use herd_model::numa::{self, Placed};
 
-use crate::cluster::{ClusterJob, NodeSim};
+use super::{ClusterJob, NodeSim};
 
 /// The predicted completion times, from now, of the jobs a node runs
 /// (their placements and the accesses each thread has left), summed: the
