@@ -139,6 +139,11 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
     let mut json = Vec::new();
     let (built, _temp) = match &args.from_trace {
         Some(t) => from_trace(args, t)?,
+        None if args.machine.input.is_some() || args.machine.synthetic.is_some() => {
+            return Err(Failure::Input(anyhow::anyhow!(
+                "--input and --synthetic name the machine of a --from-trace run; a scenario names its own"
+            )));
+        }
         None => (Vec::new(), None),
     };
     let scenarios: Vec<PathBuf> = args.scenarios.iter().chain(&built).cloned().collect();

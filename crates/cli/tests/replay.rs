@@ -219,4 +219,17 @@ fn from_trace_refuses_what_is_no_trace_with_exit_2() {
         let err = String::from_utf8_lossy(&run.stderr);
         assert!(err.contains(&path.display().to_string()), "{err}");
     }
+    // A machine for a scenario that names its own is refused, not ignored.
+    let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/smt-mix.toml");
+    let run = herd()
+        .args(["sim", "--synthetic", "core:4"])
+        .arg(&scenario)
+        .output()
+        .unwrap();
+    assert_eq!(
+        run.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
 }
