@@ -113,9 +113,15 @@ pub fn run(args: &CalibrateArgs) -> Result<(), Failure> {
                 "herd: calibrate: CPUs {a} and {b} busy together against one, {} rounds",
                 args.rounds
             );
-            let r = herd_runtime::pair_probe::pair_probe(a, b, args.round_s, args.rounds)
-                .map_err(|e| Failure::Internal(e.into()))?;
-            Some((r, siblings))
+            // A pair herd may not run on (a cpuset without them) costs this
+            // measure only, not the bandwidth one.
+            match herd_runtime::pair_probe::pair_probe(a, b, args.round_s, args.rounds) {
+                Ok(r) => Some((r, siblings)),
+                Err(e) => {
+                    eprintln!("herd: calibrate: no CPU-pair measure: {e}");
+                    None
+                }
+            }
         }
         _ => None,
     };
@@ -126,13 +132,17 @@ pub fn run(args: &CalibrateArgs) -> Result<(), Failure> {
             Err("no readable RAPL here: the power model is not fitted (S0's dell-c6100 preset stays in use)")
         }
         Some(mut rapl) => {
-            let samples = herd_runtime::pair_probe::power_probe(&machine, &mut rapl, args.round_s, |i, n| {
+            match herd_runtime::pair_probe::power_probe(&machine, &mut rapl, args.round_s, |i, n| {
                 eprintln!("herd: calibrate: power reading {i}/{n}")
-            })
-            .map_err(|e| Failure::Internal(e.into()))?;
-            PowerModel::fit(&samples, &PowerModel::dell_c6100())
-                .map(|(m, held)| (m, held, samples))
-                .ok_or("the RAPL readings did not separate idle, package and core power: not fitted")
+            }) {
+                Err(e) => {
+                    eprintln!("herd: calibrate: no power readings: {e}");
+                    Err("the power readings could not be taken: not fitted")
+                }
+                Ok(samples) => PowerModel::fit(&samples, &PowerModel::dell_c6100())
+                    .map(|(m, held)| (m, held, samples))
+                    .ok_or("the RAPL readings did not separate idle, package and core power: not fitted"),
+            }
         }
     };
     let peak = report.peak_btr();
@@ -234,7 +244,7 @@ pub fn run(args: &CalibrateArgs) -> Result<(), Failure> {
             let _ = writeln!(
                 s,
                 "  they share something the topology does not show (a VM's vCPUs on one host core's threads, \
-                 or a shared power budget): model them as siblings with this sigma"
+                 a shared power budget, or other load while this ran: measure again on a quiet machine)"
             );
         }
     }
