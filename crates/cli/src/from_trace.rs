@@ -190,7 +190,11 @@ pub fn scenario(trace: &Trace, machine_toml: &str, source: &str) -> Result<Strin
     };
     let _ = writeln!(out, "policies = [{policies}]\nperiod_ms = {period_ms}\n");
     let _ = writeln!(out, "[machine]\n{machine_toml}\n");
-    let _ = writeln!(out, "[model]\nfreq_ghz = {freq_ghz:.3}\n");
+    let header = out;
+    let mut out = String::new();
+    // The most traffic a phase makes per ns of CPU, for the model's
+    // per-core limit below.
+    let mut max_gbps: f64 = 0.0;
     let mut any_work = false;
     for seen in jobs.values() {
         let busiest = seen.task_cpu_ns.values().copied().fold(0.0, f64::max);
@@ -253,6 +257,7 @@ pub fn scenario(trace: &Trace, machine_toml: &str, source: &str) -> Result<Strin
             let _ = writeln!(out, "ipc = {:.4}", ipc.unwrap_or(1.0));
             if let Some(b) = bpi {
                 let _ = writeln!(out, "bytes_per_instr = {b:.4}");
+                max_gbps = max_gbps.max(b * ipc.unwrap_or(1.0) * freq_ghz);
             }
         }
         let _ = writeln!(out);
@@ -260,7 +265,21 @@ pub fn scenario(trace: &Trace, machine_toml: &str, source: &str) -> Result<Strin
     if !any_work {
         return Err(FromTraceError::NoWork);
     }
-    Ok(out)
+    // The model lets one core stream at most a line per `request_ns`
+    // (10 GB/s at its default): a program measured faster gets a shorter
+    // unloaded request time, or its scenario would be refused.
+    let default_ns = herd_model::ModelParams::default().request_ns;
+    let limit_gbps = herd_model::params::LINE_BYTES / default_ns;
+    let model = if max_gbps > 0.9 * limit_gbps {
+        let request_ns = 0.9 * herd_model::params::LINE_BYTES / max_gbps;
+        format!(
+            "[model]\nfreq_ghz = {freq_ghz:.3}\n# a phase streamed {max_gbps:.1} GB/s on one core; the default \
+             request time ({default_ns} ns) allows {limit_gbps:.1}\nrequest_ns = {request_ns:.4}\n"
+        )
+    } else {
+        format!("[model]\nfreq_ghz = {freq_ghz:.3}\n")
+    };
+    Ok(format!("{header}{model}\n{out}"))
 }
 
 /// The job's threads' counts cut into phases: windows of at least
@@ -459,6 +478,25 @@ mod tests {
         // (the module docs' limits). 4.50 s when this was written.
         let r = herd_sim::run_one(&s, &herd_sim::SimPolicy::linux(), 1).unwrap();
         assert!(r.makespan_s > 3.99 && r.makespan_s < 4.6, "{}", r.makespan_s);
+    }
+
+    #[test]
+    fn a_program_streaming_faster_than_the_models_core_limit_still_simulates() {
+        // 40 bytes an instruction at IPC 1 and 3 GHz: 120 GB/s a core,
+        // past the default model's 10.
+        let mut lines = vec![header()];
+        for k in 0..4 {
+            let cyc = 0.5 * 3e9;
+            lines.push(turn(
+                0.5 * (k + 1) as f64,
+                0.5,
+                &[(1, 0, 0.5, cyc, cyc, cyc * 40.0)],
+            ));
+        }
+        let trace = &crate::trace::parse(&lines.join("\n")).unwrap()[0];
+        let toml = scenario(trace, "synthetic = \"core:2\"", "t").unwrap();
+        assert!(toml.contains("request_ns = "), "{toml}");
+        herd_sim::Scenario::parse(&toml, "t", &|_| Err("no xml".into())).unwrap();
     }
 
     #[test]
