@@ -11,18 +11,13 @@ Usage (after `make build`; about a minute): scripts/s1-summary.py [--json]
 import glob
 import json
 import os
-import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HERD = os.path.join(ROOT, "target", "release", "herd")
+from herdsim import ROOT, sim_json
 
 
 def gains(path, guard):
-    r = subprocess.run([HERD, "sim", path, "--json", "--no-timing", "--guard", guard], capture_output=True, text=True)
-    if r.returncode:
-        sys.exit(f"{path}: {r.stderr.strip()}")
-    return {s["policy"]: s["learned_mean_pct"] for s in json.loads(r.stdout)["learning"]["summary"]}
+    return {s["policy"]: s["learned_mean_pct"] for s in sim_json(path, "--guard", guard)["learning"]["summary"]}
 
 
 def main():

@@ -10,18 +10,13 @@ Usage (after `make build`): scripts/s4-summary.py [--json]
 import glob
 import json
 import os
-import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HERD = os.path.join(ROOT, "target", "release", "herd")
+from herdsim import ROOT, sim_json
 
 
 def makespans(path, guard):
-    r = subprocess.run([HERD, "sim", path, "--json", "--no-timing", "--guard", guard], capture_output=True, text=True)
-    if r.returncode:
-        sys.exit(f"{path}: {r.stderr.strip()}")
-    return {p["name"]: p["makespan_s"] for p in json.loads(r.stdout)["policies"]}
+    return {p["name"]: p["makespan_s"] for p in sim_json(path, "--guard", guard)["policies"]}
 
 
 def main():

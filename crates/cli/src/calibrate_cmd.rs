@@ -94,21 +94,21 @@ pub fn run(args: &CalibrateArgs) -> Result<(), Failure> {
     .map_err(|e| Failure::Internal(e.into()))?;
     // Two CPUs busy against one: siblings of the first core that has
     // several, else two CPUs of different cores.
-    let pair = machine
-        .cores()
-        .iter()
-        .find(|c| c.cpus.len() >= 2)
-        .map(|c| {
-            let mut it = c.cpus.iter();
-            (it.next(), it.next(), true)
-        })
-        .or_else(|| {
+    let siblings_of = machine.cores().iter().find(|c| c.cpus.len() >= 2).map(|c| {
+        let mut it = c.cpus.iter();
+        (it.next(), it.next())
+    });
+    let pair = match siblings_of {
+        Some((Some(a), Some(b))) => Some((a, b, true)),
+        _ => {
             let cpus = machine.cpus();
-            let b = cpus.iter().find(|c| c.core != cpus[0].core)?;
-            Some((Some(cpus[0].os), Some(b.os), false))
-        });
+            cpus.iter()
+                .find(|c| c.core != cpus[0].core)
+                .map(|b| (cpus[0].os, b.os, false))
+        }
+    };
     let pair = match pair {
-        Some((Some(a), Some(b), siblings)) => {
+        Some((a, b, siblings)) => {
             eprintln!(
                 "herd: calibrate: CPUs {a} and {b} busy together against one, {} rounds",
                 args.rounds
@@ -123,7 +123,7 @@ pub fn run(args: &CalibrateArgs) -> Result<(), Failure> {
                 }
             }
         }
-        _ => None,
+        None => None,
     };
     // S0's power model, where RAPL can be read: idle, then growing sets
     // of busy CPUs.

@@ -11,9 +11,9 @@
 //! and as a share of the CPU time the period offers (CPUs x period),
 //! medians of 3 runs of 300 decisions (15 simulated seconds).
 
-use std::time::Instant;
+mod common;
 
-use herd_policy::{Estimates, JobView, Knowledge, Obs, Snapshot, TaskState, TaskView, View};
+use herd_policy::{JobView, Obs, Snapshot, TaskState, TaskView};
 use herd_topo::Machine;
 
 const TASKS: u64 = 1000;
@@ -89,25 +89,8 @@ fn snapshot(m: &Machine, now_ns: u64) -> Snapshot {
 }
 
 fn run(m: &Machine, policy: &str) -> f64 {
-    let mut p = herd_policy::build(policy).expect("policy builds");
-    let (est, know) = (Estimates::default(), Knowledge::default());
-    // Snapshots are built before timing: only decide() is measured.
-    let n = decisions();
-    let snaps: Vec<Snapshot> = (0..n).map(|d| snapshot(m, d * PERIOD_NS)).collect();
-    let start = Instant::now();
-    for (d, snap) in snaps.iter().enumerate() {
-        let view = View {
-            machine: m,
-            snapshot: snap,
-            estimates: &est,
-            learned: &know,
-            oracle: None,
-            seed: 1,
-            decision: d as u64,
-        };
-        std::hint::black_box(p.decide(&view));
-    }
-    start.elapsed().as_secs_f64() * 1e6 / n as f64
+    let snaps: Vec<Snapshot> = (0..decisions()).map(|d| snapshot(m, d * PERIOD_NS)).collect();
+    common::us_per_decision(m, policy, &snaps)
 }
 
 fn main() {

@@ -15,9 +15,9 @@
 //! ones (`bw:iabw`) take their not-yet-learned path, and `bw:oracle`
 //! falls back to learned profiles as it does live.
 
-use std::time::Instant;
+mod common;
 
-use herd_policy::{Estimates, JobView, Knowledge, Level, Obs, Snapshot, TaskState, TaskView, View};
+use herd_policy::{JobView, Level, Obs, Snapshot, TaskState, TaskView};
 use herd_topo::Machine;
 
 const PERIOD_NS: u64 = 100_000_000;
@@ -96,25 +96,10 @@ fn snapshot(m: &Machine, tasks: u64, now_ns: u64) -> Snapshot {
 
 /// Mean µs per decision of `policy` over `decisions()` periods.
 fn run(m: &Machine, tasks: u64, policy: &str) -> f64 {
-    let mut p = herd_policy::build(policy).expect("policy builds");
-    let (est, know) = (Estimates::default(), Knowledge::default());
-    let n = decisions();
-    // Snapshots are built before timing: only decide() is measured.
-    let snaps: Vec<Snapshot> = (0..n).map(|d| snapshot(m, tasks, d * PERIOD_NS)).collect();
-    let start = Instant::now();
-    for (d, snap) in snaps.iter().enumerate() {
-        let view = View {
-            machine: m,
-            snapshot: snap,
-            estimates: &est,
-            learned: &know,
-            oracle: None,
-            seed: 1,
-            decision: d as u64,
-        };
-        std::hint::black_box(p.decide(&view));
-    }
-    start.elapsed().as_secs_f64() * 1e6 / n as f64
+    let snaps: Vec<Snapshot> = (0..decisions())
+        .map(|d| snapshot(m, tasks, d * PERIOD_NS))
+        .collect();
+    common::us_per_decision(m, policy, &snaps)
 }
 
 fn main() {

@@ -187,20 +187,10 @@ impl Policy for SmtPlace {
                 || snap.progress_only
                 || t.obs.cpu_time_ns.saturating_mul(WORKING_SHARE_INV) >= snap.period_ns
         };
-        let busy_before = std::mem::take(&mut self.busy_before);
+        let busy_before = &self.busy_before;
         let working = |t: &&crate::TaskView| {
             busy(t) && (t.state == crate::TaskState::Runnable || busy_before.contains(&t.id))
         };
-        if !snap.progress_only && snap.period_ns > 0 {
-            self.busy_before = snap
-                .tasks
-                .iter()
-                .filter(|t| !self.placed.contains_key(&t.id) && busy(t))
-                .map(|t| t.id)
-                .collect();
-        } else {
-            self.busy_before = busy_before.clone();
-        }
         let mut new: Vec<_> = view
             .snapshot
             .tasks
@@ -208,6 +198,16 @@ impl Policy for SmtPlace {
             .filter(|t| !self.placed.contains_key(&t.id))
             .filter(working)
             .collect();
+        // What the next full period compares with (a progress-only turn
+        // measures nothing: the last full one stands).
+        if !snap.progress_only && snap.period_ns > 0 {
+            self.busy_before = snap
+                .tasks
+                .iter()
+                .filter(|t| !self.placed.contains_key(&t.id) && busy(t))
+                .map(|t| t.id)
+                .collect();
+        }
         new.sort_by_key(|t| (t.job, t.rank, t.id));
         // Present tasks not placed: new ones, and those not working yet.
         let unplaced = view

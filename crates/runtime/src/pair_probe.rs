@@ -207,7 +207,7 @@ mod tests {
     }
 
     #[test]
-    fn two_cpus_deliver_at_least_one_and_at_most_two() {
+    fn both_threads_of_a_pair_run_and_are_counted() {
         if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
             return;
         }

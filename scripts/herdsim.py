@@ -1,0 +1,18 @@
+"""What the experiment scripts share: herd's release binary and running
+`herd sim` for its JSON."""
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HERD = os.path.join(ROOT, "target", "release", "herd")
+
+
+def sim_json(path, *args):
+    """`herd sim PATH --json --no-timing ARGS...`, parsed; exits naming the
+    file when herd refuses it."""
+    r = subprocess.run([HERD, "sim", path, "--json", "--no-timing", *args], capture_output=True, text=True)
+    if r.returncode:
+        sys.exit(f"{path}: {r.stderr.strip()}")
+    return json.loads(r.stdout)
