@@ -12,7 +12,8 @@
 # whose emulator build breaks slurmctld), and real programs no one here wrote
 # that the tests run under herd (stress-ng, sysbench, rt-tests' hackbench).
 APT_PACKAGES := hwloc libhwloc-dev libudev-dev pkg-config bzip2 libsqlite3-dev \
-	slurmctld slurmd slurm-client munge libslurm-dev stress-ng sysbench rt-tests
+	slurmctld slurmd slurm-client munge libslurm-dev stress-ng sysbench rt-tests \
+	prometheus
 CARGO ?= cargo
 HERD := target/release/herd
 

@@ -35,7 +35,8 @@ pub fn run(args: &AttachArgs) -> Result<u8, Failure> {
     })?;
     let machine = crate::common::this_machine()?;
     crate::common::check_cores(&args.policy, &machine)?;
-    let machine = crate::common::around_other_herds(machine);
+    let (machine, _lease) =
+        crate::common::around_other_herds(machine, &program.name, &args.policy, Some(args.pid));
     let sig = Signals::install()?;
     let name = program.name.clone();
     let world = args

@@ -377,7 +377,8 @@ pub fn run(args: &BatchArgs) -> Result<u8, Failure> {
     // Read the topology once for every run.
     let machine = crate::common::this_machine()?;
     crate::common::check_cores(&args.policy, &machine)?;
-    let machine = crate::common::around_other_herds(machine);
+    let (machine, _lease) =
+        crate::common::around_other_herds(machine, &args.file.display().to_string(), &args.policy, None);
     if let Some(c) = &args.compare {
         if !c.is_baseline() {
             return Err(Failure::Input(anyhow::anyhow!(

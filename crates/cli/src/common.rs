@@ -34,20 +34,42 @@ pub fn this_machine() -> Result<herd_topo::Machine, Failure> {
     herd_topo::Machine::this_machine().map_err(|e| Failure::Internal(e.into()))
 }
 
-/// `machine` less the CPUs other herd instances on it hold
+/// The CPUs this run may use: what a running `herd daemon` grants it
+/// (held while the returned lease lives: keep it until the programs end),
+/// else `machine` less the CPUs other herd instances on it hold
 /// (`herd_runtime::peers`), said on stderr; the whole machine when they
-/// hold none, or all of them.
-pub fn around_other_herds(machine: herd_topo::Machine) -> herd_topo::Machine {
+/// hold none, or all of them. `what` and `policy` name the run to the
+/// daemon; `attached` is the process `herd attach` manages.
+pub fn around_other_herds(
+    machine: herd_topo::Machine,
+    what: &str,
+    policy: &herd_policy::PolicySpec,
+    attached: Option<i32>,
+) -> (herd_topo::Machine, Option<crate::daemon_wire::Lease>) {
+    match crate::daemon_wire::lease(&herd_runtime::peers::dir(), attached, what, policy.name(), 0) {
+        Some(Ok(lease)) => match machine.restricted(&lease.cpus) {
+            Ok(m) => {
+                eprintln!("herd: the herd daemon gives this run CPUs {}", lease.cpus);
+                return (m, Some(lease));
+            }
+            Err(e) => eprintln!(
+                "herd: warning: the herd daemon gave CPUs {} this machine lacks ({e})",
+                lease.cpus
+            ),
+        },
+        Some(Err(e)) => eprintln!("herd: warning: the herd daemon gives this run no CPUs: {e}"),
+        None => {}
+    }
     let others = herd_runtime::peers::held_by_others(&herd_runtime::peers::dir());
     if others.is_empty() {
-        return machine;
+        return (machine, None);
     }
     let held = others
         .iter()
         .fold(herd_topo::CpuSet::default(), |a, (_, c)| a.union(c));
     let who: Vec<String> = others.iter().map(|(pid, c)| format!("{pid} holds {c}")).collect();
     let free = machine.all_cpus().difference(&held);
-    match machine.restricted(&free) {
+    let m = match machine.restricted(&free) {
         Ok(m) if !free.is_empty() => {
             eprintln!(
                 "herd: other herd instances run here ({}): this run places on CPUs {free}",
@@ -62,7 +84,8 @@ pub fn around_other_herds(machine: herd_topo::Machine) -> herd_topo::Machine {
             );
             machine
         }
-    }
+    };
+    (m, None)
 }
 
 /// On or off.

@@ -10,6 +10,10 @@ mod attach_cmd;
 mod batch_cmd;
 mod calibrate_cmd;
 mod common;
+mod daemon_cmd;
+mod daemon_jobs;
+mod daemon_serve;
+mod daemon_wire;
 mod db_cmd;
 mod doctor_cmd;
 mod mechanism;
@@ -59,6 +63,8 @@ enum Command {
     Batch(batch_cmd::BatchArgs),
     /// Manage an already-running process until it exits or herd is stopped.
     Attach(attach_cmd::AttachArgs),
+    /// Manage every workload on this machine by rules (docs/daemon.md); `status` asks a running one.
+    Daemon(daemon_cmd::DaemonArgs),
     /// What the profile database knows: programs, runs, fits, unit choices.
     Db(db_cmd::DbArgs),
     /// Measure this machine's peak memory bandwidth and store it.
@@ -108,6 +114,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => Some(replay_cmd::run(args).map(|same| u8::from(!same))),
         Command::Batch(args) => Some(batch_cmd::run(args)),
         Command::Attach(args) => Some(attach_cmd::run(args)),
+        Command::Daemon(args) => Some(daemon_cmd::run(args)),
         _ => None,
     };
     if let Some(result) = managed {
@@ -126,7 +133,11 @@ fn main() -> ExitCode {
         Command::Plot(args) => plot_cmd::run(args),
         Command::Db(args) => db_cmd::run(args),
         Command::Calibrate(args) => calibrate_cmd::run(args),
-        Command::Run(_) | Command::Batch(_) | Command::Attach(_) | Command::Replay(_) => {
+        Command::Run(_)
+        | Command::Batch(_)
+        | Command::Attach(_)
+        | Command::Daemon(_)
+        | Command::Replay(_) => {
             unreachable!("handled above")
         }
     };

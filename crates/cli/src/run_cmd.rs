@@ -200,7 +200,8 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     let mut policy = crate::common::live_policy(&args.policy)?;
     let machine = crate::common::this_machine()?;
     crate::common::check_cores(&args.policy, &machine)?;
-    let machine = crate::common::around_other_herds(machine);
+    let (machine, _lease) =
+        crate::common::around_other_herds(machine, &crate::units::program_key(&args.cmd), &args.policy, None);
     // Opened before the program starts, so a bad path costs no run.
     let mut trace = match &args.trace {
         Some(p) => Some(std::io::BufWriter::new(std::fs::File::create(p).map_err(

@@ -19,6 +19,7 @@ pub mod peers;
 pub mod perf;
 pub mod probe;
 pub mod procfs;
+pub mod procscan;
 pub mod progress;
 pub mod rapl;
 pub mod resctrl;

@@ -104,6 +104,22 @@ impl Claim {
     }
 }
 
+impl Claim {
+    /// Other live herd instances whose records overlap `cpus`: (pid, the
+    /// CPUs both hold). Two runs started together both place before
+    /// either has a record; the later one to record sees the other here.
+    pub fn overlapping(&self, cpus: &CpuSet) -> Vec<(i32, CpuSet)> {
+        let Some(dir) = self.path.parent() else {
+            return Vec::new();
+        };
+        held_by_others(dir)
+            .into_iter()
+            .map(|(pid, c)| (pid, c.intersection(cpus)))
+            .filter(|(_, c)| !c.is_empty())
+            .collect()
+    }
+}
+
 impl Drop for Claim {
     fn drop(&mut self) {
         if self.held.is_some() {

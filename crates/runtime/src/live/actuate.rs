@@ -187,6 +187,21 @@ impl LiveWorld {
         if let Err(e) = claim.hold(&held) {
             eprintln!("herd: warning: cannot record the CPUs this run holds for other herd instances: {e}");
             self.claim = None;
+            return;
+        }
+        if !self.stats.overlap_warned {
+            let others = claim.overlapping(&held);
+            if !others.is_empty() {
+                let who: Vec<String> = others
+                    .iter()
+                    .map(|(pid, c)| format!("herd {pid} on {c}"))
+                    .collect();
+                eprintln!(
+                    "herd: warning: another herd manages CPUs this run takes ({}): start `herd daemon` to divide the machine between them",
+                    who.join(", ")
+                );
+                self.stats.overlap_warned = true;
+            }
         }
     }
 

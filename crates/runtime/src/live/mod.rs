@@ -107,6 +107,8 @@ impl Track {
 pub struct LiveStats {
     /// Affinity changes applied.
     pub placements: u64,
+    /// Whether this run warned that another herd holds CPUs it took.
+    pub overlap_warned: bool,
     /// Affinity changes the kernel refused (other than vanished threads).
     pub failed_placements: u64,
     /// Migrations seen for managed threads: periods in which a thread's last
