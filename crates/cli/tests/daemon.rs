@@ -1,0 +1,374 @@
+//! `herd daemon`: rules place the processes they match and leave the rest
+//! alone; a SIGKILL leaves nothing pinned, stopped or confined; a daemon
+//! started again adopts what still runs; a bad config is refused at start
+//! and at SIGHUP; `herd run` takes CPUs from it; its metrics pass promtool.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn allowed(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+fn cgroup(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap()
+}
+
+/// A process no one else runs: `sleep` with a number only this test uses.
+fn marked(n: u64) -> Child {
+    Command::new("sleep").arg(n.to_string()).spawn().unwrap()
+}
+
+fn until(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+struct Daemon {
+    child: Child,
+    dir: PathBuf,
+}
+
+impl Daemon {
+    fn start(config: &Path, dir: &Path) -> Daemon {
+        let child = Command::new(env!("CARGO_BIN_EXE_herd"))
+            .args(["daemon", "--config"])
+            .arg(config)
+            .arg("--state-dir")
+            .arg(dir)
+            .env("HERD_RUN_DIR", dir)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let d = Daemon {
+            child,
+            dir: dir.to_path_buf(),
+        };
+        until("the daemon's socket", 10, || d.status().is_some());
+        d
+    }
+
+    fn status(&self) -> Option<serde_json::Value> {
+        let out = Command::new(env!("CARGO_BIN_EXE_herd"))
+            .args(["daemon", "status", "--json", "--state-dir"])
+            .arg(&self.dir)
+            .output()
+            .unwrap();
+        out.status
+            .success()
+            .then(|| serde_json::from_slice(&out.stdout).unwrap())
+    }
+
+    fn job(&self, pid: u32) -> Option<serde_json::Value> {
+        self.status()?["jobs"]
+            .as_array()?
+            .iter()
+            .find(|j| j["pid"] == pid)
+            .cloned()
+    }
+
+    fn signal(&self, s: i32) {
+        // SAFETY: plain kill of our child.
+        unsafe { libc::kill(self.child.id() as i32, s) };
+    }
+
+    fn end(mut self, s: i32) -> (std::process::ExitStatus, String) {
+        self.signal(s);
+        let status = self.child.wait().unwrap();
+        let mut err = String::new();
+        self.child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        (status, err)
+    }
+}
+
+fn rule(name: &str, n: u64) -> String {
+    format!(
+        "[[rule]]\nname = \"{name}\"\npolicy = \"static:compact\"\n[rule.match]\ncmdline = \"^sleep {n}$\"\n"
+    )
+}
+
+#[test]
+fn rules_place_what_they_match_a_kill_leaves_nothing_and_a_restart_adopts() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = 7_100_000 + u64::from(std::process::id() % 1000) * 10;
+    let config = dir.path().join("herd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[daemon]\nscan_interval_ms = 100\n{}{}",
+            rule("a", base + 1),
+            rule("b", base + 2)
+        ),
+    )
+    .unwrap();
+    let mut progs = [marked(base + 1), marked(base + 2), marked(base + 3)];
+    let ids: Vec<u32> = progs.iter().map(Child::id).collect();
+    let before: Vec<(String, String)> = ids.iter().map(|&p| (allowed(p), cgroup(p))).collect();
+    let d = Daemon::start(&config, &dir.path().join("state"));
+    until("both matched processes placed", 15, || {
+        ids[..2]
+            .iter()
+            .all(|&p| d.job(p).is_some_and(|j| j["state"] == "managed"))
+            && ids[..2].iter().all(|&p| allowed(p) != before[0].0)
+    });
+    let placed: Vec<String> = ids[..2].iter().map(|&p| allowed(p)).collect();
+    let (a, b) = (&placed[0], &placed[1]);
+    // static:compact puts a one-thread job on one CPU; the two are disjoint.
+    assert!(!a.contains(['-', ',']) && !b.contains(['-', ',']), "{a} / {b}");
+    assert_ne!(a, b, "two rules' jobs share no CPU");
+    let status = d.status().unwrap();
+    assert_eq!(d.job(ids[0]).unwrap()["rule"], "a");
+    assert_eq!(d.job(ids[1]).unwrap()["rule"], "b");
+    assert!(d.job(ids[2]).is_none(), "{status}");
+    assert_eq!(allowed(ids[2]), before[2].0, "an unmatched process is untouched");
+
+    // SIGKILL: the keepers give every thread its affinity back.
+    let (st, _) = d.end(libc::SIGKILL);
+    assert!(!st.success());
+    until("affinities given back after the kill", 10, || {
+        ids.iter().zip(&before).all(|(&p, b)| allowed(p) == b.0)
+    });
+    for (&p, b) in ids.iter().zip(&before) {
+        assert_eq!(cgroup(p), b.1, "process {p} left in a cgroup");
+        assert!(
+            matches!(common::state_of(p as i32), Some('S' | 'R')),
+            "process {p} stopped"
+        );
+    }
+
+    // A daemon started again adopts them: the same CPUs, the same processes.
+    let d = Daemon::start(&config, &dir.path().join("state"));
+    until("both adopted", 15, || {
+        ids[..2]
+            .iter()
+            .zip(&placed)
+            .all(|(&p, c)| d.job(p).is_some_and(|j| j["source"] == "adopted") && &allowed(p) == c)
+    });
+    assert_eq!(allowed(ids[2]), before[2].0);
+    let (st, err) = d.end(libc::SIGTERM);
+    assert!(st.success(), "{err}");
+    assert!(err.contains("adopted"), "{err}");
+    for (&p, b) in ids.iter().zip(&before) {
+        assert_eq!(allowed(p), b.0, "a stopped daemon restores process {p}");
+    }
+    for p in &mut progs {
+        assert!(
+            p.try_wait().unwrap().is_none(),
+            "no program was restarted or ended"
+        );
+        p.kill().unwrap();
+        p.wait().unwrap();
+    }
+}
+
+#[test]
+fn a_bad_config_is_refused_at_start_and_at_sighup_keeping_the_old_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    for (text, says) in [
+        (
+            "[[rule]]\nname = \"x\"\npolicy = \"numa:magic\"\n[rule.match]\ncomm = \"a\"\n",
+            "policy",
+        ),
+        (
+            "[[rule]]\nname = \"x\"\npolicy = \"linux\"\n[rule.match]\ncomm = \"[a\"\n",
+            "bad glob",
+        ),
+        (
+            "[[rule]]\nname = \"x\"\npolicy = \"linux\"\n[rule.match]\ncmdline = \"(a\"\n",
+            "bad regex",
+        ),
+        (
+            "[[rule]]\nname = \"x\"\npolicy = \"linux\"\nreserve_cpus = \"0\"\n[rule.match]\ncomm = \"a\"\n\
+             [[rule]]\nname = \"y\"\npolicy = \"linux\"\nreserve_cpus = \"0\"\n[rule.match]\ncomm = \"b\"\n",
+            "overlaps rule 'x'",
+        ),
+    ] {
+        std::fs::write(&bad, text).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_herd"))
+            .args(["daemon", "--config"])
+            .arg(&bad)
+            .arg("--state-dir")
+            .arg(dir.path().join("never"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(says) && err.contains("bad.toml"), "{says}: {err}");
+        assert!(!dir.path().join("never/daemon.sock").exists());
+    }
+    // Running: a bad config at SIGHUP is refused, the old rules go on.
+    let n = 7_200_000 + u64::from(std::process::id() % 1000) * 10;
+    let config = dir.path().join("herd.toml");
+    std::fs::write(
+        &config,
+        format!("[daemon]\nscan_interval_ms = 100\n{}", rule("a", n)),
+    )
+    .unwrap();
+    let mut prog = marked(n);
+    let d = Daemon::start(&config, &dir.path().join("state"));
+    until("placed", 15, || d.job(prog.id()).is_some());
+    std::fs::write(&config, "[[rule]]\nname = \"x\"\npolicy = \"nope\"\n").unwrap();
+    d.signal(libc::SIGHUP);
+    until("the reload refused", 10, || {
+        d.status().is_some_and(|s| s["reloads_refused"] == 1)
+    });
+    let mut late = marked(n);
+    until("the old rule takes a new process", 15, || {
+        d.job(late.id()).is_some()
+    });
+    let (st, err) = d.end(libc::SIGTERM);
+    assert!(st.success(), "{err}");
+    assert!(
+        err.contains("config refused, the old one stays in force"),
+        "{err}"
+    );
+    for p in [&mut prog, &mut late] {
+        p.kill().unwrap();
+        p.wait().unwrap();
+    }
+}
+
+fn run_compact(dir: &Path, secs: &str) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_herd"))
+        .args([
+            "run",
+            "--policy",
+            "static:compact",
+            "--period-ms",
+            "20",
+            "--",
+            "sleep",
+            secs,
+        ])
+        .env("HERD_RUN_DIR", dir)
+        .env("XDG_DATA_HOME", dir)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn stderr_of(c: Child) -> String {
+    let out = c.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn two_runs_get_disjoint_cpus_from_the_daemon_and_warn_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("herd.toml");
+    std::fs::write(&config, "[daemon]\nscan_interval_ms = 100\n").unwrap();
+    let state = dir.path().join("state");
+    let d = Daemon::start(&config, &state);
+    let (a, b) = (run_compact(&state, "1.5"), run_compact(&state, "1.5"));
+    until("both registered", 10, || {
+        d.status().is_some_and(|s| {
+            s["jobs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|j| j["source"] == "registered")
+                .count()
+                == 2
+        })
+    });
+    let granted = |err: &str| {
+        err.lines()
+            .find_map(|l| l.strip_prefix("herd: the herd daemon gives this run CPUs "))
+            .map(str::to_string)
+            .unwrap_or_else(|| panic!("no grant in: {err}"))
+    };
+    let (ea, eb) = (stderr_of(a), stderr_of(b));
+    let (ca, cb) = (granted(&ea), granted(&eb));
+    let set = |s: &str| herd_topo::CpuSet::parse_list(s).unwrap();
+    assert!(!set(&ca).intersects(&set(&cb)), "{ca} and {cb}");
+    until("leases given back", 10, || {
+        d.status()
+            .is_some_and(|s| s["jobs"].as_array().unwrap().is_empty())
+    });
+    let (st, err) = d.end(libc::SIGTERM);
+    assert!(st.success(), "{err}");
+
+    // Without a daemon, two runs started together both start from CPU 0;
+    // the later to record its CPUs says another herd holds them.
+    let (a, b) = (run_compact(&state, "1.5"), run_compact(&state, "1.5"));
+    let (ea, eb) = (stderr_of(a), stderr_of(b));
+    let warned = [&ea, &eb]
+        .iter()
+        .any(|e| e.contains("another herd manages CPUs this run takes"));
+    let around = [&ea, &eb]
+        .iter()
+        .any(|e| e.contains("other herd instances run here"));
+    assert!(warned || around, "neither said the other is there:\n{ea}\n{eb}");
+}
+
+#[test]
+fn the_metrics_pass_promtool_and_list_every_managed_job() {
+    if Command::new("promtool").arg("--version").output().is_err() {
+        panic!("promtool is missing: `make deps` installs Debian's prometheus package");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let n = 7_300_000 + u64::from(std::process::id() % 1000) * 10;
+    let config = dir.path().join("herd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[daemon]\nscan_interval_ms = 100\n[metrics]\nlisten = \"127.0.0.1:{port}\"\n{}",
+            rule("a", n)
+        ),
+    )
+    .unwrap();
+    let mut prog = marked(n);
+    let d = Daemon::start(&config, &dir.path().join("state"));
+    until("placed", 15, || d.job(prog.id()).is_some());
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    conn.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut reply = String::new();
+    conn.read_to_string(&mut reply).unwrap();
+    let body = reply.split_once("\r\n\r\n").unwrap().1.to_string();
+    assert!(body.contains(&format!("pid=\"{}\"", prog.id())), "{body}");
+    let mut check = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    check.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
+    let out = check.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool: {}{}\n{body}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (st, err) = d.end(libc::SIGTERM);
+    assert!(st.success(), "{err}");
+    prog.kill().unwrap();
+    prog.wait().unwrap();
+}
