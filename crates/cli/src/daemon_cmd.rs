@@ -1,6 +1,7 @@
 //! `herd daemon`: herd for the whole machine (`docs/daemon.md`). It runs in
 //! the foreground, one per machine (a lock in its state directory), finds
-//! new processes by scanning /proc, gives those a rule takes their own CPUs
+//! new processes by scanning /proc (told of forks and execs as they happen
+//! by the kernel's proc connector where it may subscribe), gives those a rule takes their own CPUs
 //! and a live session under the rule's policy, and leaves every other
 //! process alone. `herd daemon status` asks a running one what it manages.
 //!
@@ -21,6 +22,7 @@ use clap::{Args, Subcommand};
 use herd_cli::daemon_config::{Config, Process, Rule, RulePolicy};
 use herd_plan::share::Ask;
 use herd_policy::PolicySpec;
+use herd_runtime::proc_events::{Event, ProcEvents};
 use herd_runtime::procscan::{self, Facts};
 use herd_topo::CpuSet;
 
@@ -134,8 +136,10 @@ enum Seen {
     /// Not for the rules: herd itself or its programs, a managed job's
     /// descendants, or a process the daemon may not touch.
     Ignored { start: u64, ppid: i32 },
-    /// No rule takes it: load.
-    Load { start: u64, ppid: i32 },
+    /// No rule takes it: load. `fresh` at its first sighting: it is
+    /// looked at once more at the next scan, in case it was a shell
+    /// between its fork and its exec.
+    Load { start: u64, ppid: i32, fresh: bool },
     /// A rule takes it; admitted once it has run one scan (its busy
     /// threads are counted over that scan).
     Candidate {
@@ -178,6 +182,8 @@ struct Daemon {
     adoptable: BTreeMap<i32, Record>,
     stop: Arc<AtomicBool>,
     reload: Arc<AtomicBool>,
+    /// The kernel's process events, where the proc connector is open.
+    events: Option<std::sync::mpsc::Receiver<Result<Vec<Event>, String>>>,
     proc_root: PathBuf,
     me: i32,
     root: bool,
@@ -242,6 +248,29 @@ impl Daemon {
         std::thread::Builder::new()
             .name("herd-socket".into())
             .spawn(move || serve::serve_socket(listener, s))?;
+        let (events, discovery) = match ProcEvents::open() {
+            Ok(ev) => {
+                let (tx, rx) = std::sync::mpsc::channel();
+                std::thread::Builder::new()
+                    .name("herd-proc-events".into())
+                    .spawn(move || forward_events(ev, &tx))?;
+                (
+                    Some(rx),
+                    format!(
+                        "netlink proc connector, and a /proc scan every {} ms",
+                        config.scan_interval_ms
+                    ),
+                )
+            }
+            Err(e) => (
+                None,
+                format!(
+                    "/proc scan every {} ms (no proc connector: {e})",
+                    config.scan_interval_ms
+                ),
+            ),
+        };
+        lock(&shared.status).discovery = discovery;
         let adoptable = jobs::read_records(dir).into_iter().map(|r| (r.pid, r)).collect();
         // SAFETY: sysconf and geteuid cannot fail.
         let (clk_tck, root) = unsafe {
@@ -269,6 +298,7 @@ impl Daemon {
             adoptable,
             stop,
             reload,
+            events,
             proc_root: PathBuf::from("/proc"),
             me,
             root,
@@ -286,7 +316,18 @@ impl Daemon {
             self.scan();
             let until = Instant::now() + Duration::from_millis(self.config.scan_interval_ms);
             while Instant::now() < until && !self.stop.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(20).min(until - Instant::now()));
+                let step = Duration::from_millis(20).min(until.saturating_duration_since(Instant::now()));
+                match &self.events {
+                    Some(rx) => match rx.recv_timeout(step) {
+                        Ok(got) => self.on_events(got),
+                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                            eprintln!("herd daemon: the proc connector closed: /proc scans alone from now");
+                            self.events = None;
+                        }
+                    },
+                    None => std::thread::sleep(step),
+                }
                 if self.running.iter().any(Running::ended) {
                     break;
                 }
@@ -330,6 +371,26 @@ impl Daemon {
         }
     }
 
+    /// A process forked, exec'd or ended: it is looked at afresh at the
+    /// next scan (a job's session follows its own process). Events the
+    /// kernel dropped: every process is.
+    fn on_events(&mut self, got: Result<Vec<Event>, String>) {
+        match got {
+            Ok(events) => {
+                for e in events {
+                    let (Event::Fork { pid, .. } | Event::Exec { pid } | Event::Exit { pid }) = e;
+                    if !matches!(self.seen.get(&pid), Some(Seen::Job { .. })) {
+                        self.seen.remove(&pid);
+                    }
+                }
+            }
+            Err(e) => {
+                eprintln!("herd daemon: process events lost ({e}): every process is looked at afresh");
+                self.seen.retain(|_, s| matches!(s, Seen::Job { .. }));
+            }
+        }
+    }
+
     /// Whether `ppid`'s line up to init holds a herd or a managed job.
     fn under_managed(&self, mut ppid: i32) -> bool {
         for _ in 0..64 {
@@ -351,21 +412,21 @@ impl Daemon {
         let pids = procscan::pids(&self.proc_root);
         let mut load = 0;
         for &pid in &pids {
-            if self.seen.contains_key(&pid) {
-                if matches!(self.seen[&pid], Seen::Load { .. }) {
-                    load += 1;
+            let second = match self.seen.get(&pid) {
+                None => false,
+                Some(Seen::Load { fresh: true, .. }) => true,
+                Some(s) => {
+                    load += usize::from(matches!(s, Seen::Load { .. }));
+                    continue;
                 }
-                continue;
-            }
+            };
             let Some(f) = procscan::facts(&self.proc_root, pid) else {
                 continue;
             };
             let (start, ppid) = (f.start_ticks, f.ppid);
             let herd = f.comm == "herd" || pid == self.me;
-            let entry = if herd
-                || self.under_managed(ppid)
-                || !(self.root || herd_runtime::control::may_signal(pid).is_ok())
-            {
+            let may = self.root || herd_runtime::control::may_signal(pid).is_ok();
+            let entry = if herd || self.under_managed(ppid) || !may {
                 Seen::Ignored { start, ppid }
             } else if let Some(rule) = self.config.rule_for(&process(&f)) {
                 Seen::Candidate {
@@ -376,16 +437,27 @@ impl Daemon {
                 }
             } else {
                 load += 1;
-                Seen::Load { start, ppid }
+                Seen::Load {
+                    start,
+                    ppid,
+                    fresh: !second,
+                }
             };
             self.seen.insert(pid, entry);
         }
-        // Forget what is gone (a reused pid is a new process).
+        // Forget what is gone. A pid reused between two scans is caught by
+        // the proc connector's events; without it, only for the processes
+        // that matter (jobs and candidates), by their start time.
         let alive: std::collections::BTreeSet<i32> = pids.into_iter().collect();
         let proc_root = self.proc_root.clone();
         self.seen.retain(|pid, s| {
             alive.contains(pid)
-                && procscan::facts(&proc_root, *pid).is_none_or(|f| f.start_ticks == s.start())
+                && match s {
+                    Seen::Job { .. } | Seen::Candidate { .. } => {
+                        herd_runtime::procfs::start_time(&proc_root, *pid) == Some(s.start())
+                    }
+                    _ => true,
+                }
         });
         // Jobs left to the kernel have no session to end: gone when their process is.
         let gone: Vec<(u64, i32)> = lock(&self.shared.book)
@@ -652,6 +724,25 @@ fn process(f: &Facts) -> Process {
         exe: f.exe.clone(),
         comm: f.comm.clone(),
         cmdline: f.cmdline.clone(),
+    }
+}
+
+/// Passes the kernel's process events to the daemon's loop until it is gone.
+fn forward_events(mut ev: ProcEvents, tx: &std::sync::mpsc::Sender<Result<Vec<Event>, String>>) {
+    loop {
+        let got = match ev.recv(Duration::from_millis(500)) {
+            Ok(v) if v.is_empty() => continue,
+            Ok(v) => Ok(v),
+            // ENOBUFS: the kernel dropped events; the subscription goes on.
+            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => Err(e.to_string()),
+            Err(e) => {
+                eprintln!("herd daemon: the proc connector failed ({e})");
+                return;
+            }
+        };
+        if tx.send(got).is_err() {
+            return;
+        }
     }
 }
 

@@ -372,3 +372,46 @@ fn the_metrics_pass_promtool_and_list_every_managed_job() {
     prog.kill().unwrap();
     prog.wait().unwrap();
 }
+
+#[test]
+fn a_process_that_execs_a_matched_program_late_is_taken() {
+    // A shell seen as load, that execs the matched program half a second
+    // later: the proc connector's exec event (as root), else the second
+    // look a /proc scan gives every new process, finds it.
+    let dir = tempfile::tempdir().unwrap();
+    let n = 7_400_000 + u64::from(std::process::id() % 1000) * 10;
+    let config = dir.path().join("herd.toml");
+    std::fs::write(
+        &config,
+        format!("[daemon]\nscan_interval_ms = 100\n{}", rule("a", n)),
+    )
+    .unwrap();
+    let d = Daemon::start(&config, &dir.path().join("state"));
+    // SAFETY: geteuid has no preconditions.
+    let delay = if unsafe { libc::geteuid() } == 0 {
+        "0.5"
+    } else {
+        "0.05"
+    };
+    let mut sh = Command::new("sh")
+        .args(["-c", &format!("sleep {delay}; exec sleep {n}")])
+        .spawn()
+        .unwrap();
+    until("the exec'd program placed", 15, || {
+        d.job(sh.id())
+            .is_some_and(|j| j["state"] == "managed" && j["cpus"] != "")
+    });
+    let status = d.status().unwrap();
+    assert!(
+        status["discovery"].as_str().unwrap().contains(if delay == "0.5" {
+            "proc connector"
+        } else {
+            "/proc scan"
+        }),
+        "{status}"
+    );
+    let (st, err) = d.end(libc::SIGTERM);
+    assert!(st.success(), "{err}");
+    sh.kill().unwrap();
+    sh.wait().unwrap();
+}

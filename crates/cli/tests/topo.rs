@@ -208,6 +208,7 @@ fn doctor_reports_every_capability_with_reasons() {
         "numa_balancing",
         "core_kinds",
         "root",
+        "proc_connector",
     ] {
         let c = caps
             .iter()

@@ -200,6 +200,20 @@ pub fn probe(machine: &Machine, roots: &Roots) -> Report {
             None,
         ),
     });
+    caps.push(match crate::proc_events::ProcEvents::open() {
+        Ok(_) => cap(
+            "proc_connector",
+            true,
+            "netlink proc connector subscribed: herd daemon sees every fork and exec as it happens (and scans /proc as well)",
+            None,
+        ),
+        Err(e) => cap(
+            "proc_connector",
+            false,
+            format!("netlink proc connector refused ({e}; it needs root and CONFIG_PROC_EVENTS): herd daemon finds new processes by /proc scans alone"),
+            None,
+        ),
+    });
     // SAFETY: geteuid has no preconditions and cannot fail.
     let euid = unsafe { libc::geteuid() };
     caps.push(cap(

@@ -18,6 +18,7 @@ pub mod pair_probe;
 pub mod peers;
 pub mod perf;
 pub mod probe;
+pub mod proc_events;
 pub mod procfs;
 pub mod procscan;
 pub mod progress;

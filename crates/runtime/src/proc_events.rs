@@ -1,0 +1,271 @@
+//! The kernel's process events (the netlink proc connector): every fork,
+//! exec and exit on the machine as it happens, so the daemon knows a
+//! process that has just exec'd its program (a `/proc` scan between a
+//! shell's fork and its exec sees the shell) and a pid reused between two
+//! scans. It needs `CAP_NET_ADMIN` (root) and a kernel built with
+//! `CONFIG_PROC_EVENTS`; without either, [`ProcEvents::open`] fails and the
+//! daemon scans `/proc` alone.
+//!
+//! Written here rather than taken from a crate: the protocol is three
+//! fixed C structures (`linux/connector.h`, `linux/cn_proc.h`), and the
+//! crates that wrap it are small, little used and unmaintained.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::Duration;
+
+const NETLINK_CONNECTOR: i32 = 11;
+const CN_IDX_PROC: u32 = 1;
+const CN_VAL_PROC: u32 = 1;
+const PROC_CN_MCAST_LISTEN: u32 = 1;
+const NLMSG_HDR_LEN: usize = 16;
+const CN_MSG_LEN: usize = 20;
+const NLMSG_DONE: u16 = 3;
+const PROC_EVENT_FORK: u32 = 0x1;
+const PROC_EVENT_EXEC: u32 = 0x2;
+const PROC_EVENT_EXIT: u32 = 0x8000_0000;
+
+/// One process event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// A new process (not a new thread): its pid and its parent's.
+    Fork {
+        /// The new process.
+        pid: i32,
+        /// Its parent process.
+        parent: i32,
+    },
+    /// Process `pid` exec'd a new program.
+    Exec {
+        /// The process.
+        pid: i32,
+    },
+    /// Process `pid` ended (its last thread, or its leader).
+    Exit {
+        /// The process.
+        pid: i32,
+    },
+}
+
+/// A subscription to the kernel's process events.
+#[derive(Debug)]
+pub struct ProcEvents {
+    fd: OwnedFd,
+    buf: Vec<u8>,
+}
+
+impl ProcEvents {
+    /// Subscribes: fails without `CAP_NET_ADMIN` or the connector.
+    pub fn open() -> io::Result<ProcEvents> {
+        // SAFETY: socket(2) with constant arguments; the descriptor is owned at once.
+        let raw = unsafe {
+            libc::socket(
+                libc::AF_NETLINK,
+                libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+                NETLINK_CONNECTOR,
+            )
+        };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a new descriptor nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // SAFETY: sockaddr_nl is plain data; all zeros is valid.
+        let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+        addr.nl_family = libc::AF_NETLINK as u16;
+        addr.nl_pid = 0;
+        addr.nl_groups = CN_IDX_PROC;
+        // SAFETY: `addr` is a live sockaddr_nl of the size passed.
+        let rc = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                (&addr as *const libc::sockaddr_nl).cast(),
+                std::mem::size_of::<libc::sockaddr_nl>() as u32,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let msg = listen_message(std::process::id());
+        // SAFETY: `msg` is a live buffer of the length passed.
+        let sent = unsafe { libc::send(fd.as_raw_fd(), msg.as_ptr().cast(), msg.len(), 0) };
+        if sent < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(ProcEvents {
+            fd,
+            buf: vec![0; 64 * 1024],
+        })
+    }
+
+    /// The events that come within `timeout` (none if none came). An
+    /// `ENOBUFS` error means the kernel dropped events: scan `/proc`.
+    pub fn recv(&mut self, timeout: Duration) -> io::Result<Vec<Event>> {
+        let mut pfd = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one live pollfd.
+        let n = unsafe { libc::poll(&mut pfd, 1, timeout.as_millis().min(i32::MAX as u128) as i32) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::Interrupted {
+                Ok(Vec::new())
+            } else {
+                Err(e)
+            };
+        }
+        let mut out = Vec::new();
+        if n == 0 {
+            return Ok(out);
+        }
+        loop {
+            // SAFETY: `buf` is live and as long as passed.
+            let got = unsafe {
+                libc::recv(
+                    self.fd.as_raw_fd(),
+                    self.buf.as_mut_ptr().cast(),
+                    self.buf.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if got < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::WouldBlock {
+                    return Ok(out);
+                }
+                return Err(e);
+            }
+            parse(&self.buf[..got as usize], &mut out);
+        }
+    }
+}
+
+/// The message that subscribes: a netlink header, a connector header
+/// naming the proc connector, and the LISTEN operation.
+fn listen_message(pid: u32) -> Vec<u8> {
+    let len = NLMSG_HDR_LEN + CN_MSG_LEN + 4;
+    let mut m = Vec::with_capacity(len);
+    m.extend_from_slice(&(len as u32).to_ne_bytes());
+    m.extend_from_slice(&NLMSG_DONE.to_ne_bytes());
+    m.extend_from_slice(&0u16.to_ne_bytes()); // flags
+    m.extend_from_slice(&0u32.to_ne_bytes()); // seq
+    m.extend_from_slice(&pid.to_ne_bytes());
+    m.extend_from_slice(&CN_IDX_PROC.to_ne_bytes());
+    m.extend_from_slice(&CN_VAL_PROC.to_ne_bytes());
+    m.extend_from_slice(&0u32.to_ne_bytes()); // seq
+    m.extend_from_slice(&0u32.to_ne_bytes()); // ack
+    m.extend_from_slice(&4u16.to_ne_bytes()); // data length
+    m.extend_from_slice(&0u16.to_ne_bytes()); // flags
+    m.extend_from_slice(&PROC_CN_MCAST_LISTEN.to_ne_bytes());
+    m
+}
+
+fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+
+/// The events in one datagram (netlink messages back to back), appended
+/// to `out`; what does not parse is skipped.
+pub fn parse(mut b: &[u8], out: &mut Vec<Event>) {
+    while b.len() >= NLMSG_HDR_LEN {
+        let Some(len) = u32_at(b, 0).map(|l| l as usize) else {
+            return;
+        };
+        if len < NLMSG_HDR_LEN || len > b.len() {
+            return;
+        }
+        let msg = &b[..len];
+        // The connector's header, then the proc event: what (u32), cpu
+        // (u32), timestamp (u64), then the event's data.
+        let ev = NLMSG_HDR_LEN + CN_MSG_LEN;
+        if u32_at(msg, NLMSG_HDR_LEN) == Some(CN_IDX_PROC) {
+            let data = ev + 16;
+            let field = |i: usize| u32_at(msg, data + 4 * i).map(|v| v as i32);
+            let event = match u32_at(msg, ev) {
+                // parent pid, parent tgid, child pid, child tgid: a thread
+                // has a child pid other than its tgid.
+                Some(PROC_EVENT_FORK) => match (field(1), field(2), field(3)) {
+                    (Some(parent), Some(child), Some(tgid)) if child == tgid => {
+                        Some(Event::Fork { pid: tgid, parent })
+                    }
+                    _ => None,
+                },
+                // process pid, process tgid
+                Some(PROC_EVENT_EXEC) => field(1).map(|pid| Event::Exec { pid }),
+                Some(PROC_EVENT_EXIT) => match (field(0), field(1)) {
+                    (Some(p), Some(tgid)) if p == tgid => Some(Event::Exit { pid: tgid }),
+                    _ => None,
+                },
+                _ => None,
+            };
+            out.extend(event);
+        }
+        // Messages are 4-byte aligned.
+        let next = len.div_ceil(4) * 4;
+        b = b.get(next..).unwrap_or(&[]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(what: u32, fields: &[i32]) -> Vec<u8> {
+        let mut m = listen_message(0);
+        m.truncate(NLMSG_HDR_LEN + CN_MSG_LEN);
+        m.extend_from_slice(&what.to_ne_bytes());
+        m.extend_from_slice(&0u32.to_ne_bytes());
+        m.extend_from_slice(&0u64.to_ne_bytes());
+        for f in fields {
+            m.extend_from_slice(&f.to_ne_bytes());
+        }
+        let len = m.len() as u32;
+        m[..4].copy_from_slice(&len.to_ne_bytes());
+        m
+    }
+
+    #[test]
+    fn forks_execs_and_exits_parse_and_threads_do_not_count() {
+        let mut b = message(PROC_EVENT_FORK, &[10, 10, 11, 11]);
+        b.extend(message(PROC_EVENT_FORK, &[10, 10, 12, 10])); // a thread
+        b.extend(message(PROC_EVENT_EXEC, &[11, 11]));
+        b.extend(message(PROC_EVENT_EXIT, &[11, 11, 0, 17]));
+        b.extend(message(PROC_EVENT_EXIT, &[13, 11, 0, 17])); // a thread's exit
+        b.extend([1, 2, 3]); // a torn tail
+        let mut out = Vec::new();
+        parse(&b, &mut out);
+        assert_eq!(
+            out,
+            vec![
+                Event::Fork { pid: 11, parent: 10 },
+                Event::Exec { pid: 11 },
+                Event::Exit { pid: 11 }
+            ]
+        );
+    }
+
+    #[test]
+    fn as_root_the_kernel_tells_of_a_child_forked_and_execd() {
+        let Ok(mut ev) = ProcEvents::open() else {
+            eprintln!("skipped: no proc connector here (not root, or no CONFIG_PROC_EVENTS)");
+            return;
+        };
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id() as i32;
+        child.wait().unwrap();
+        let mut seen = Vec::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while std::time::Instant::now() < deadline && !seen.contains(&Event::Exit { pid }) {
+            seen.extend(ev.recv(Duration::from_millis(100)).unwrap());
+        }
+        assert!(
+            seen.iter()
+                .any(|e| matches!(e, Event::Fork { pid: p, .. } if *p == pid)),
+            "{seen:?}"
+        );
+        assert!(seen.contains(&Event::Exec { pid }), "{seen:?}");
+        assert!(seen.contains(&Event::Exit { pid }), "{seen:?}");
+    }
+}
