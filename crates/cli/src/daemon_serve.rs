@@ -297,7 +297,7 @@ pub fn metrics_text(s: &Status) -> String {
     );
     reg.register(
         "job_decide_seconds",
-        "Wall time the job's policy spent deciding",
+        "CPU time the job's policy spent deciding",
         decide,
     );
     let mut out = String::new();

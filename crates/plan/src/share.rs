@@ -49,7 +49,26 @@ pub fn grant(machine: &Machine, ask: &Ask, reserved: &CpuSet, held: &[Held]) -> 
         .fold(CpuSet::default(), |a, h| a.union(&h.cpus));
     let free = pool.difference(&taken);
     let n = ask.want.max(1).min(ask.max.unwrap_or(usize::MAX)).min(free.len());
-    (n > 0).then(|| pick(machine, &free, n))
+    if n == 0 {
+        return None;
+    }
+    // CPUs no job holds first; a sharing job then takes the CPUs the
+    // fewest other jobs share, so fifty sharing jobs spread, not stack.
+    let unheld = held.iter().fold(free.clone(), |a, h| a.difference(&h.cpus));
+    if unheld.len() >= n {
+        return Some(pick(machine, &unheld, n));
+    }
+    let mut shared: Vec<(usize, u32)> = free
+        .difference(&unheld)
+        .iter()
+        .map(|c| (held.iter().filter(|h| h.cpus.contains(c)).count(), c))
+        .collect();
+    shared.sort_unstable();
+    let mut out = unheld;
+    for (_, c) in shared.into_iter().take(n - out.len()) {
+        out.insert(c);
+    }
+    Some(out)
 }
 
 /// `n` CPUs of `free`: the NUMA nodes with the most free CPUs first, and
@@ -156,6 +175,14 @@ mod tests {
             ..ask(1)
         };
         assert_eq!(grant(&m, &sharing, &reserved, &all), Some(set("0")));
+        // Sharing jobs spread over the CPUs the fewest share.
+        let mut shared = all.clone();
+        for _ in 0..4 {
+            let c = grant(&m, &sharing, &reserved, &shared).unwrap();
+            shared.push(Held { cpus: c, share: true });
+        }
+        let on = |cpu: u32| shared.iter().filter(|h| h.cpus.contains(cpu)).count();
+        assert_eq!((on(0), on(1)), (3, 3), "{shared:?}");
         // A job always asks for at least one CPU.
         assert_eq!(grant(&m, &ask(0), &reserved, &[]).map(|s| s.len()), Some(1));
     }
