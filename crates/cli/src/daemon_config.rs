@@ -1,6 +1,6 @@
-//! The machine-wide daemon's rules (issue 27), parsed and checked without
-//! I/O: which processes each rule takes, under which policy, on which CPUs.
-//! Groundwork: the daemon that applies them is not built yet.
+//! The machine-wide daemon's rules (`herd daemon`, `docs/daemon.md`),
+//! parsed and checked without I/O: which processes each rule takes, under
+//! which policy, on which CPUs.
 //!
 //! A config is TOML:
 //!
@@ -387,6 +387,14 @@ user = "alice"
         // A numeric uid names the user too.
         let by_uid = parse(&GOOD.replace("user = \"alice\"", "user = \"1000\"")).unwrap();
         assert!(by_uid.rule_for(&mine).is_some());
+    }
+
+    #[test]
+    fn the_sample_config_shipped_with_the_systemd_unit_checks() {
+        let text = include_str!("../../../integrations/systemd/herd.toml");
+        let c = parse(text).unwrap();
+        assert_eq!(c.rules.len(), 3);
+        assert_eq!(c.rules[2].policy, RulePolicy::Auto);
     }
 
     #[test]
