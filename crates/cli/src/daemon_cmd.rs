@@ -61,6 +61,20 @@ enum DaemonCommand {
         #[arg(long, value_name = "DIR")]
         state_dir: Option<PathBuf>,
     },
+    /// For Slurm's prolog and epilog (integrations/slurm/herd-prolog): register
+    /// a job with the node's daemon, or say it ended. Exits 0 when no daemon
+    /// runs (a failing prolog would drain the node), saying so.
+    Slurm {
+        /// The job [default: $SLURM_JOB_ID].
+        #[arg(long)]
+        job: Option<u64>,
+        /// The job ended (the epilog).
+        #[arg(long)]
+        end: bool,
+        /// The daemon's state directory [default: /run/herd, or $HERD_RUN_DIR].
+        #[arg(long, value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+    },
 }
 
 fn state_dir(arg: &Option<PathBuf>) -> PathBuf {
@@ -69,8 +83,14 @@ fn state_dir(arg: &Option<PathBuf>) -> PathBuf {
 
 /// `herd daemon`.
 pub fn run(args: &DaemonArgs) -> Result<u8, Failure> {
-    if let Some(DaemonCommand::Status { json, state_dir: dir }) = &args.command {
-        return status(&state_dir(dir), *json);
+    match &args.command {
+        Some(DaemonCommand::Status { json, state_dir: dir }) => return status(&state_dir(dir), *json),
+        Some(DaemonCommand::Slurm {
+            job,
+            end,
+            state_dir: dir,
+        }) => return slurm(*job, *end, &state_dir(dir)),
+        None => {}
     }
     let Some(path) = &args.config else {
         return Err(Failure::Input(anyhow::anyhow!(
@@ -90,6 +110,31 @@ pub fn run(args: &DaemonArgs) -> Result<u8, Failure> {
 fn load(path: &Path, cpus: &CpuSet) -> Result<Config, anyhow::Error> {
     let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     Config::parse(&text, &path.display().to_string(), cpus).map_err(Into::into)
+}
+
+fn slurm(job: Option<u64>, end: bool, dir: &Path) -> Result<u8, Failure> {
+    let job = match job {
+        Some(j) => j,
+        None => std::env::var("SLURM_JOB_ID")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| Failure::Input(anyhow::anyhow!("no --job and no SLURM_JOB_ID")))?,
+    };
+    let Some(conn) = wire::connect(dir) else {
+        eprintln!(
+            "herd: no herd daemon at {}: Slurm job {job} is not registered",
+            wire::socket_path(dir).display()
+        );
+        return Ok(0);
+    };
+    let answer: wire::LeaseReply =
+        wire::ask(&conn, &wire::Request::Slurm { job, end }).map_err(|e| Failure::Internal(e.into()))?;
+    match answer.error {
+        Some(e) => Err(Failure::Input(anyhow::anyhow!(
+            "the herd daemon refused Slurm job {job}: {e}"
+        ))),
+        None => Ok(0),
+    }
 }
 
 fn status(dir: &Path, json: bool) -> Result<u8, Failure> {
@@ -228,6 +273,7 @@ impl Daemon {
         let me = std::process::id() as i32;
         let shared = Arc::new(Shared {
             book: Mutex::new(Book::new(machine, reserved(&config))),
+            slurm: Mutex::new(Default::default()),
             status: Mutex::new(Status {
                 pid: me,
                 config: path.display().to_string(),
@@ -409,6 +455,14 @@ impl Daemon {
 
     fn scan(&mut self) {
         self.reap();
+        let slurm_jobs = {
+            let mut s = lock(&self.shared.slurm);
+            if std::mem::take(&mut s.1) {
+                // A job just registered: its processes may have been seen.
+                self.seen.retain(|_, e| !matches!(e, Seen::Load { .. }));
+            }
+            s.0.clone()
+        };
         let pids = procscan::pids(&self.proc_root);
         let mut load = 0;
         for &pid in &pids {
@@ -428,7 +482,7 @@ impl Daemon {
             let may = self.root || herd_runtime::control::may_signal(pid).is_ok();
             let entry = if herd || self.under_managed(ppid) || !may {
                 Seen::Ignored { start, ppid }
-            } else if let Some(rule) = self.config.rule_for(&process(&f)) {
+            } else if let Some(rule) = self.config.rule_for(&process(&f, &slurm_jobs, &self.proc_root)) {
                 Seen::Candidate {
                     rule: rule.name.clone(),
                     ticks: procscan::thread_ticks(&self.proc_root, pid),
@@ -714,9 +768,18 @@ fn ask_of(r: &Rule, busy: usize) -> Ask {
     }
 }
 
-/// What the rules see of a process.
-fn process(f: &Facts) -> Process {
+/// What the rules see of a process: with `slurm_jobs` registered, the
+/// Slurm job in its environment (not slurmstepd's own: its job's tasks are).
+fn process(f: &Facts, slurm_jobs: &std::collections::BTreeSet<u64>, proc_root: &Path) -> Process {
+    let slurm_job = if slurm_jobs.is_empty() || f.comm == "slurmstepd" {
+        None
+    } else {
+        procscan::environ_var(proc_root, f.pid, "SLURM_JOB_ID")
+            .and_then(|v| v.parse().ok())
+            .filter(|j| slurm_jobs.contains(j))
+    };
     Process {
+        slurm_job,
         cgroup: f.cgroup.clone(),
         unit: f.unit.clone(),
         user: procscan::user_name(f.uid),

@@ -24,6 +24,7 @@
 //! exe = "/usr/bin/lmp*"            # glob on the executable's path
 //! comm = "lmp*"                    # glob on the process name
 //! cmdline = "-in +\\S+\\.lammps"   # regex on the command line
+//! slurm = true                     # a Slurm job its prolog registered
 //! ```
 //!
 //! Everything a user could get wrong is refused with the rule's name and
@@ -108,6 +109,7 @@ struct MatchSpec {
     exe: Option<String>,
     comm: Option<String>,
     cmdline: Option<String>,
+    slurm: Option<bool>,
 }
 
 /// What a rule's policy is.
@@ -138,6 +140,7 @@ pub struct Rule {
     exe: Option<GlobMatcher>,
     comm: Option<GlobMatcher>,
     cmdline: Option<Regex>,
+    slurm: bool,
 }
 
 /// A checked config.
@@ -168,6 +171,9 @@ pub struct Process {
     pub comm: String,
     /// Its command line, arguments joined by spaces.
     pub cmdline: String,
+    /// The Slurm job it belongs to, when the job's prolog registered it
+    /// with the daemon.
+    pub slurm_job: Option<u64>,
 }
 
 impl Rule {
@@ -185,6 +191,7 @@ impl Rule {
             && glob(&self.exe, Some(&p.exe))
             && glob(&self.comm, Some(&p.comm))
             && self.cmdline.as_ref().is_none_or(|r| r.is_match(&p.cmdline))
+            && (!self.slurm || p.slurm_job.is_some())
     }
 }
 
@@ -246,10 +253,11 @@ impl Config {
             if [&m.cgroup, &m.unit, &m.user, &m.exe, &m.comm, &m.cmdline]
                 .iter()
                 .all(|v| v.is_none())
+                && m.slurm != Some(true)
             {
                 return Err(err(
                     at("match"),
-                    "matches on nothing: give cgroup, unit, user, exe, comm or cmdline".into(),
+                    "matches on nothing: give cgroup, unit, user, exe, comm, cmdline or slurm = true".into(),
                 ));
             }
             let cmdline = m
@@ -294,6 +302,7 @@ impl Config {
                 exe: glob("exe", &m.exe)?,
                 comm: glob("comm", &m.comm)?,
                 cmdline,
+                slurm: m.slurm == Some(true),
             });
         }
         Ok(Config {

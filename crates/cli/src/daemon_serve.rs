@@ -22,6 +22,9 @@ pub struct Shared {
     pub book: Mutex<Book>,
     /// The daemon's own figures (its `jobs` are filled from the book when asked).
     pub status: Mutex<Status>,
+    /// Slurm jobs their prologs registered, and whether the scan loop has
+    /// yet to look at the processes it left as load again.
+    pub slurm: Mutex<(std::collections::BTreeSet<u64>, bool)>,
 }
 
 impl Shared {
@@ -94,6 +97,27 @@ fn answer(conn: UnixStream, shared: &Shared) {
         }
         Ok(Request::Status) => {
             let _ = reply(&conn, &shared.snapshot());
+        }
+        Ok(Request::Slurm { job, end }) => {
+            let error = match peer(&conn) {
+                // SAFETY: geteuid cannot fail.
+                Some((_, uid)) if uid == 0 || uid == unsafe { libc::geteuid() } => {
+                    let mut s = lock(&shared.slurm);
+                    if end {
+                        s.0.remove(&job);
+                    } else {
+                        s.0.insert(job);
+                        s.1 = true;
+                    }
+                    eprintln!(
+                        "herd daemon: Slurm job {job} {}",
+                        if end { "ended" } else { "registered by its prolog" }
+                    );
+                    None
+                }
+                _ => Some("only root or the daemon's user registers Slurm jobs".to_string()),
+            };
+            let _ = reply(&conn, &LeaseReply { cpus: None, error });
         }
         Ok(Request::Lease {
             pid,

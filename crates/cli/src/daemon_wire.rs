@@ -11,6 +11,11 @@
 //!   threads itself, on those CPUs only; when it ends, or dies, the
 //!   connection closes and the daemon takes them back.
 //!
+//! - `{"op":"slurm","job":J,"end":false}`: a Slurm prolog registers job J
+//!   (root only); its processes (`SLURM_JOB_ID=J` in their environment)
+//!   then match rules with `slurm = true`; the epilog sends `"end":true`.
+//!   The answer is `{}` or `{"error":...}`.
+//!
 //! The daemon knows the asking command by its credentials (`SO_PEERCRED`):
 //! its programs are its descendants, which the daemon's rules then leave
 //! alone; a lease for another process its caller could not signal is
@@ -47,6 +52,15 @@ pub enum Request {
         policy: String,
         /// How many CPUs it would use (0: the daemon decides).
         want: usize,
+    },
+    /// A Slurm job starts (its prolog) or ended (its epilog): while
+    /// registered, its processes match rules with `slurm = true`.
+    Slurm {
+        /// The job's id.
+        job: u64,
+        /// Whether it ended.
+        #[serde(default)]
+        end: bool,
     },
 }
 

@@ -226,6 +226,27 @@ fn a_bad_config_is_refused_at_start_and_at_sighup_keeping_the_old_one() {
     let mut prog = marked(n);
     let d = Daemon::start(&config, &dir.path().join("state"));
     until("placed", 15, || d.job(prog.id()).is_some());
+    // One per machine: a second daemon on the same state is refused.
+    let second = Command::new(env!("CARGO_BIN_EXE_herd"))
+        .args(["daemon", "--config"])
+        .arg(&config)
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(2), "{err}");
+    assert!(err.contains("another herd daemon"), "{err}");
+    let check = Command::new(env!("CARGO_BIN_EXE_herd"))
+        .args(["daemon", "--check", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
     std::fs::write(&config, "[[rule]]\nname = \"x\"\npolicy = \"nope\"\n").unwrap();
     d.signal(libc::SIGHUP);
     until("the reload refused", 10, || {

@@ -2,7 +2,9 @@
 //! slurmctld and two slurmd on loopback make a two-node cluster whose
 //! job_submit.lua is integrations/slurm's. With a memory-heavy job running
 //! on n1, `herd slurm watch` writes the table, and a new memory-heavy job
-//! is sent to n2 while a compute job is left to Slurm.
+//! is sent to n2 while a compute job is left to Slurm. Each job's prolog
+//! (integrations/slurm/herd-prolog) registers it with the node's `herd
+//! daemon`, whose `slurm = true` rule places its processes.
 //!
 //! Needs Debian's slurmctld, slurmd, slurm-client and munge (`make test`
 //! installs them) and root (slurmd runs jobs as their users). Without them
@@ -203,6 +205,54 @@ fn a_memory_heavy_job_goes_to_the_other_node_and_a_compute_job_is_left_to_slurm(
     );
     wait_for("munged's socket", &cluster, 10, || sock.exists());
 
+    // The node's herd daemon, and the prolog and epilog that register each
+    // job with it (integrations/slurm/herd-prolog, told where the daemon is).
+    let herd_state = d.join("herd");
+    let herd_rules = d.join("herd.toml");
+    std::fs::write(
+        &herd_rules,
+        "[daemon]\nscan_interval_ms = 100\n[[rule]]\nname = \"slurm\"\npolicy = \"static:compact\"\n\
+         [rule.match]\nslurm = true\n",
+    )
+    .unwrap();
+    let hook = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../integrations/slurm/herd-prolog");
+    for (name, end) in [("prolog.sh", ""), ("epilog.sh", " --end")] {
+        std::fs::write(
+            d.join(name),
+            format!(
+                "#!/bin/sh\nHERD={} HERD_STATE_DIR={} exec {}{end}\n",
+                env!("CARGO_BIN_EXE_herd"),
+                herd_state.display(),
+                hook.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(d.join(name), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    cluster.start(
+        "herd-daemon",
+        env!("CARGO_BIN_EXE_herd"),
+        &[
+            "daemon",
+            "--config",
+            herd_rules.to_str().unwrap(),
+            "--state-dir",
+            herd_state.to_str().unwrap(),
+        ],
+        &[("HERD_RUN_DIR", &herd_state)],
+    );
+    let herd_status = || -> Option<serde_json::Value> {
+        let out = Command::new(env!("CARGO_BIN_EXE_herd"))
+            .args(["daemon", "status", "--json", "--state-dir"])
+            .arg(&herd_state)
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| serde_json::from_slice(&out.stdout).ok())?
+    };
+    wait_for("herd's daemon", &cluster, 10, || herd_status().is_some());
+
     let (ctld, slurmd, p1, p2) = (free_port(), free_port(), free_port(), free_port());
     let dir = d.display();
     let conf = format!(
@@ -215,7 +265,8 @@ fn a_memory_heavy_job_goes_to_the_other_node_and_a_compute_job_is_left_to_slurm(
          SlurmdParameters=config_overrides\nJobCompType=jobcomp/none\nAccountingStorageType=accounting_storage/none\n\
          NodeName=n1 NodeHostname=localhost NodeAddr=127.0.0.1 Port={p1} CPUs=2 Features=herd_n1 State=UNKNOWN\n\
          NodeName=n2 NodeHostname=localhost NodeAddr=127.0.0.1 Port={p2} CPUs=2 Features=herd_n2 State=UNKNOWN\n\
-         PartitionName=main Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP\n",
+         PartitionName=main Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP\n\
+         Prolog={dir}/prolog.sh\nEpilog={dir}/epilog.sh\n",
         sock = sock.display()
     );
     std::fs::write(cluster.conf(), conf).unwrap();
@@ -246,6 +297,34 @@ fn a_memory_heavy_job_goes_to_the_other_node_and_a_compute_job_is_left_to_slurm(
         job_field(&cluster, &first, "JobState") == "RUNNING"
     });
     assert_eq!(job_field(&cluster, &first, "NodeList"), "n1");
+    // Its prolog registered it with herd's daemon, whose rule placed it:
+    // the batch script (SLURM_JOB_ID in its environment) on one CPU.
+    let mut placed = None;
+    wait_for("herd's daemon to place the job", &cluster, 20, || {
+        placed = herd_status().and_then(|s| {
+            s["jobs"]
+                .as_array()?
+                .iter()
+                .find(|j| j["rule"] == "slurm" && j["state"] == "managed")
+                .map(|j| j["pid"].as_i64().unwrap())
+        });
+        placed.is_some()
+    });
+    let pid = placed.unwrap();
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    assert!(
+        environ
+            .split(|b| *b == 0)
+            .any(|kv| kv == format!("SLURM_JOB_ID={first}").as_bytes()),
+        "process {pid} is not job {first}'s"
+    );
+    wait_for("the job's script pinned to one CPU", &cluster, 10, || {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .is_some_and(|c| !c.trim().contains(['-', ',']))
+    });
 
     let watch = Command::new(env!("CARGO_BIN_EXE_herd"))
         .args([

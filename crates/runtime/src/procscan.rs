@@ -122,6 +122,16 @@ pub fn unit_of(cgroup: &str) -> Option<String> {
         .map(|p| (*p).to_string())
 }
 
+/// The value of variable `name` in process `pid`'s environment (as it was
+/// started; readable by whoever may signal it).
+pub fn environ_var(proc_root: &Path, pid: i32, name: &str) -> Option<String> {
+    let env = fs::read(proc_root.join(format!("{pid}/environ"))).ok()?;
+    let prefix = format!("{name}=");
+    env.split(|b| *b == 0)
+        .find_map(|kv| kv.strip_prefix(prefix.as_bytes()))
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+}
+
 /// The CPU time of each thread of `pid`, in clock ticks (user + system).
 pub fn thread_ticks(proc_root: &Path, pid: i32) -> BTreeMap<i32, u64> {
     crate::procfs::threads(proc_root, pid)
@@ -204,6 +214,11 @@ mod tests {
         assert_eq!(f.uid, unsafe { libc::getuid() });
         assert!(pids(Path::new("/proc")).contains(&me));
         assert_eq!(user_name(0).as_deref(), Some("root"));
+        // A variable this process was started with (setting one now would
+        // not show: /proc shows the environment as it was at exec).
+        let path = std::env::var("PATH").unwrap();
+        assert_eq!(environ_var(Path::new("/proc"), me, "PATH"), Some(path));
+        assert_eq!(environ_var(Path::new("/proc"), me, "HERD_NO_SUCH_VARIABLE"), None);
         let before = BTreeMap::from([(1, 100), (2, 50)]);
         let after = BTreeMap::from([(1, 200), (2, 51), (3, 30)]);
         // Over 100 ticks: thread 1 ran 100, 2 ran 1 (asleep), 3 is new with 30.
