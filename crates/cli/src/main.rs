@@ -28,6 +28,7 @@ mod sim_cluster;
 mod sim_cmd;
 mod sim_learning;
 mod slurm_cmd;
+mod top_cmd;
 mod topo_cmd;
 mod units;
 
@@ -65,6 +66,8 @@ enum Command {
     Attach(attach_cmd::AttachArgs),
     /// Manage every workload on this machine by rules (docs/daemon.md); `status` asks a running one.
     Daemon(daemon_cmd::DaemonArgs),
+    /// A live view of what herd's daemon manages and of the machine's CPUs.
+    Top(top_cmd::TopArgs),
     /// What the profile database knows: programs, runs, fits, unit choices.
     Db(db_cmd::DbArgs),
     /// Measure this machine's peak memory bandwidth and store it.
@@ -133,6 +136,7 @@ fn main() -> ExitCode {
         Command::Plot(args) => plot_cmd::run(args),
         Command::Db(args) => db_cmd::run(args),
         Command::Calibrate(args) => calibrate_cmd::run(args),
+        Command::Top(args) => top_cmd::run(args),
         Command::Run(_)
         | Command::Batch(_)
         | Command::Attach(_)

@@ -388,6 +388,19 @@ fn the_metrics_pass_promtool_and_list_every_managed_job() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    // `herd top` shows the job and which CPU it holds.
+    let top = Command::new(env!("CARGO_BIN_EXE_herd"))
+        .args(["top", "--once", "--interval-ms", "100", "--state-dir"])
+        .arg(dir.path().join("state"))
+        .output()
+        .unwrap();
+    let frame = String::from_utf8_lossy(&top.stdout);
+    assert!(top.status.success(), "{}", String::from_utf8_lossy(&top.stderr));
+    assert!(
+        frame.contains(&prog.id().to_string()) && frame.contains("static:compact"),
+        "{frame}"
+    );
+    assert!(frame.contains(" j1"), "the CPU the job holds is marked: {frame}");
     let (st, err) = d.end(libc::SIGTERM);
     assert!(st.success(), "{err}");
     prog.kill().unwrap();
