@@ -110,6 +110,17 @@ pub fn threads(proc_root: &Path, pid: i32) -> Vec<i32> {
     tids
 }
 
+/// How many threads process `pid` has (its `stat`'s `num_threads`).
+pub fn num_threads(proc_root: &Path, pid: i32) -> Option<usize> {
+    let text = fs::read_to_string(proc_root.join(pid.to_string()).join("stat")).ok()?;
+    // After the command's closing parenthesis: field 3 (state) onwards.
+    text[text.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(17)?
+        .parse()
+        .ok()
+}
+
 /// The parent of a process from its `stat` text.
 fn parse_ppid(text: &str) -> Option<i32> {
     // After the command's closing parenthesis: state, then ppid.
@@ -326,6 +337,29 @@ impl ThreadFiles {
             wait_ns,
             migrations: None,
         })
+    }
+}
+
+impl ThreadFiles {
+    /// [`ThreadFiles::sample`], reading the thread's `stat` only when its
+    /// `schedstat` moved since `prev` (the last sample) or `prev` says it
+    /// was runnable; also whether it did (`false`: `prev`'s state and CPU
+    /// stand). A sleeping thread leaves its state only by running: it
+    /// must run to stop, freeze or exit. The one change missed is a thread
+    /// woken that has not yet run: it shows as asleep until it runs, and
+    /// its wait in the run queue counts in the period it runs. Half the
+    /// reads for the sleeping threads that make most of a large process.
+    pub fn sample_after(&self, buf: &mut Vec<u8>, prev: &ThreadSample) -> Option<(ThreadSample, bool)> {
+        if let Some((_, Some(schedstat))) = &self.kept
+            && prev.state != '\0'
+            && prev.state != 'R'
+        {
+            let (run_ns, wait_ns) = parse_schedstat(read_all(schedstat, buf)?)?;
+            if (run_ns, wait_ns) == (prev.run_ns, prev.wait_ns) {
+                return Some((*prev, false));
+            }
+        }
+        Some((self.sample(buf)?, true))
     }
 }
 

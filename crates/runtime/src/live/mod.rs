@@ -23,11 +23,15 @@ mod learned;
 pub mod memory;
 mod progress_turn;
 mod session;
+mod stats;
+mod thread_lists;
+
+pub use stats::LiveStats;
 
 pub use learned::db_path;
 pub use session::{Finished, Learn, Session};
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus};
@@ -102,99 +106,6 @@ impl Track {
     }
 }
 
-/// What herd did, for the run summary.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct LiveStats {
-    /// Affinity changes applied.
-    pub placements: u64,
-    /// Whether this run warned that another herd holds CPUs it took.
-    pub overlap_warned: bool,
-    /// Affinity changes the kernel refused (other than vanished threads).
-    pub failed_placements: u64,
-    /// Migrations seen for managed threads: periods in which a thread's last
-    /// CPU changed (a lower bound on the kernel's count).
-    pub migrations: u64,
-    /// Times a program was stopped.
-    pub pauses: u64,
-    /// Lane changes applied (a thread's SCHED_FIFO priority set or reset).
-    pub lane_changes: u64,
-    /// Lane changes ignored because herd's loop does not run under
-    /// SCHED_FIFO (`--realtime`) above them.
-    pub lanes_ignored: u64,
-    /// Most threads seen at once.
-    pub max_threads: usize,
-    /// Threads that went without some perf counter the machine has, for
-    /// want of open-file descriptors (their jobs learn from the others).
-    pub uncounted_threads: u64,
-    /// Threads whose `/proc` files were read by path each period, for want
-    /// of descriptors (seen all the same, at more cost per read).
-    pub uncached_threads: u64,
-    /// Threads the kernel refused counters to while others had them.
-    pub refused_threads: u64,
-    /// Times a job's memory was moved onto the nodes it runs on
-    /// (`--memory-follow`), and the memory that was away when they started.
-    pub memory_moves: u64,
-    /// kB away from the jobs' nodes when those moves started.
-    pub memory_moved_kb: u64,
-    /// Pages the kernel could not move.
-    pub memory_pages_left: u64,
-    /// Moves the kernel refused.
-    pub memory_moves_refused: u64,
-    /// Energy the machine used while herd watched (RAPL), where it can tell.
-    pub energy_j: Option<f64>,
-    /// Bytes the managed programs moved to and from memory (resctrl MBM, else
-    /// LLC misses x 64 B), where the machine can tell.
-    pub mem_bytes: Option<u64>,
-}
-
-impl LiveStats {
-    /// The summary's words on memory that followed placement, if any moved.
-    pub fn memory_followed(&self) -> Option<String> {
-        (self.memory_moves > 0).then(|| {
-            format!(
-                "memory followed placement {} time(s) ({:.1} MB was on other nodes, {} pages stayed)",
-                self.memory_moves,
-                self.memory_moved_kb as f64 / 1024.0,
-                self.memory_pages_left
-            )
-        })
-    }
-
-    /// What herd could not do as it would on a machine with room for it,
-    /// one sentence each: the run summary's warnings and `--json`'s
-    /// `degraded` (empty when nothing was).
-    pub fn degradations(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        if self.uncounted_threads > 0 {
-            out.push(format!(
-                "{} thread(s) went without perf counters for want of open-file descriptors (`ulimit -n`); \
-                 their jobs learned from the threads that had them",
-                self.uncounted_threads
-            ));
-        }
-        if self.refused_threads > 0 {
-            out.push(format!(
-                "{} thread(s) were refused perf counters the others had; their jobs learned from the threads \
-                 that had them",
-                self.refused_threads
-            ));
-        }
-        if self.memory_moves_refused > 0 {
-            out.push(format!(
-                "{} move(s) of a job's memory onto its nodes were refused by the kernel; that memory stayed remote",
-                self.memory_moves_refused
-            ));
-        }
-        if self.uncached_threads > 0 {
-            out.push(format!(
-                "{} thread(s) had their /proc files read by path each period for want of descriptors",
-                self.uncached_threads
-            ));
-        }
-        out
-    }
-}
-
 impl Program {
     /// Records a started program's exit, and removes its heartbeat file in
     /// case a kill left one behind (the pid is not reused before this).
@@ -252,6 +163,9 @@ impl Program {
         Ok(p)
     }
 }
+
+/// Per job, its tracks and the masks herd pinned them to (`observe`).
+type Census = (HashMap<usize, u32>, HashMap<usize, HashSet<CpuSet>>);
 
 /// Bytes per LLC miss: a cache line (memory traffic = misses x line size).
 const LINE_BYTES: u64 = 64;
@@ -315,6 +229,8 @@ pub struct LiveWorld {
     /// (`None`: no keeper, as in tests of the world alone).
     keeper: Option<crate::keeper::Keeper>,
     keeper_exe: Option<std::path::PathBuf>,
+    /// The watched processes' thread ids, listed again only when changed.
+    thread_lists: thread_lists::ThreadLists,
     /// What herd did.
     pub stats: LiveStats,
 }
@@ -417,6 +333,7 @@ impl LiveWorld {
             own_cpus: control::affinity(std::process::id() as i32).ok(),
             keeper: None,
             keeper_exe: None,
+            thread_lists: thread_lists::ThreadLists::default(),
         }
     }
 
@@ -591,6 +508,13 @@ impl Sensor for LiveWorld {
             .fd_limit
             .saturating_sub(counters::RESERVED_FDS + 3 * self.programs.len());
         let mut used: usize = self.tasks.values().map(Track::descriptors).sum();
+        let mut live_pids = HashSet::new();
+        // Per job: its tracks (a new thread's rank is their count) and the
+        // masks herd pinned them to (a new thread with one inherited it),
+        // counted at the first new thread of a turn and kept up to date
+        // after, not searched per new thread (4,096 new threads: 16
+        // million steps).
+        let mut census: Option<Census> = None;
         for (job, p) in self.programs.iter().enumerate() {
             if !p.alive() {
                 continue;
@@ -598,16 +522,25 @@ impl Sensor for LiveWorld {
             let beats = self.heartbeats.read(job, p.pid, now_ns);
             // The program's own threads, then those of the processes it forked.
             let family = forked(&self.family, job);
-            let threads = std::iter::once(p.pid)
-                .chain(family.iter().copied())
-                .flat_map(|pid| {
-                    procfs::threads(&self.proc_root, pid)
+            let mut threads = Vec::new();
+            for pid in std::iter::once(p.pid).chain(family.iter().copied()) {
+                live_pids.insert(pid);
+                threads.extend(
+                    self.thread_lists
+                        .of(&self.proc_root, pid)
                         .into_iter()
-                        .map(move |tid| (pid, tid))
-                });
-            for (pid, tid) in threads.collect::<Vec<_>>() {
+                        .map(|tid| (pid, tid)),
+                );
+            }
+            for (pid, tid) in threads {
                 let mut track = match self.tasks.remove(&tid) {
-                    Some(track) => track,
+                    Some(track) => {
+                        // In hand: back in the count when kept.
+                        if let Some((tracks_of, _)) = census.as_mut() {
+                            *tracks_of.entry(job).or_default() -= 1;
+                        }
+                        track
+                    }
                     None => {
                         // Kept files where there is room, else read by path.
                         let files = if used + 2 <= fd_room {
@@ -627,11 +560,21 @@ impl Sensor for LiveWorld {
                         // it: then its original is its program's mask, so
                         // that a restore (or the keeper) does not keep it.
                         let own = control::affinity(tid).ok();
-                        let (mut rank, mut inherited) = (0u32, false);
-                        for t in self.tasks.values().chain(seen.values()).filter(|t| t.job == job) {
-                            rank += 1;
-                            inherited |= own.is_some() && t.placed == own;
-                        }
+                        let (tracks_of, pins_of) = census.get_or_insert_with(|| {
+                            let mut c: (HashMap<usize, u32>, HashMap<usize, HashSet<CpuSet>>) =
+                                Default::default();
+                            for t in self.tasks.values().chain(seen.values()) {
+                                *c.0.entry(t.job).or_default() += 1;
+                                if let Some(p) = &t.placed {
+                                    c.1.entry(t.job).or_default().insert(p.clone());
+                                }
+                            }
+                            c
+                        });
+                        let rank = tracks_of.get(&job).copied().unwrap_or(0);
+                        let inherited = own
+                            .as_ref()
+                            .is_some_and(|o| pins_of.get(&job).is_some_and(|p| p.contains(o)));
                         let (counters, sampler) = self.perf.open_for(tid, fd_room.saturating_sub(used));
                         used += counters.len() + usize::from(sampler.is_some());
                         // A thread born inside herd's cpuset has that
@@ -661,14 +604,21 @@ impl Sensor for LiveWorld {
                         }
                     }
                 };
-                let Some(sample) = track.files.sample(&mut self.buf) else {
+                let Some((sample, ran)) = track.files.sample_after(&mut self.buf, &track.last) else {
+                    self.thread_lists.vanished(pid);
                     continue;
                 };
                 if matches!(sample.state, 'Z' | 'X' | 'x') {
                     continue;
                 }
                 let prev = track.last;
-                let counted = counters::CountedObs::read(&mut track.counters);
+                // A thread that did not run counted nothing: its counters
+                // are not read.
+                let counted = if ran {
+                    counters::CountedObs::read(&mut track.counters)
+                } else {
+                    counters::CountedObs::idle(&track.counters)
+                };
                 // The kernel's count when perf gives it; otherwise a changed
                 // last CPU is at least one migration (a lower bound: several
                 // moves within one period count once).
@@ -710,10 +660,14 @@ impl Sensor for LiveWorld {
                         .and_then(|b| b.binary_search_by_key(&tid, |&(t, _)| t).ok().map(|i| b[i].1)),
                 });
                 seen.insert(tid, track);
+                if let Some((tracks_of, _)) = census.as_mut() {
+                    *tracks_of.entry(job).or_default() += 1;
+                }
             }
         }
         // Tracks not seen again are threads that exited.
         self.tasks = seen;
+        self.thread_lists.retain(&live_pids);
         self.stats.max_threads = self.stats.max_threads.max(tasks.len());
         (
             self.stats.uncounted_threads,

@@ -1,0 +1,156 @@
+//! What a live turn costs herd at scale (issue 28): observing a real
+//! process of N threads (its `/proc` files, counters where the machine
+//! has them) and acting on it (a plan that moves every thread, and one
+//! that changes nothing), in herd's own CPU time, for N from 64 to 4,096.
+//! The threads sleep, so the 2 CPUs here suffice.
+//!
+//! Run: cargo bench -p herd-runtime --bench live_turn
+//! HERD_BENCH_THREADS=64,256 and HERD_BENCH_TURNS=5 shorten it (`make
+//! bench-smoke`). Prints, per size, the median CPU time of a steady turn's
+//! observation, the first (which opens every file), a moving plan and an
+//! empty one, the cost per thread, and the floor: one read of each
+//! thread's schedstat and nothing else.
+
+use std::io::{BufRead, Write};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use herd_engine::{Actuator, Sensor};
+use herd_policy::{Placement, Plan};
+use herd_runtime::live::{LiveWorld, Program};
+use herd_topo::CpuSet;
+
+/// The child: N sleeping threads, "ready" on stdout, gone when stdin closes.
+fn sleepers(n: usize) {
+    for _ in 0..n {
+        std::thread::Builder::new()
+            .stack_size(64 * 1024)
+            .spawn(|| {
+                loop {
+                    std::thread::park();
+                }
+            })
+            .expect("a sleeping thread");
+    }
+    println!("ready");
+    std::io::stdout().flush().unwrap();
+    let mut line = String::new();
+    let _ = std::io::stdin().read_line(&mut line);
+}
+
+fn thread_cpu_ns() -> u64 {
+    // SAFETY: timespec is plain data that clock_gettime fills.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: `ts` is a live timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    if let Ok(n) = std::env::var("HERD_BENCH_SLEEPERS") {
+        sleepers(n.parse().unwrap());
+        return;
+    }
+    let env_list = |key: &str, default: &str| -> Vec<usize> {
+        std::env::var(key)
+            .unwrap_or_else(|_| default.into())
+            .split(',')
+            .map(|v| v.trim().parse().unwrap())
+            .collect()
+    };
+    let sizes = env_list("HERD_BENCH_THREADS", "64,256,1024,4096");
+    let turns = env_list("HERD_BENCH_TURNS", "30")[0];
+    // herd raises its own descriptor limit the same way at start.
+    let _ = herd_runtime::fds::raise();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    println!(
+        "live turn, herd's CPU per turn (median of {turns}), process of N sleeping threads on {cpus} CPUs"
+    );
+    println!(
+        "{:>6} {:>12} {:>12} {:>12} {:>12} {:>14} {:>12}",
+        "N", "observe ms", "first ms", "move-all ms", "no-op ms", "observe us/thr", "floor ms"
+    );
+    for n in sizes {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .env("HERD_BENCH_SLEEPERS", n.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut ready = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut ready)
+            .unwrap();
+        assert_eq!(ready.trim(), "ready");
+        let program = Program::attach(child.id() as i32).unwrap();
+        let mut world = LiveWorld::new(vec![program], Arc::new(AtomicBool::new(false)));
+        let t = thread_cpu_ns();
+        let seen = world.observe().tasks.len();
+        let first = (thread_cpu_ns() - t) as f64 / 1e6;
+        // The main thread and its N sleepers: it measures what it claims.
+        assert!(seen > n, "observed {seen} threads of {}", n + 1);
+        let mut observe = Vec::new();
+        let mut moves = Vec::new();
+        let mut noop = Vec::new();
+        for turn in 0..turns {
+            let t = thread_cpu_ns();
+            let tasks: Vec<_> = world.observe().tasks.iter().map(|t| t.id).collect();
+            observe.push((thread_cpu_ns() - t) as f64 / 1e6);
+            let plan = Plan {
+                tasks: tasks
+                    .iter()
+                    .enumerate()
+                    .map(|(i, id)| {
+                        let cpu = (i as u32 + turn as u32) % cpus;
+                        (
+                            *id,
+                            Placement::Run {
+                                cpus: CpuSet::single(cpu),
+                                why: "bench".into(),
+                            },
+                        )
+                    })
+                    .collect(),
+                ..Plan::default()
+            };
+            let t = thread_cpu_ns();
+            world.apply(&plan);
+            moves.push((thread_cpu_ns() - t) as f64 / 1e6);
+            let t = thread_cpu_ns();
+            world.apply(&Plan::default());
+            noop.push((thread_cpu_ns() - t) as f64 / 1e6);
+        }
+        // The floor: one read of each thread's schedstat through a kept
+        // descriptor, nothing else (what a turn cannot do without).
+        let files: Vec<std::fs::File> = std::fs::read_dir(format!("/proc/{}/task", child.id()))
+            .unwrap()
+            .filter_map(|e| std::fs::File::open(e.ok()?.path().join("schedstat")).ok())
+            .collect();
+        let mut buf = vec![0u8; 256];
+        let mut floor = Vec::new();
+        for _ in 0..turns {
+            let t = thread_cpu_ns();
+            for f in &files {
+                let _ = std::os::unix::fs::FileExt::read_at(f, &mut buf, 0);
+            }
+            floor.push((thread_cpu_ns() - t) as f64 / 1e6);
+        }
+        world.restore();
+        drop(child.stdin.take());
+        child.wait().unwrap();
+        let obs = median(observe);
+        println!(
+            "{n:>6} {obs:>12.3} {first:>12.3} {:>12.3} {:>12.4} {:>14.2} {:>12.3}",
+            median(moves),
+            median(noop),
+            obs * 1e3 / (n + 1) as f64,
+            median(floor)
+        );
+    }
+}

@@ -1,0 +1,95 @@
+//! What a live run did, for its summary: placements, migrations, pauses,
+//! memory moved, and what the machine could not give.
+
+/// What herd did, for the run summary.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LiveStats {
+    /// Affinity changes applied.
+    pub placements: u64,
+    /// Whether this run warned that another herd holds CPUs it took.
+    pub overlap_warned: bool,
+    /// Affinity changes the kernel refused (other than vanished threads).
+    pub failed_placements: u64,
+    /// Migrations seen for managed threads: periods in which a thread's last
+    /// CPU changed (a lower bound on the kernel's count).
+    pub migrations: u64,
+    /// Times a program was stopped.
+    pub pauses: u64,
+    /// Lane changes applied (a thread's SCHED_FIFO priority set or reset).
+    pub lane_changes: u64,
+    /// Lane changes ignored because herd's loop does not run under
+    /// SCHED_FIFO (`--realtime`) above them.
+    pub lanes_ignored: u64,
+    /// Most threads seen at once.
+    pub max_threads: usize,
+    /// Threads that went without some perf counter the machine has, for
+    /// want of open-file descriptors (their jobs learn from the others).
+    pub uncounted_threads: u64,
+    /// Threads whose `/proc` files were read by path each period, for want
+    /// of descriptors (seen all the same, at more cost per read).
+    pub uncached_threads: u64,
+    /// Threads the kernel refused counters to while others had them.
+    pub refused_threads: u64,
+    /// Times a job's memory was moved onto the nodes it runs on
+    /// (`--memory-follow`), and the memory that was away when they started.
+    pub memory_moves: u64,
+    /// kB away from the jobs' nodes when those moves started.
+    pub memory_moved_kb: u64,
+    /// Pages the kernel could not move.
+    pub memory_pages_left: u64,
+    /// Moves the kernel refused.
+    pub memory_moves_refused: u64,
+    /// Energy the machine used while herd watched (RAPL), where it can tell.
+    pub energy_j: Option<f64>,
+    /// Bytes the managed programs moved to and from memory (resctrl MBM, else
+    /// LLC misses x 64 B), where the machine can tell.
+    pub mem_bytes: Option<u64>,
+}
+
+impl LiveStats {
+    /// The summary's words on memory that followed placement, if any moved.
+    pub fn memory_followed(&self) -> Option<String> {
+        (self.memory_moves > 0).then(|| {
+            format!(
+                "memory followed placement {} time(s) ({:.1} MB was on other nodes, {} pages stayed)",
+                self.memory_moves,
+                self.memory_moved_kb as f64 / 1024.0,
+                self.memory_pages_left
+            )
+        })
+    }
+
+    /// What herd could not do as it would on a machine with room for it,
+    /// one sentence each: the run summary's warnings and `--json`'s
+    /// `degraded` (empty when nothing was).
+    pub fn degradations(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.uncounted_threads > 0 {
+            out.push(format!(
+                "{} thread(s) went without perf counters for want of open-file descriptors (`ulimit -n`); \
+                 their jobs learned from the threads that had them",
+                self.uncounted_threads
+            ));
+        }
+        if self.refused_threads > 0 {
+            out.push(format!(
+                "{} thread(s) were refused perf counters the others had; their jobs learned from the threads \
+                 that had them",
+                self.refused_threads
+            ));
+        }
+        if self.memory_moves_refused > 0 {
+            out.push(format!(
+                "{} move(s) of a job's memory onto its nodes were refused by the kernel; that memory stayed remote",
+                self.memory_moves_refused
+            ));
+        }
+        if self.uncached_threads > 0 {
+            out.push(format!(
+                "{} thread(s) had their /proc files read by path each period for want of descriptors",
+                self.uncached_threads
+            ));
+        }
+        out
+    }
+}
