@@ -493,20 +493,39 @@ pub fn arrange_sizes(caps: &[f64], base: &[usize], current: &[Vec<u64>]) -> Vec<
 /// group with the largest capacity per thread (S4: capacities 360, 220,
 /// 100 and 6 threads give 3, 2, 1).
 pub fn group_sizes(capacities: &[f64], threads: usize) -> Vec<usize> {
+    /// A capacity per thread, ordered by `total_cmp`, the lower group
+    /// first on a tie (the heap's greatest is taken).
+    #[derive(PartialEq)]
+    struct Key(f64, usize);
+    impl Eq for Key {}
+    impl PartialOrd for Key {
+        fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+            Some(self.cmp(other))
+        }
+    }
+    impl Ord for Key {
+        fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+            self.0.total_cmp(&other.0).then(other.1.cmp(&self.1))
+        }
+    }
     let mut n = vec![0usize; capacities.len()];
+    // Each group's capacity per thread were it given one more, greatest
+    // first: a heap, not a search of every group per thread (1,024
+    // threads on 192 cores: most of a PALM decision).
+    let mut next = std::collections::BinaryHeap::with_capacity(capacities.len());
     for t in 0..threads {
         let g = if t < capacities.len() {
             t
         } else {
-            (0..capacities.len())
-                .max_by(|&a, &b| {
-                    (capacities[a] / (n[a] + 1) as f64)
-                        .total_cmp(&(capacities[b] / (n[b] + 1) as f64))
-                        .then(b.cmp(&a))
-                })
-                .expect("at least one group")
+            if t == capacities.len() {
+                next.extend((0..capacities.len()).map(|g| Key(capacities[g] / (n[g] + 1) as f64, g)));
+            }
+            next.pop().expect("at least one group").1
         };
         n[g] += 1;
+        if t >= capacities.len() {
+            next.push(Key(capacities[g] / (n[g] + 1) as f64, g));
+        }
     }
     n
 }
@@ -771,11 +790,23 @@ impl Policy for Pack {
                 _ => pending.push((*id, want)),
             }
         }
+        // Each class's groups in `order`, and how far its slots are taken:
+        // rooms only shrink, so a thread's group is the first of its
+        // class's still with room, found without searching every core
+        // per thread (1,024 threads on 192 cores: most of a decision).
+        let mut by_class: rustc_hash::FxHashMap<u64, (Vec<usize>, usize)> = rustc_hash::FxHashMap::default();
+        for &g in &order {
+            by_class.entry(class_of(g)).or_default().0.push(g);
+        }
         for (id, want) in pending {
-            let g = order
-                .iter()
-                .copied()
-                .find(|&g| class_of(g) == want && room[g] > 0)
+            let (groups, next) = by_class
+                .get_mut(&want)
+                .expect("every class has as many slots as threads assigned to it");
+            while groups.get(*next).is_some_and(|&g| room[g] == 0) {
+                *next += 1;
+            }
+            let g = *groups
+                .get(*next)
                 .expect("every class has as many slots as threads assigned to it");
             room[g] -= 1;
             if self.group_of.insert(id, g) != Some(g) {

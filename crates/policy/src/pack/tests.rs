@@ -178,3 +178,42 @@ fn group_sizes_follow_capacity_per_thread() {
     assert_eq!(group_sizes(&[1.0, 1.0], 3), vec![2, 1]);
     assert_eq!(group_sizes(&[1.0, 1.0], 1), vec![1, 0]);
 }
+
+/// The rule as first written: a search of every group per thread.
+fn group_sizes_scan(capacities: &[f64], threads: usize) -> Vec<usize> {
+    let mut n = vec![0usize; capacities.len()];
+    for t in 0..threads {
+        let g = if t < capacities.len() {
+            t
+        } else {
+            (0..capacities.len())
+                .max_by(|&a, &b| {
+                    (capacities[a] / (n[a] + 1) as f64)
+                        .total_cmp(&(capacities[b] / (n[b] + 1) as f64))
+                        .then(b.cmp(&a))
+                })
+                .expect("at least one group")
+        };
+        n[g] += 1;
+    }
+    n
+}
+
+#[test]
+fn group_sizes_from_the_heap_are_the_scans() {
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    assert_eq!(group_sizes(&[360.0, 220.0, 100.0], 6), vec![3, 2, 1]);
+    for _ in 0..300 {
+        let groups = 1 + (next() % 12) as usize;
+        // Equal capacities too (ties go to the lower group).
+        let caps: Vec<f64> = (0..groups).map(|_| [1.0, 0.6, 2.5][(next() % 3) as usize]).collect();
+        let threads = (next() % 80) as usize;
+        assert_eq!(group_sizes(&caps, threads), group_sizes_scan(&caps, threads), "{caps:?} {threads}");
+    }
+}
