@@ -152,16 +152,7 @@ fn status(dir: &Path, json: bool) -> Result<u8, Failure> {
         ))?;
         return Ok(0);
     }
-    let mut out = format!(
-        "herd daemon (pid {}), {}: {} jobs, {} processes left alone; discovery: {}; {} scans; {:.2} s CPU\n",
-        s.pid,
-        s.config,
-        s.jobs.len(),
-        s.unmanaged,
-        s.discovery,
-        s.scans,
-        s.cpu_s
-    );
+    let mut out = format!("{}\n", s.headline());
     out += &format!(
         "{:>4} {:>7} {:<16} {:<20} {:<18} {:<10} {:>8} {:>9}\n",
         "job", "pid", "name", "rule", "policy", "state", "cpus", "decisions"
@@ -531,7 +522,7 @@ impl Daemon {
         st.scans += 1;
         st.unmanaged = load;
         drop(st);
-        let held = lock(&self.shared.book).all_held();
+        let held = lock(&self.shared.book).held_by_sessions();
         let _ = self.claim.hold(&held);
     }
 

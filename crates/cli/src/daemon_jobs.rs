@@ -96,6 +96,16 @@ impl Book {
             .fold(CpuSet::default(), |a, h| a.union(&h.cpus))
     }
 
+    /// The CPUs the daemon's own sessions hold: not those leased to herd
+    /// commands, which record what they hold themselves (and would read
+    /// the daemon's record of their own CPUs as another herd's).
+    pub fn held_by_sessions(&self) -> CpuSet {
+        self.held
+            .iter()
+            .filter(|(id, _)| self.jobs.get(id).is_none_or(|j| j.source != "registered"))
+            .fold(CpuSet::default(), |a, (_, h)| a.union(&h.cpus))
+    }
+
     /// The statuses with their counters read now.
     pub fn statuses(&self) -> Vec<JobStatus> {
         self.jobs

@@ -131,6 +131,22 @@ pub struct Status {
     pub jobs: Vec<JobStatus>,
 }
 
+impl Status {
+    /// One line: the daemon, its config, its jobs and what it costs.
+    pub fn headline(&self) -> String {
+        format!(
+            "herd daemon (pid {}), {}: {} jobs, {} processes left alone; discovery: {}; {} scans; {:.2} s CPU",
+            self.pid,
+            self.config,
+            self.jobs.len(),
+            self.unmanaged,
+            self.discovery,
+            self.scans,
+            self.cpu_s
+        )
+    }
+}
+
 /// A connection to a running daemon, or `None` when none answers at
 /// `state_dir` (no socket, or a socket left by a daemon that is gone).
 pub fn connect(state_dir: &Path) -> Option<UnixStream> {

@@ -70,16 +70,7 @@ fn draw(f: &mut ratatui::Frame<'_>, fr: &Frame) {
         ])
         .split(area);
     let head = match &fr.status {
-        Some(s) => format!(
-            "herd daemon (pid {}), {}: {} jobs, {} processes left alone; {}; {} scans; {:.2} s CPU",
-            s.pid,
-            s.config,
-            s.jobs.len(),
-            s.unmanaged,
-            s.discovery,
-            s.scans,
-            s.cpu_s
-        ),
+        Some(s) => s.headline(),
         None => format!(
             "no herd daemon answers at {}: the machine's CPUs only",
             wire::socket_path(&fr.dir).display()

@@ -320,6 +320,9 @@ fn two_runs_get_disjoint_cpus_from_the_daemon_and_warn_without_it() {
     };
     let (ea, eb) = (stderr_of(a), stderr_of(b));
     let (ca, cb) = (granted(&ea), granted(&eb));
+    for e in [&ea, &eb] {
+        assert!(!e.contains("another herd manages"), "a leased run warned: {e}");
+    }
     let set = |s: &str| herd_topo::CpuSet::parse_list(s).unwrap();
     assert!(!set(&ca).intersects(&set(&cb)), "{ca} and {cb}");
     until("leases given back", 10, || {

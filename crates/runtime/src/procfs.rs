@@ -112,11 +112,17 @@ pub fn threads(proc_root: &Path, pid: i32) -> Vec<i32> {
 
 /// How many threads process `pid` has (its `stat`'s `num_threads`).
 pub fn num_threads(proc_root: &Path, pid: i32) -> Option<usize> {
-    let text = fs::read_to_string(proc_root.join(pid.to_string()).join("stat")).ok()?;
+    stat_field(proc_root, pid, 20)
+}
+
+/// Field `n` (1-based, as `man 5 proc` numbers them; 3 or later) of
+/// process or thread `id`'s `stat`.
+fn stat_field<T: std::str::FromStr>(proc_root: &Path, id: i32, n: usize) -> Option<T> {
+    let text = fs::read_to_string(proc_root.join(id.to_string()).join("stat")).ok()?;
     // After the command's closing parenthesis: field 3 (state) onwards.
     text[text.rfind(')')? + 1..]
         .split_whitespace()
-        .nth(17)?
+        .nth(n.checked_sub(3)?)?
         .parse()
         .ok()
 }
@@ -234,13 +240,7 @@ pub fn state(proc_root: &Path, pid: i32) -> Option<char> {
 /// field 22): with the id, it names one process for good, where an id
 /// alone may be reused once the process is gone.
 pub fn start_time(proc_root: &Path, id: i32) -> Option<u64> {
-    let text = fs::read_to_string(proc_root.join(id.to_string()).join("stat")).ok()?;
-    // After the command's closing parenthesis: field 3 (state) onwards.
-    text[text.rfind(')')? + 1..]
-        .split_whitespace()
-        .nth(19)?
-        .parse()
-        .ok()
+    stat_field(proc_root, id, 22)
 }
 
 /// The process (thread group) thread `tid` belongs to.
