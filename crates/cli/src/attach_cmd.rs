@@ -33,6 +33,27 @@ pub fn run(args: &AttachArgs) -> Result<u8, Failure> {
             args.pid
         ))
     })?;
+    // A process the machine's daemon manages by its rules is not managed
+    // twice.
+    let dir = herd_runtime::peers::dir();
+    if let Some(j) = crate::daemon_wire::connect(&dir)
+        .and_then(|c| {
+            crate::daemon_wire::ask::<crate::daemon_wire::Status>(&c, &crate::daemon_wire::Request::Status)
+                .ok()
+        })
+        .and_then(|s| {
+            s.jobs
+                .into_iter()
+                .find(|j| j.pid == args.pid && j.source != "registered")
+        })
+    {
+        return Err(Failure::Input(anyhow::anyhow!(
+            "process {} is managed by the herd daemon already (rule '{}', {}): herd attach leaves it to the daemon",
+            args.pid,
+            j.rule,
+            j.policy
+        )));
+    }
     let machine = crate::common::this_machine()?;
     crate::common::check_cores(&args.policy, &machine)?;
     let (machine, _lease) =

@@ -308,7 +308,19 @@ impl Daemon {
             ),
         };
         lock(&shared.status).discovery = discovery;
-        let adoptable = jobs::read_records(dir).into_iter().map(|r| (r.pid, r)).collect();
+        // Records of processes gone (or a pid reused) are dropped now.
+        let adoptable = jobs::read_records(dir)
+            .into_iter()
+            .filter(|r| {
+                let alive =
+                    herd_runtime::procfs::start_time(Path::new("/proc"), r.pid) == Some(r.start_ticks);
+                if !alive {
+                    jobs::remove_record(dir, r.pid);
+                }
+                alive
+            })
+            .map(|r| (r.pid, r))
+            .collect();
         // SAFETY: sysconf and geteuid cannot fail.
         let (clk_tck, root) = unsafe {
             (
@@ -455,6 +467,12 @@ impl Daemon {
             s.0.clone()
         };
         let pids = procscan::pids(&self.proc_root);
+        let leased: std::collections::BTreeSet<i32> = lock(&self.shared.book)
+            .jobs
+            .values()
+            .filter(|j| j.source == "registered")
+            .map(|j| j.pid)
+            .collect();
         let mut load = 0;
         for &pid in &pids {
             let second = match self.seen.get(&pid) {
@@ -469,7 +487,8 @@ impl Daemon {
                 continue;
             };
             let (start, ppid) = (f.start_ticks, f.ppid);
-            let herd = f.comm == "herd" || pid == self.me;
+            // herd itself, and a process a herd command leased CPUs for.
+            let herd = f.comm == "herd" || pid == self.me || leased.contains(&pid);
             let may = self.root || herd_runtime::control::may_signal(pid).is_ok();
             let entry = if herd || self.under_managed(ppid) || !may {
                 Seen::Ignored { start, ppid }
@@ -567,6 +586,18 @@ impl Daemon {
             else {
                 continue;
             };
+            // Its rule went at a reload, or a herd command registered it
+            // meanwhile (`herd attach`): looked at afresh at the next scan.
+            let leased = lock(&self.shared.book).jobs.values().any(|j| j.pid == pid);
+            let Some(r) = self
+                .config
+                .rules
+                .iter()
+                .find(|r| r.name == rule)
+                .filter(|_| !leased)
+            else {
+                continue;
+            };
             let after = procscan::thread_ticks(&self.proc_root, pid);
             let interval_ticks = (at.elapsed().as_secs_f64() * self.clk_tck as f64) as u64;
             let busy = procscan::busy_threads(&ticks, &after, interval_ticks).max(1);
@@ -578,9 +609,6 @@ impl Daemon {
                     ppid: facts.ppid,
                 },
             );
-            let Some(r) = self.config.rules.iter().find(|r| r.name == rule) else {
-                continue;
-            };
             let (spec, reason) = self.policy_for(r, &facts);
             let adopted = self
                 .adoptable

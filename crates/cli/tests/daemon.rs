@@ -140,6 +140,19 @@ fn rules_place_what_they_match_a_kill_leaves_nothing_and_a_restart_adopts() {
     assert!(d.job(ids[2]).is_none(), "{status}");
     assert_eq!(allowed(ids[2]), before[2].0, "an unmatched process is untouched");
 
+    // `herd attach` leaves a process the daemon manages to the daemon.
+    let attach = Command::new(env!("CARGO_BIN_EXE_herd"))
+        .args(["attach", &ids[0].to_string()])
+        .env("HERD_RUN_DIR", dir.path().join("state"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&attach.stderr);
+    assert_eq!(attach.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("managed by the herd daemon already (rule 'a'"),
+        "{said}"
+    );
+
     // SIGKILL: the keepers give every thread its affinity back.
     let (st, _) = d.end(libc::SIGKILL);
     assert!(!st.success());
