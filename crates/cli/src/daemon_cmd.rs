@@ -682,6 +682,7 @@ impl Daemon {
             decisions: 0,
             placements: 0,
             decide_s: 0.0,
+            migrations: 0,
         };
         // Under `linux` the job is the kernel's: it holds no CPU.
         if p.spec.is_baseline() {

@@ -27,6 +27,8 @@ pub struct Counters {
     pub placements: AtomicU64,
     /// CPU time its decisions took, in nanoseconds.
     pub decide_ns: AtomicU64,
+    /// Moves of its threads between CPUs the sensor saw.
+    pub migrations: AtomicU64,
 }
 
 /// Who holds which CPUs, and every job's status: one lock, so that a
@@ -116,6 +118,7 @@ impl Book {
                     j.decisions = c.decisions.load(Ordering::Relaxed);
                     j.placements = c.placements.load(Ordering::Relaxed);
                     j.decide_s = c.decide_ns.load(Ordering::Relaxed) as f64 / 1e9;
+                    j.migrations = c.migrations.load(Ordering::Relaxed);
                 }
                 j
             })
@@ -241,7 +244,16 @@ pub fn start(
         .name(format!("job-{id}"))
         .spawn(move || {
             let (mut session, _) = Session::start(world, Learn::Off);
-            session.run(&mut policy, &machine, &config, |_, _| {});
+            let seen = Arc::clone(&policy.counters);
+            session.run(&mut policy, &machine, &config, |view, _| {
+                let moved: u64 = view
+                    .snapshot
+                    .tasks
+                    .iter()
+                    .map(|t| u64::from(t.obs.migrations))
+                    .sum();
+                seen.migrations.fetch_add(moved, Ordering::Relaxed);
+            });
             let done = session.finish();
             let st = &done.world.stats;
             Ended {

@@ -218,6 +218,7 @@ fn grant_lease(
             decisions: 0,
             placements: 0,
             decide_s: 0.0,
+            migrations: 0,
         },
     );
     Ok((id, cpus.to_string()))
@@ -290,6 +291,7 @@ pub fn metrics_text(s: &Status) -> String {
     let decisions = Family::<JobLabels, Counter>::default();
     let placements = Family::<JobLabels, Counter>::default();
     let decide = Family::<JobLabels, Counter<f64, std::sync::atomic::AtomicU64>>::default();
+    let migrations = Family::<JobLabels, Counter>::default();
     for j in &s.jobs {
         let l = JobLabels {
             job: j.id.to_string(),
@@ -306,6 +308,7 @@ pub fn metrics_text(s: &Status) -> String {
         decisions.get_or_create(&l).inc_by(j.decisions);
         placements.get_or_create(&l).inc_by(j.placements);
         decide.get_or_create(&l).inc_by(j.decide_s);
+        migrations.get_or_create(&l).inc_by(j.migrations);
     }
     reg.register("job_cpus", "CPUs the job holds", cpus);
     reg.register(
@@ -318,6 +321,11 @@ pub fn metrics_text(s: &Status) -> String {
         "job_placements",
         "Thread placements in the job's plans",
         placements,
+    );
+    reg.register(
+        "job_migrations",
+        "Moves of the job's threads between CPUs seen at its decisions",
+        migrations,
     );
     reg.register(
         "job_decide_seconds",
@@ -405,6 +413,7 @@ mod tests {
             decisions: 5,
             placements: 2,
             decide_s: 0.001,
+            migrations: 7,
         };
         let s = Status {
             jobs: vec![job],
@@ -418,6 +427,7 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("herd_job_decisions_total{"), "{text}");
+        assert!(text.contains("herd_job_migrations_total{job=\"3\""), "{text}");
         assert!(text.trim_end().ends_with("# EOF"), "{text}");
         let classic = classic_text(&text);
         assert!(

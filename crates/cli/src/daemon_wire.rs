@@ -104,6 +104,9 @@ pub struct JobStatus {
     pub placements: u64,
     /// CPU time its policy's decisions took, in seconds.
     pub decide_s: f64,
+    /// Moves of its threads between CPUs seen at its decisions.
+    #[serde(default)]
+    pub migrations: u64,
 }
 
 /// The daemon's state, as `herd daemon status` shows it.
