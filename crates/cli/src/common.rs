@@ -35,7 +35,8 @@ pub fn this_machine() -> Result<herd_topo::Machine, Failure> {
 }
 
 /// The CPUs this run may use: what a running `herd daemon` grants it
-/// (held while the returned lease lives: keep it until the programs end),
+/// (held while the returned lease lives: keep it until the programs end;
+/// a run under `linux` places nothing and asks for none),
 /// else `machine` less the CPUs other herd instances on it hold
 /// (`herd_runtime::peers`), said on stderr; the whole machine when they
 /// hold none, or all of them. `what` and `policy` name the run to the
@@ -46,7 +47,13 @@ pub fn around_other_herds(
     policy: &herd_policy::PolicySpec,
     attached: Option<i32>,
 ) -> (herd_topo::Machine, Option<crate::daemon_wire::Lease>) {
-    match crate::daemon_wire::lease(&herd_runtime::peers::dir(), attached, what, policy.name(), 0) {
+    // Under `linux` herd places nothing: it holds no CPU to ask for.
+    let lease = if policy.is_baseline() {
+        None
+    } else {
+        crate::daemon_wire::lease(&herd_runtime::peers::dir(), attached, what, policy.name(), 0)
+    };
+    match lease {
         Some(Ok(lease)) => match machine.restricted(&lease.cpus) {
             Ok(m) => {
                 eprintln!("herd: the herd daemon gives this run CPUs {}", lease.cpus);
