@@ -170,8 +170,10 @@ fn status(dir: &Path, json: bool) -> Result<u8, Failure> {
 /// What the daemon knows of a process it has seen.
 enum Seen {
     /// Not for the rules: herd itself or its programs, a managed job's
-    /// descendants, or a process the daemon may not touch.
-    Ignored { start: u64, ppid: i32 },
+    /// descendants (`managed`: their descendants are not for the rules
+    /// either), or a process the daemon may not touch (whose descendants
+    /// may be: a user's shell under a root-owned sshd).
+    Ignored { start: u64, ppid: i32, managed: bool },
     /// No rule takes it: load. `fresh` at its first sighting: it is
     /// looked at once more at the next scan, in case it was a shell
     /// between its fork and its exec.
@@ -445,7 +447,7 @@ impl Daemon {
         for _ in 0..64 {
             match self.seen.get(&ppid) {
                 Some(Seen::Job { .. }) => return true,
-                Some(Seen::Ignored { .. }) if ppid != 1 => return true,
+                Some(Seen::Ignored { managed: true, .. }) => return true,
                 Some(s) => ppid = s.ppid(),
                 None => return false,
             }
@@ -490,8 +492,9 @@ impl Daemon {
             // herd itself, and a process a herd command leased CPUs for.
             let herd = f.comm == "herd" || pid == self.me || leased.contains(&pid);
             let may = self.root || herd_runtime::control::may_signal(pid).is_ok();
-            let entry = if herd || self.under_managed(ppid) || !may {
-                Seen::Ignored { start, ppid }
+            let managed = herd || self.under_managed(ppid);
+            let entry = if managed || !may {
+                Seen::Ignored { start, ppid, managed }
             } else if let Some(rule) = self.config.rule_for(&process(&f, &slurm_jobs, &self.proc_root)) {
                 Seen::Candidate {
                     rule: rule.name.clone(),
