@@ -161,7 +161,7 @@ fn kill_mid_batch(signal: i32, pause: &str) -> (u32, Vec<i32>) {
         ])
         .args(["--logs", tmp.path().join("logs").to_str().unwrap()])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(tmp.path().join("herd.err")).unwrap())
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(600));
@@ -177,7 +177,31 @@ fn kill_mid_batch(signal: i32, pause: &str) -> (u32, Vec<i32>) {
     while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(child.try_wait().unwrap().is_some(), "herd ended");
+    if child.try_wait().unwrap().is_none() {
+        // What herd and its programs were doing, for a failure seen once
+        // in a loaded suite and not reproduced since.
+        let herd_pid = child.id();
+        let threads: Vec<String> = std::fs::read_dir(format!("/proc/{herd_pid}/task"))
+            .map(|d| {
+                d.flatten()
+                    .map(|t| {
+                        let tid = t.file_name().to_string_lossy().into_owned();
+                        let wchan = std::fs::read_to_string(t.path().join("wchan")).unwrap_or_default();
+                        format!("{tid} {:?} {wchan}", state_of(tid.parse().unwrap_or(0)))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let programs: Vec<String> = pids
+            .iter()
+            .map(|&p| format!("{p} {:?} frozen={}", state_of(p), frozen(p)))
+            .collect();
+        let err = std::fs::read_to_string(tmp.path().join("herd.err")).unwrap_or_default();
+        let _ = child.kill();
+        panic!(
+            "herd did not end 10 s after signal {signal}\nherd threads: {threads:?}\nprograms: {programs:?}\nherd said:\n{err}"
+        );
+    }
     (child.id(), pids)
 }
 
