@@ -589,7 +589,13 @@ fn a_core_budget_from_a_file_moves_every_thread_and_a_bad_file_is_survived() {
             .filter_map(|p| p["cpus"].as_str().map(str::to_string))
             .collect()
     };
-    wait_for_trace(&trace, |v| v["budget_cores"] == 2 && !workers_on(v).is_empty());
+    // Every thread seen first: PALM's turns between full observations
+    // (100 ms apart) see only the threads the last one saw, and a budget
+    // changed before the workers were all seen placed only those (CI, once).
+    let all_seen = |v: &serde_json::Value| v["tasks"].as_array().is_some_and(|t| t.len() == 4);
+    wait_for_trace(&trace, |v| {
+        v["budget_cores"] == 2 && !workers_on(v).is_empty() && all_seen(v)
+    });
     // The controller takes a core away (atomically, as documented).
     std::fs::write(tmp.path().join("next"), "1").unwrap();
     std::fs::rename(tmp.path().join("next"), &budget).unwrap();
@@ -739,7 +745,16 @@ ts = [threading.Thread(target=work) for _ in range(3)]\n\
     };
     assert!(cheap.iter().all(|l| cpu_ns(l) == 0));
     let total_s = lines.iter().map(cpu_ns).sum::<u64>() as f64 * 1e-9;
-    assert!(total_s > 0.75, "{total_s} s of CPU in the trace");
+    // Against the kernel's count of the program's CPU time (the summary),
+    // not a fixed share of the 1.5 s: on a loaded machine the program gets
+    // less CPU (0.74 s in a loaded suite), and a bound on it failed there.
+    // The trace misses at most what ran after its last full turn (full
+    // turns are at most 100 ms apart: one CPU's worth) and the exit.
+    let program_cpu_s = num_before(&err[err.find(" s: ").unwrap() + 4..], " s CPU");
+    assert!(
+        total_s > 0.3 && total_s >= program_cpu_s - 0.15,
+        "{total_s} s of CPU in the trace, {program_cpu_s} s by the kernel"
+    );
     let left: Vec<_> = std::fs::read_dir(tmp.path())
         .unwrap()
         .filter_map(|e| e.ok())

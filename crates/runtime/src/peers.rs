@@ -88,10 +88,11 @@ impl Claim {
         }
     }
 
-    /// Records that this run holds `cpus` (written only when it changed).
-    pub fn hold(&mut self, cpus: &CpuSet) -> io::Result<()> {
+    /// Records that this run holds `cpus` (written only when it changed);
+    /// whether it changed.
+    pub fn hold(&mut self, cpus: &CpuSet) -> io::Result<bool> {
         if self.held.as_ref() == Some(cpus) {
-            return Ok(());
+            return Ok(false);
         }
         if let Some(dir) = self.path.parent() {
             fs::create_dir_all(dir)?;
@@ -100,7 +101,7 @@ impl Claim {
         fs::write(&tmp, format!("{cpus}\n"))?;
         fs::rename(&tmp, &self.path)?;
         self.held = Some(cpus.clone());
-        Ok(())
+        Ok(true)
     }
 }
 

@@ -340,29 +340,6 @@ impl ThreadFiles {
     }
 }
 
-impl ThreadFiles {
-    /// [`ThreadFiles::sample`], reading the thread's `stat` only when its
-    /// `schedstat` moved since `prev` (the last sample) or `prev` says it
-    /// was runnable; also whether it did (`false`: `prev`'s state and CPU
-    /// stand). A sleeping thread leaves its state only by running: it
-    /// must run to stop, freeze or exit. The one change missed is a thread
-    /// woken that has not yet run: it shows as asleep until it runs, and
-    /// its wait in the run queue counts in the period it runs. Half the
-    /// reads for the sleeping threads that make most of a large process.
-    pub fn sample_after(&self, buf: &mut Vec<u8>, prev: &ThreadSample) -> Option<(ThreadSample, bool)> {
-        if let Some((_, Some(schedstat))) = &self.kept
-            && prev.state != '\0'
-            && prev.state != 'R'
-        {
-            let (run_ns, wait_ns) = parse_schedstat(read_all(schedstat, buf)?)?;
-            if (run_ns, wait_ns) == (prev.run_ns, prev.wait_ns) {
-                return Some((*prev, false));
-            }
-        }
-        Some((self.sample(buf)?, true))
-    }
-}
-
 /// Reads an open /proc file from the start into `buf`.
 fn read_all<'a>(file: &fs::File, buf: &'a mut Vec<u8>) -> Option<&'a str> {
     use std::os::unix::fs::FileExt;

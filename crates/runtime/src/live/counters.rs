@@ -149,16 +149,6 @@ pub struct CountedObs {
 }
 
 impl CountedObs {
-    /// What `counters` counted for a thread that did not run: zero for
-    /// each (counted, so not `None`).
-    pub fn idle(counters: &Counters) -> CountedObs {
-        let mut counted = CountedObs::default();
-        for (event, _, _) in counters {
-            counted.set(*event, 0);
-        }
-        counted
-    }
-
     /// Reads a thread's counters, keeping each one's value for the next
     /// period's difference.
     pub fn read(counters: &mut Counters) -> CountedObs {

@@ -604,7 +604,12 @@ impl Sensor for LiveWorld {
                         }
                     }
                 };
-                let Some((sample, ran)) = track.files.sample_after(&mut self.buf, &track.last) else {
+                // Every thread's stat is read every turn: skipping it when
+                // schedstat did not move would show a thread woken but not
+                // yet run as asleep, and on a loaded machine the policies
+                // then count runnable threads as idle (tried: the suite's
+                // live tests turned flaky under load).
+                let Some(sample) = track.files.sample(&mut self.buf) else {
                     self.thread_lists.vanished(pid);
                     continue;
                 };
@@ -612,13 +617,7 @@ impl Sensor for LiveWorld {
                     continue;
                 }
                 let prev = track.last;
-                // A thread that did not run counted nothing: its counters
-                // are not read.
-                let counted = if ran {
-                    counters::CountedObs::read(&mut track.counters)
-                } else {
-                    counters::CountedObs::idle(&track.counters)
-                };
+                let counted = counters::CountedObs::read(&mut track.counters);
                 // The kernel's count when perf gives it; otherwise a changed
                 // last CPU is at least one migration (a lower bound: several
                 // moves within one period count once).
