@@ -651,48 +651,6 @@ ts = [threading.Thread(target=work) for _ in range(3)]\n\
 [t.start() for t in ts]; [t.join() for t in ts]\n\
 os.write(fd, b'not a report\\n')\n";
 
-/// `herd run --policy pack:palm:cores=2 --period-ms 20 EXTRA --trace TRACE
-/// -- python3 -c PROGRAM`, run to the end.
-fn palm_python(
-    mut herd: Command,
-    extra: &[&std::ffi::OsStr],
-    trace: &std::path::Path,
-    program: &str,
-) -> std::process::Output {
-    // PALM's own turns, which a guard probe would interrupt.
-    herd.args([
-        "run",
-        "--policy",
-        "pack:palm:cores=2",
-        "--period-ms",
-        "20",
-        "--guard",
-        "off",
-    ])
-    .args(extra)
-    .arg("--trace")
-    .arg(trace)
-    .args(["--", &common::python(), "-c", program])
-    .output()
-    .unwrap()
-}
-
-/// Each decision's beating threads and their summed beats, from a trace.
-fn beats_in_trace(trace: &std::path::Path) -> Vec<(usize, u64)> {
-    common::json_lines(trace)
-        .into_iter()
-        .map(|v| {
-            let beats: Vec<u64> = v["tasks"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter_map(|t| t["beats"].as_u64())
-                .collect();
-            (beats.len(), beats.iter().sum())
-        })
-        .collect()
-}
-
 #[test]
 fn the_python_heartbeat_module_reaches_palm_through_shared_memory() {
     let tmp = tempfile::tempdir().unwrap();
@@ -709,14 +667,14 @@ ts = [threading.Thread(target=work) for _ in range(3)]\n\
         "PYTHONPATH",
         concat!(env!("CARGO_MANIFEST_DIR"), "/../../integrations/python"),
     );
-    let out = palm_python(cmd, &[], &trace, program);
+    let out = common::palm_python(cmd, &[], &trace, program);
     assert_eq!(
         out.status.code(),
         Some(0),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let seen = beats_in_trace(&trace);
+    let seen = common::beats_in_trace(&trace);
     assert!(seen.iter().any(|(n, _)| *n == 3), "three threads beat: {seen:?}");
     assert!(seen.windows(2).any(|w| w[1].1 > w[0].1), "{seen:?}");
     // The power model's estimate covers the run once: energy over average
@@ -818,7 +776,7 @@ fn progress_written_to_a_pipe_or_file_reaches_palm() {
         }
         let trace = tmp.path().join(format!("{kind}.jsonl"));
         let from = [std::ffi::OsStr::new("--progress-from"), path.as_os_str()];
-        let out = palm_python(herd(), &from, &trace, PROGRESS_PROGRAM);
+        let out = common::palm_python(herd(), &from, &trace, PROGRESS_PROGRAM);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{kind}: {err}");
         assert!(
@@ -826,7 +784,7 @@ fn progress_written_to_a_pipe_or_file_reaches_palm() {
             "{kind}: {err}"
         );
         // Some decision saw three threads beating, growing from one to the next.
-        let seen = beats_in_trace(&trace);
+        let seen = common::beats_in_trace(&trace);
         assert!(seen.iter().any(|(n, _)| *n == 3), "{kind}: {seen:?}");
         assert!(seen.windows(2).any(|w| w[1].1 > w[0].1), "{kind}: {seen:?}");
         assert_eq!(

@@ -139,3 +139,47 @@ pub fn adopt_orphans() {
     let marked = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
     assert_eq!(marked, 0, "PR_SET_CHILD_SUBREAPER");
 }
+
+/// `herd run --policy pack:palm:cores=2 --period-ms 20 EXTRA --trace TRACE
+/// -- python3 -c PROGRAM`, run to the end.
+#[allow(dead_code)]
+pub fn palm_python(
+    mut herd: std::process::Command,
+    extra: &[&std::ffi::OsStr],
+    trace: &std::path::Path,
+    program: &str,
+) -> std::process::Output {
+    // PALM's own turns, which a guard probe would interrupt.
+    herd.args([
+        "run",
+        "--policy",
+        "pack:palm:cores=2",
+        "--period-ms",
+        "20",
+        "--guard",
+        "off",
+    ])
+    .args(extra)
+    .arg("--trace")
+    .arg(trace)
+    .args(["--", &python(), "-c", program])
+    .output()
+    .unwrap()
+}
+
+/// Each decision's beating threads and their summed beats, from a trace.
+#[allow(dead_code)]
+pub fn beats_in_trace(trace: &std::path::Path) -> Vec<(usize, u64)> {
+    json_lines(trace)
+        .into_iter()
+        .map(|v| {
+            let beats: Vec<u64> = v["tasks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|t| t["beats"].as_u64())
+                .collect();
+            (beats.len(), beats.iter().sum())
+        })
+        .collect()
+}
