@@ -631,7 +631,7 @@ impl Daemon {
             self.begin(id, pending, cpus);
         }
         for (id, p) in std::mem::take(&mut self.waiting) {
-            if procscan::facts(&self.proc_root, p.pid).is_some_and(|f| f.start_ticks == p.start_ticks) {
+            if herd_runtime::procfs::start_time(&self.proc_root, p.pid) == Some(p.start_ticks) {
                 self.begin(id, p, None);
             } else {
                 lock(&self.shared.book).release(id);

@@ -5,18 +5,8 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-fn allowed(pid: u32) -> String {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find(|l| l.starts_with("Cpus_allowed_list"))
-        .unwrap()
-        .split(':')
-        .nth(1)
-        .unwrap()
-        .trim()
-        .to_string()
-}
+mod common;
+use common::allowed;
 
 #[test]
 fn attach_places_then_detaches_and_restores() {

@@ -5,20 +5,12 @@
 
 mod common;
 
+use common::allowed;
+
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn allowed(pid: u32) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-        .unwrap()
-        .trim()
-        .to_string()
-}
 
 fn cgroup(pid: u32) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap()

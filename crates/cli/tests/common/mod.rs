@@ -183,3 +183,15 @@ pub fn beats_in_trace(trace: &std::path::Path) -> Vec<(usize, u64)> {
         })
         .collect()
 }
+
+/// The CPUs process (or thread) `pid` may run on, as the kernel lists them.
+#[allow(dead_code)]
+pub fn allowed(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim()
+        .to_string()
+}
