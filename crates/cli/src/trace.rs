@@ -195,6 +195,7 @@ pub fn replay(trace: &Trace, machine: &Machine) -> Result<(usize, Vec<Mismatch>)
         horizon_ns: None,
         loop_share: None,
         guard: h.guard.then(GuardConfig::default),
+        views_read: true,
     };
     let mut learning = h
         .learning

@@ -15,6 +15,14 @@ pub trait Policy: Send {
     fn wants_oracle(&self) -> bool {
         false
     }
+    /// Whether its decisions read the snapshot at all. `linux` reads
+    /// nothing; when nothing else in the loop does either (no guard, no
+    /// learning), the sensor may skip building the observations
+    /// (the engine's `Sensor::observe_unread`). Must not change during
+    /// a run.
+    fn reads_snapshot(&self) -> bool {
+        true
+    }
     /// Whether it decides from what the loop learns ([`View::learned`]):
     /// the simulator then learns even when no profile store is kept.
     fn wants_learning(&self) -> bool {

@@ -69,13 +69,12 @@ fn main() {
         for _ in 0..3 {
             let t0 = Instant::now();
             let c0 = on_cpu_s();
-            let r = herd_sim::run_policy::<NoMeter>(
+            let r = herd_sim::run_policy_unread::<NoMeter>(
                 &s,
                 &p.parse::<herd_sim::SimPolicy>().unwrap(),
                 1,
                 &solo,
                 None,
-                false,
                 |_, _| {},
             )
             .expect("policy");

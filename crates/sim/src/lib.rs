@@ -197,7 +197,22 @@ fn history(s: &Scenario, solo: &[f64]) -> Estimates {
 /// no callback: one run's results, as tests and experiments want them.
 pub fn run_one(s: &Scenario, policy: &SimPolicy, seed: u64) -> Result<PolicyResult, PolicyError> {
     let solo = solo_times(s);
-    run_policy::<NoMeter>(s, policy, seed, &solo, None, false, |_, _| {})
+    run_policy_unread::<NoMeter>(s, policy, seed, &solo, None, |_, _| {})
+}
+
+/// [`run_policy`] for a caller whose `on_decision` reads only each view's
+/// time and the plan (`herd sim`, the scale bench), with no world trace:
+/// for a policy that reads no snapshot (`linux`), the simulator then skips
+/// making the observations nothing reads. The results are the same.
+pub fn run_policy_unread<M: CostMeter>(
+    s: &Scenario,
+    policy: &SimPolicy,
+    seed: u64,
+    solo: &[f64],
+    meter: Option<&mut M>,
+    on_decision: impl FnMut(&View<'_>, &Plan),
+) -> Result<PolicyResult, PolicyError> {
+    run_policy_with(s, policy, seed, solo, meter, false, false, on_decision)
 }
 
 /// Simulates `policy` on `s` with `seed`. `on_decision` sees every view and
@@ -211,6 +226,22 @@ pub fn run_policy<M: CostMeter>(
     trace: bool,
     on_decision: impl FnMut(&View<'_>, &Plan),
 ) -> Result<PolicyResult, PolicyError> {
+    run_policy_with(s, policy, seed, solo, meter, trace, true, on_decision)
+}
+
+/// [`run_policy`], saying whether `on_decision` reads the views' tasks and
+/// jobs (`views_read`).
+#[allow(clippy::too_many_arguments)] // run_policy's arguments and one flag.
+fn run_policy_with<M: CostMeter>(
+    s: &Scenario,
+    policy: &SimPolicy,
+    seed: u64,
+    solo: &[f64],
+    meter: Option<&mut M>,
+    trace: bool,
+    views_read: bool,
+    on_decision: impl FnMut(&View<'_>, &Plan),
+) -> Result<PolicyResult, PolicyError> {
     // S4's static best: every fixed period first, then the best again with
     // the meter, trace and callback the caller asked for.
     let (spec, chosen) = match policy {
@@ -219,7 +250,17 @@ pub fn run_policy<M: CostMeter>(
             let mut old = s.clone();
             old.model.kernel = herd_model::KernelModel::Linux26;
             let linux = herd_policy::PolicySpec::linux().build();
-            let mut r = run_learning(&old, linux, seed, solo, None, meter, trace, on_decision);
+            let mut r = run_learning_with(
+                &old,
+                linux,
+                seed,
+                solo,
+                None,
+                meter,
+                trace,
+                views_read,
+                on_decision,
+            );
             r.name = policy.to_string();
             return Ok(r);
         }
@@ -241,7 +282,17 @@ pub fn run_policy<M: CostMeter>(
             (static_best::with_period(inner, p)?, Some((p, periods.len())))
         }
     };
-    let mut r = run_learning(s, spec.build(), seed, solo, None, meter, trace, on_decision);
+    let mut r = run_learning_with(
+        s,
+        spec.build(),
+        seed,
+        solo,
+        None,
+        meter,
+        trace,
+        views_read,
+        on_decision,
+    );
     if let Some((p, tried)) = chosen {
         r.name = policy.to_string();
         r.notes.push(format!(
@@ -260,12 +311,29 @@ pub fn run_policy<M: CostMeter>(
 #[allow(clippy::too_many_arguments)] // run_policy's arguments and the store.
 pub fn run_learning<M: CostMeter>(
     s: &Scenario,
+    p: Box<dyn herd_policy::Policy>,
+    seed: u64,
+    solo: &[f64],
+    profiles: Option<&mut Profiles>,
+    meter: Option<&mut M>,
+    trace: bool,
+    on_decision: impl FnMut(&View<'_>, &Plan),
+) -> PolicyResult {
+    run_learning_with(s, p, seed, solo, profiles, meter, trace, true, on_decision)
+}
+
+/// [`run_learning`], saying whether `on_decision` reads the views' tasks
+/// and jobs.
+#[allow(clippy::too_many_arguments)] // run_learning's arguments and one flag.
+fn run_learning_with<M: CostMeter>(
+    s: &Scenario,
     mut p: Box<dyn herd_policy::Policy>,
     seed: u64,
     solo: &[f64],
     profiles: Option<&mut Profiles>,
     meter: Option<&mut M>,
     trace: bool,
+    views_read: bool,
     on_decision: impl FnMut(&View<'_>, &Plan),
 ) -> PolicyResult {
     // A policy that sets the thread count at launch (thread reduction):
@@ -284,6 +352,7 @@ pub fn run_learning<M: CostMeter>(
     let mut cfg = Config::with_period(s.period_ns, seed);
     cfg.horizon_ns = s.horizon_ns;
     cfg.guard = s.guard.then(GuardConfig::default);
+    cfg.views_read = views_read;
     let estimates = history(s, solo);
     let timed = meter.is_some();
     // A policy that decides from learning learns even without a store,
@@ -438,7 +507,9 @@ pub fn run_learning<M: CostMeter>(
 
 /// Runs every policy under every seed, `linux` first. `meter` makes a cost
 /// meter per run (`None`: no timing, byte-reproducible results);
-/// `on_decision(policy, seed, view, plan)` sees every decision.
+/// `on_decision(policy, seed, view, plan)` sees every decision: its time
+/// and plan (a policy that reads no snapshot is shown none: see
+/// [`run_policy_unread`]).
 pub fn compare<M: CostMeter>(
     s: &Scenario,
     policies: &[SimPolicy],
@@ -454,7 +525,7 @@ pub fn compare<M: CostMeter>(
         for policy in &names {
             let name = policy.to_string();
             let mut m = meter();
-            let r = run_policy(s, policy, seed, &solo, m.as_mut(), trace, |view, plan| {
+            let r = run_policy_with(s, policy, seed, &solo, m.as_mut(), trace, false, |view, plan| {
                 on_decision(&name, seed, view, plan)
             })?;
             results.push(r);

@@ -33,138 +33,13 @@ impl Clock for World<'_> {
 
 impl Sensor for World<'_> {
     fn observe(&mut self) -> &Snapshot {
-        self.consolidation_step();
-        self.arrive_jobs();
-        self.kernel_balance();
-        if self.dirty {
-            self.recompute();
-        }
-        if self.view.tasks_changed {
-            self.view.tasks_changed = false;
-            self.view.present = (0..self.threads.len())
-                .filter(|&t| self.threads[t].arrived && !self.threads[t].done)
-                .collect();
-            self.view.snapshot.tasks = self
-                .view
-                .present
-                .iter()
-                .map(|&t| TaskView {
-                    id: self.threads[t].id,
-                    job: self.threads[t].job as u32,
-                    rank: self.threads[t].rank,
-                    state: TaskState::Runnable,
-                    cpu: None,
-                    obs: Obs::default(),
-                    heartbeats: None,
-                })
-                .collect();
-        }
-        let hw = self.sensor.hw_counters;
-        let bw = self.sensor.mem_bandwidth;
-        let period_ns = self.now_ns - self.view.last_observe_ns;
-        // This observation covers period n; the snapshot holds period n-1's.
-        // With no change in either, no warm-up being paid and equal lengths,
-        // every task's counters moved exactly as before: reuse them.
-        let n = self.view.observes + 1;
-        let unchanged = self.view.last_change_period + 2 <= n
-            && self.view.debt_paid_ns <= self.view.before_last_observe_ns as f64
-            && period_ns == self.view.snapshot.period_ns
-            && !self.view.tasks_changed
-            && !self.jobs_changed
-            && !self.has_heartbeats
-            && !self.jitter.active()
-            && n > 2;
-        self.view.observes = n;
-        self.view.before_last_observe_ns = self.view.last_observe_ns;
-        if unchanged {
-            self.totals.reused_observations += 1;
-            // What this observation reports has happened: the next full one
-            // must not report it again.
-            for &t in &self.view.present {
-                let th = &mut self.threads[t];
-                th.seen = th.seen.plus(&th.reported);
-            }
-            let mem = self.view.snapshot.system.mem_bytes;
-            self.view.seen_mem_bytes += mem.unwrap_or(0) as f64;
-            self.view.snapshot.system.energy_j = self
-                .sensor
-                .energy
-                .then_some(self.totals.energy_j - self.view.seen_energy_j);
-            self.view.seen_energy_j = self.totals.energy_j;
-            self.view.snapshot.now_ns = self.now_ns;
-            self.view.last_observe_ns = self.now_ns;
-            return &self.view.snapshot;
-        }
-        self.settle_all();
-        // Update in place: this runs every decision for every task.
-        let threads = &mut self.threads;
-        let os = &self.kernel.os;
-        let now_ns = self.now_ns;
-        for (view, &t) in self.view.snapshot.tasks.iter_mut().zip(&self.view.present) {
-            let th = &mut threads[t];
-            let (d, s) = (&th.total, &th.seen);
-            view.state = if th.paused {
-                TaskState::Paused
-            } else if th.cpu.is_some() {
-                TaskState::Runnable
-            } else {
-                TaskState::Blocked
-            };
-            view.cpu = th.last_cpu.map(|p| os[p]);
-            let mem = d.mem_bytes - s.mem_bytes;
-            view.obs = Obs {
-                cpu_time_ns: whole(d.cpu_ns - s.cpu_ns),
-                wait_ns: whole(d.wait_ns - s.wait_ns),
-                instructions: hw.then(|| whole(d.instr - s.instr)),
-                cycles: hw.then(|| whole(d.cycles - s.cycles)),
-                llc_refs: hw.then(|| whole(d.llc_refs - s.llc_refs)),
-                llc_misses: hw
-                    .then(|| whole(mem / herd_model::params::LINE_BYTES * self.jitter.factor(t, now_ns))),
-                mem_bytes: bw.then(|| whole(mem)),
-                migrations: d.migrations - s.migrations,
-                // The simulator models rates, not code: phases are found
-                // from the counters, as where IP sampling is refused.
-                code_samples: None,
-            };
-            // Heartbeats happen at whole multiples of k: floor, not round.
-            view.heartbeats = th.heartbeat_every.map(|k| whole((d.instr / k).floor()));
-            th.reported = th.total.minus(&th.seen);
-            th.seen = th.total;
-        }
-        if self.jobs_changed {
-            self.jobs_changed = false;
-            self.view.snapshot.jobs = (0..self.jobs.len())
-                .filter(|&j| {
-                    let st = &self.job_state[j];
-                    st.arrived && (st.finished_ns.is_none() || self.jobs[j].restart)
-                })
-                .map(|j| JobView {
-                    id: j as u32,
-                    name: self.jobs[j].name.clone(),
-                    program: self.jobs[j].program.clone(),
-                    arrival_ns: self.jobs[j].arrival_ns,
-                    memory_hint: self.jobs[j].memory_hint,
-                    memory_kb: self.memory_kb(j),
-                    threads_declared: None,
-                })
-                .collect();
-        }
-        let mem_total = self.acct.mem_bytes_total;
-        let system = SystemObs {
-            mem_bytes: bw.then_some((mem_total - self.view.seen_mem_bytes) as u64),
-            energy_j: self
-                .sensor
-                .energy
-                .then_some(self.totals.energy_j - self.view.seen_energy_j),
-            idle_ns_by_cpu: None,
-        };
-        self.view.seen_mem_bytes = mem_total;
-        self.view.seen_energy_j = self.totals.energy_j;
-        self.view.snapshot.now_ns = self.now_ns;
-        self.view.snapshot.period_ns = period_ns;
-        self.view.snapshot.system = system;
-        self.view.last_observe_ns = self.now_ns;
-        &self.view.snapshot
+        debug_assert!(!self.view.unread, "a run observes unread every turn or never");
+        self.observe_as(true)
+    }
+
+    fn observe_unread(&mut self) -> &Snapshot {
+        self.view.unread = true;
+        self.observe_as(false)
     }
 
     fn finished(&self) -> bool {
@@ -228,6 +103,159 @@ impl Sensor for World<'_> {
         }
         self.view.oracle = k;
         (&self.view.snapshot, Some(&self.view.oracle))
+    }
+}
+
+impl World<'_> {
+    /// An observation; with `read` false, nobody will read the tasks'
+    /// observations or the job list (`Sensor::observe_unread`), so they are
+    /// not made, while the world moves exactly as a full observation moves
+    /// it (the same settling, so the same arithmetic: results stay
+    /// byte-for-byte the same).
+    fn observe_as(&mut self, read: bool) -> &Snapshot {
+        self.consolidation_step();
+        self.arrive_jobs();
+        self.kernel_balance();
+        if self.dirty {
+            self.recompute();
+        }
+        if self.view.tasks_changed && read {
+            self.view.tasks_changed = false;
+            self.view.present = (0..self.threads.len())
+                .filter(|&t| self.threads[t].arrived && !self.threads[t].done)
+                .collect();
+            self.view.snapshot.tasks = self
+                .view
+                .present
+                .iter()
+                .map(|&t| TaskView {
+                    id: self.threads[t].id,
+                    job: self.threads[t].job as u32,
+                    rank: self.threads[t].rank,
+                    state: TaskState::Runnable,
+                    cpu: None,
+                    obs: Obs::default(),
+                    heartbeats: None,
+                })
+                .collect();
+        }
+        let hw = self.sensor.hw_counters;
+        let bw = self.sensor.mem_bandwidth;
+        let period_ns = self.now_ns - self.view.last_observe_ns;
+        // This observation covers period n; the snapshot holds period n-1's.
+        // With no change in either, no warm-up being paid and equal lengths,
+        // every task's counters moved exactly as before: reuse them.
+        let n = self.view.observes + 1;
+        let unchanged = self.view.last_change_period + 2 <= n
+            && self.view.debt_paid_ns <= self.view.before_last_observe_ns as f64
+            && period_ns == self.view.snapshot.period_ns
+            && (!self.view.tasks_changed || !read)
+            && !self.jobs_changed
+            && !self.has_heartbeats
+            && !self.jitter.active()
+            && n > 2;
+        self.view.observes = n;
+        self.view.before_last_observe_ns = self.view.last_observe_ns;
+        if unchanged {
+            self.totals.reused_observations += 1;
+            // What this observation reports has happened: the next full one
+            // must not report it again.
+            for &t in self.view.present.iter().filter(|_| read) {
+                self.view.seen[t] = self.view.seen[t].plus(&self.view.reported[t]);
+            }
+            let mem = self.view.snapshot.system.mem_bytes;
+            self.view.seen_mem_bytes += mem.unwrap_or(0) as f64;
+            self.view.snapshot.system.energy_j = self
+                .sensor
+                .energy
+                .then_some(self.totals.energy_j - self.view.seen_energy_j);
+            self.view.seen_energy_j = self.totals.energy_j;
+            self.view.snapshot.now_ns = self.now_ns;
+            self.view.last_observe_ns = self.now_ns;
+            return &self.view.snapshot;
+        }
+        self.settle_all();
+        if !read {
+            self.view.tasks_changed = false;
+            self.jobs_changed = false;
+        }
+        // Update in place: this runs every decision for every task.
+        let threads = &self.threads;
+        let (seen, reported) = (&mut self.view.seen, &mut self.view.reported);
+        let os = &self.kernel.os;
+        let now_ns = self.now_ns;
+        for (view, &t) in self
+            .view
+            .snapshot
+            .tasks
+            .iter_mut()
+            .zip(&self.view.present)
+            .filter(|_| read)
+        {
+            let th = &threads[t];
+            let (d, s) = (&th.total, &seen[t]);
+            view.state = if th.paused {
+                TaskState::Paused
+            } else if th.cpu.is_some() {
+                TaskState::Runnable
+            } else {
+                TaskState::Blocked
+            };
+            view.cpu = th.last_cpu.map(|p| os[p]);
+            let mem = d.mem_bytes - s.mem_bytes;
+            view.obs = Obs {
+                cpu_time_ns: whole(d.cpu_ns - s.cpu_ns),
+                wait_ns: whole(d.wait_ns - s.wait_ns),
+                instructions: hw.then(|| whole(d.instr - s.instr)),
+                cycles: hw.then(|| whole(d.cycles - s.cycles)),
+                llc_refs: hw.then(|| whole(d.llc_refs - s.llc_refs)),
+                llc_misses: hw
+                    .then(|| whole(mem / herd_model::params::LINE_BYTES * self.jitter.factor(t, now_ns))),
+                mem_bytes: bw.then(|| whole(mem)),
+                migrations: d.migrations - s.migrations,
+                // The simulator models rates, not code: phases are found
+                // from the counters, as where IP sampling is refused.
+                code_samples: None,
+            };
+            // Heartbeats happen at whole multiples of k: floor, not round.
+            view.heartbeats = th.heartbeat_every.map(|k| whole((d.instr / k).floor()));
+            reported[t] = th.total.minus(&seen[t]);
+            seen[t] = th.total;
+        }
+        if self.jobs_changed {
+            self.jobs_changed = false;
+            self.view.snapshot.jobs = (0..self.jobs.len())
+                .filter(|&j| {
+                    let st = &self.job_state[j];
+                    st.arrived && (st.finished_ns.is_none() || self.jobs[j].restart)
+                })
+                .map(|j| JobView {
+                    id: j as u32,
+                    name: self.jobs[j].name.clone(),
+                    program: self.jobs[j].program.clone(),
+                    arrival_ns: self.jobs[j].arrival_ns,
+                    memory_hint: self.jobs[j].memory_hint,
+                    memory_kb: self.memory_kb(j),
+                    threads_declared: None,
+                })
+                .collect();
+        }
+        let mem_total = self.acct.mem_bytes_total;
+        let system = SystemObs {
+            mem_bytes: bw.then_some((mem_total - self.view.seen_mem_bytes) as u64),
+            energy_j: self
+                .sensor
+                .energy
+                .then_some(self.totals.energy_j - self.view.seen_energy_j),
+            idle_ns_by_cpu: None,
+        };
+        self.view.seen_mem_bytes = mem_total;
+        self.view.seen_energy_j = self.totals.energy_j;
+        self.view.snapshot.now_ns = self.now_ns;
+        self.view.snapshot.period_ns = period_ns;
+        self.view.snapshot.system = system;
+        self.view.last_observe_ns = self.now_ns;
+        &self.view.snapshot
     }
 }
 

@@ -33,7 +33,7 @@ use crate::scenario::{BarrierKind, Job, Memory, Scenario, SensorSpec};
 
 /// Counters accumulated per thread.
 #[derive(Debug, Clone, Copy, Default)]
-struct Counters {
+pub(super) struct Counters {
     instr: f64,
     cpu_ns: f64,
     wait_ns: f64,
@@ -72,14 +72,12 @@ struct Thread {
     cycles_per_ns: f64,
     /// The job's heartbeat interval, copied here for the per-period observation.
     heartbeat_every: Option<f64>,
-    /// The thread's memory stream as of the last recompute, and its class
-    /// (`None` while it makes no progress).
-    stream: Option<Stream>,
+    /// The class of the thread's memory stream as of the last recompute
+    /// (`None` while it makes no progress; the stream is in
+    /// `Rates::streams`: every field here is read by the loops over all
+    /// threads each event, so what they do not read lives elsewhere).
     class: Option<ClassId>,
     total: Counters,
-    seen: Counters,
-    /// What the last full observation reported: a reused one reports it again.
-    reported: Counters,
     /// Its lane (`Plan::lanes`): on a shared CPU only the highest lane
     /// present runs, its members sharing equally (live these are SCHED_FIFO
     /// priorities, which herd gives one thread a CPU).
@@ -272,11 +270,8 @@ impl<'a> World<'a> {
                     refs_per_instr: 0.0,
                     cycles_per_ns: 0.0,
                     heartbeat_every: job.heartbeat_every,
-                    stream: None,
                     class: None,
                     total: Counters::default(),
-                    seen: Counters::default(),
-                    reported: Counters::default(),
                     lane: herd_policy::Lane::Fair,
                     first_node: None,
                 });
@@ -340,6 +335,7 @@ impl<'a> World<'a> {
                 last_solution: None,
                 classes: StreamClasses::default(),
                 class_ns_per_instr: Vec::new(),
+                streams: vec![None; thread_count],
                 // The first recompute builds every thread's stream.
                 touched_threads: (0..thread_count).collect(),
                 touched_cpus: Vec::new(),
@@ -364,6 +360,9 @@ impl<'a> World<'a> {
                 seen_mem_bytes: 0.0,
                 present: Vec::new(),
                 tasks_changed: true,
+                seen: vec![Counters::default(); thread_count],
+                reported: vec![Counters::default(); thread_count],
+                unread: false,
             },
             acct: parts::Accounting {
                 power_w: scenario.model.power.idle_w,
@@ -595,12 +594,12 @@ impl<'a> World<'a> {
             }
             let stream = self.stream_of(t, &smt);
             let th = &mut self.threads[t];
-            if th.stream != stream {
+            if self.rates.streams[t] != stream {
                 if let Some(c) = th.class.take() {
                     self.rates.classes.leave(c);
                 }
                 th.class = stream.as_ref().map(|s| self.rates.classes.join(s));
-                th.stream = stream;
+                self.rates.streams[t] = stream;
             }
         }
         todo.clear();
@@ -609,7 +608,7 @@ impl<'a> World<'a> {
         // that every other thread's stream is what a rebuild would give.
         #[cfg(debug_assertions)]
         for (t, _) in rebuilt.iter().enumerate().filter(|(_, r)| !**r) {
-            let before = (self.threads[t].share, self.threads[t].stream);
+            let before = (self.threads[t].share, self.rates.streams[t]);
             let again = self.stream_of(t, &smt);
             assert_eq!(
                 before,

@@ -13,10 +13,10 @@
 //! The split follows who writes a field: `recompute` writes `Rates`,
 //! `engine_io` writes `SensorView`, and time passing writes `Accounting`.
 
-use herd_model::{MemSystem, StreamClasses};
+use herd_model::{MemSystem, Stream, StreamClasses};
 use herd_policy::{Knowledge, Snapshot};
 
-use super::Segment;
+use super::{Counters, Segment};
 
 /// The contention solver's state.
 pub(super) struct Rates {
@@ -33,6 +33,9 @@ pub(super) struct Rates {
     /// ns per instruction, by class.
     pub(super) classes: StreamClasses,
     pub(super) class_ns_per_instr: Vec<f64>,
+    /// Each thread's memory stream as of the last recompute (`None` while
+    /// it makes no progress), by thread.
+    pub(super) streams: Vec<Option<Stream>>,
     /// What changed since the last recompute: threads whose phase, barrier
     /// or CPU changed, and CPUs whose queue changed (their own threads'
     /// shares and their siblings' SMT shares follow). Only their threads'
@@ -74,6 +77,13 @@ pub(super) struct SensorView {
     /// thread arrives or finishes.
     pub(super) present: Vec<usize>,
     pub(super) tasks_changed: bool,
+    /// Each thread's counters as of the last observation, and what the
+    /// last full one reported (a reused one reports it again), by thread.
+    pub(super) seen: Vec<Counters>,
+    pub(super) reported: Vec<Counters>,
+    /// The run observes without reading (`Sensor::observe_unread`): the
+    /// tasks and jobs in the snapshot are not kept up to date.
+    pub(super) unread: bool,
 }
 
 /// What the run used.
