@@ -633,16 +633,25 @@ impl<'a> World<'a> {
         self.rates.smt_buf = smt;
         let now = self.now_ns as f64;
         let (mut next, mut paid) = (f64::INFINITY, now);
+        // Without shared pools, rates and the next event in one pass over
+        // the threads (the same arithmetic in the same order as two).
+        let pools = self.has_shared;
         for th in &mut self.threads {
             if let Some(c) = th.class {
                 th.rate = th.share / self.rates.class_ns_per_instr[c as usize];
+                if !pools && !th.at_barrier {
+                    next = next.min((th.debt + th.left.min(th.to_barrier)) / th.rate);
+                    paid = paid.max(now + th.debt / th.rate);
+                }
             }
         }
-        self.share_pools();
-        for th in &self.threads {
-            if th.class.is_some() && !th.at_barrier {
-                next = next.min((th.debt + th.left.min(th.to_barrier)) / th.rate);
-                paid = paid.max(now + th.debt / th.rate);
+        if pools {
+            self.share_pools();
+            for th in &self.threads {
+                if th.class.is_some() && !th.at_barrier {
+                    next = next.min((th.debt + th.left.min(th.to_barrier)) / th.rate);
+                    paid = paid.max(now + th.debt / th.rate);
+                }
             }
         }
         self.rates.next_event_ns = now + next;
