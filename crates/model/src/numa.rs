@@ -191,18 +191,27 @@ pub fn predict_with(mem: &MemSystem, programs: &[Placed], clean: bool) -> Result
     check(n, programs)?;
     let (together, groups) = solve(mem, programs);
     let mut out = Vec::with_capacity(programs.len());
+    // Each program's groups, in order: `solve` makes them program by
+    // program, so one pass finds them all (a search of every group per
+    // program made a prediction quadratic in programs).
+    let mut first_group = 0;
     for (i, p) in programs.iter().enumerate() {
-        let time_s = program_time_s(p, &groups, &together.ns_per_instr, i);
+        let count = groups[first_group..]
+            .iter()
+            .take_while(|g| g.program == i)
+            .count();
+        let mine = first_group..first_group + count;
+        first_group += count;
+        let time_s = program_time_s(p, &together.ns_per_instr[mine.clone()]);
         let clean_time_s = if clean {
-            let (alone, alone_groups) = solve(mem, std::slice::from_ref(p));
-            program_time_s(p, &alone_groups, &alone.ns_per_instr, 0)
+            let (alone, _) = solve(mem, std::slice::from_ref(p));
+            program_time_s(p, &alone.ns_per_instr)
         } else {
             f64::NAN
         };
-        let accesses_per_ns: f64 = groups
+        let accesses_per_ns: f64 = groups[mine.clone()]
             .iter()
-            .zip(&together.ns_per_instr)
-            .filter(|(g, _)| g.program == i)
+            .zip(&together.ns_per_instr[mine])
             .map(|(g, t)| g.threads / t)
             .sum();
         out.push(ProgramPrediction {
@@ -323,14 +332,10 @@ pub fn from_alone_in(
     })
 }
 
-/// Time of the slowest of program `i`'s thread groups, in seconds.
-fn program_time_s(p: &Placed, groups: &[Group], ns_per_access: &[f64], i: usize) -> f64 {
-    let slowest = groups
-        .iter()
-        .zip(ns_per_access)
-        .filter(|(g, _)| g.program == i)
-        .map(|(_, t)| *t)
-        .fold(0.0, f64::max);
+/// Time of a program's slowest thread group, in seconds, from its groups'
+/// ns per access.
+fn program_time_s(p: &Placed, ns_per_access: &[f64]) -> f64 {
+    let slowest = ns_per_access.iter().copied().fold(0.0, f64::max);
     p.character.accesses_per_thread * slowest * 1e-9
 }
 

@@ -90,7 +90,7 @@ fn snapshot(m: &Machine, now_ns: u64) -> Snapshot {
 
 fn run(m: &Machine, policy: &str) -> f64 {
     let snaps: Vec<Snapshot> = (0..decisions()).map(|d| snapshot(m, d * PERIOD_NS)).collect();
-    common::us_per_decision(m, policy, &snaps)
+    common::us_per_decision(m, policy, &snaps).mean_us
 }
 
 fn main() {

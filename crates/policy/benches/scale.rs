@@ -94,8 +94,8 @@ fn snapshot(m: &Machine, tasks: u64, now_ns: u64) -> Snapshot {
     }
 }
 
-/// Mean µs per decision of `policy` over `decisions()` periods.
-fn run(m: &Machine, tasks: u64, policy: &str) -> f64 {
+/// µs per decision of `policy` over `decisions()` periods.
+fn run(m: &Machine, tasks: u64, policy: &str) -> common::Cost {
     let snaps: Vec<Snapshot> = (0..decisions())
         .map(|d| snapshot(m, tasks, d * PERIOD_NS))
         .collect();
@@ -123,16 +123,39 @@ fn main() {
         print!(" {:>22}", format!("{t} tasks/{} CPUs", m.cpus().len()));
     }
     println!();
+    // A policy whose first sight of the jobs costs far more than a later
+    // decision (numa:model lays every job out then) gets both, below.
+    let mut first_heavy: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     for p in &policies {
         print!("{p:<20}");
+        let mut split = Vec::new();
         for (tasks, m) in &machines {
-            let mut us: Vec<f64> = (0..3).map(|_| run(m, *tasks, p)).collect();
-            us.sort_by(f64::total_cmp);
+            let mut runs: Vec<common::Cost> = (0..3).map(|_| run(m, *tasks, p)).collect();
+            runs.sort_by(|a, b| a.mean_us.total_cmp(&b.mean_us));
+            let median = &runs[1];
             print!(
                 " {:>22}",
-                format!("{:.1} ({:.0})", us[1], us[1] * 1e3 / *tasks as f64)
+                format!(
+                    "{:.1} ({:.0})",
+                    median.mean_us,
+                    median.mean_us * 1e3 / *tasks as f64
+                )
             );
+            split.push((median.first_us, median.rest_us));
         }
         println!();
+        if split.iter().any(|(first, rest)| *first > 10.0 * rest.max(1.0)) {
+            first_heavy.push((p.clone(), split));
+        }
+    }
+    if !first_heavy.is_empty() {
+        println!("\nfirst decision / mean of the later ones, µs (same runs)");
+        for (p, split) in first_heavy {
+            print!("{p:<20}");
+            for (first, rest) in split {
+                print!(" {:>22}", format!("{first:.0} / {rest:.1}"));
+            }
+            println!();
+        }
     }
 }

@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 
-use herd_model::numa::{self, Placed};
+use herd_model::numa::{self, Placed, Prediction};
 use herd_model::{Contention, MemSystem, ModelParams};
 use herd_topo::{CpuSet, Machine};
 use rustc_hash::FxHashMap;
@@ -69,7 +69,15 @@ pub struct NumaModel {
     /// The machine's scatter order, once.
     order: Option<std::sync::Arc<[u32]>>,
     noted_single_node: bool,
+    /// After a decision that laid out every job and pinned every task: the
+    /// tasks and each job's declared thread count it saw. A snapshot with
+    /// the same has nothing new to place (most periods; at a thousand
+    /// tasks, going through them all cost 170 µs a period).
+    settled: Option<Seen>,
 }
+
+/// The tasks of a snapshot and each job's declared thread count, in order.
+type Seen = (Vec<TaskId>, Vec<(JobId, Option<u32>)>);
 
 impl NumaModel {
     /// The policy with `node_bw_gbps` as the fallback bandwidth and
@@ -82,6 +90,7 @@ impl NumaModel {
             cpu_of: FxHashMap::default(),
             order: None,
             noted_single_node: false,
+            settled: None,
         }
     }
 
@@ -152,6 +161,15 @@ impl Policy for NumaModel {
             }
             return plan;
         }
+        let snap = view.snapshot;
+        if let Some((tasks, declared)) = &self.settled
+            && snap.tasks.iter().map(|t| t.id).eq(tasks.iter().copied())
+            && snap.jobs.iter().map(|j| (j.id, j.threads_declared)).eq(declared.iter().copied())
+        {
+            return plan;
+        }
+        // Whether every job gets a layout and every task a CPU.
+        let mut complete = true;
         // Jobs gone: free their CPUs.
         let mut threads: BTreeMap<JobId, Vec<(u32, TaskId)>> = BTreeMap::new();
         for t in &view.snapshot.tasks {
@@ -175,6 +193,18 @@ impl Policy for NumaModel {
             .iter()
             .filter_map(|j| Some((j.id, j.threads_declared?)))
             .collect();
+        // Threads pinned to each CPU, kept as pins come and go: a set of
+        // every pinned CPU made afresh per thread was quadratic in threads.
+        let slots = m.cpus().iter().map(|c| c.os as usize + 1).max().unwrap_or(0);
+        let mut pinned = vec![0u32; slots];
+        for &c in self.cpu_of.values() {
+            pinned[c as usize] += 1;
+        }
+        // The model's prediction for every job placed so far, when the last
+        // job placed came last in job order: the next new job's "before"
+        // (a job placed in this loop is scored with every placed job and
+        // itself last, which is that prediction exactly).
+        let mut carried: Option<Prediction> = None;
         for (job, mut tasks) in threads {
             tasks.sort_unstable();
             // A job that grew past its layout is laid out again for the
@@ -190,17 +220,22 @@ impl Policy for NumaModel {
             let threads = (tasks.len() as u32).max(declared);
             if laid_out.is_some_and(|n| threads > n) {
                 self.placed.remove(&job);
+                carried = None;
                 for (_, t) in &tasks {
-                    self.cpu_of.remove(t);
+                    if let Some(c) = self.cpu_of.remove(t) {
+                        pinned[c as usize] -= 1;
+                    }
                 }
             }
             if !self.placed.contains_key(&job) {
                 let (sys, _) = mem.get_or_insert_with(|| self.mem(view));
-                let Some((placed, why)) = self.choose(view, sys, job, threads) else {
+                let Some((placed, why, pred)) = self.choose(view, sys, job, threads, carried.take()) else {
+                    complete = false;
                     continue;
                 };
                 notes.push(why);
                 self.placed.insert(job, placed);
+                carried = (self.placed.keys().next_back() == Some(&job)).then_some(pred);
             }
             // Pin the job's unplaced threads to free CPUs of its NUMA nodes.
             let want = self.placed[&job].threads_per_node.clone();
@@ -214,7 +249,6 @@ impl Policy for NumaModel {
                 if self.cpu_of.contains_key(t) {
                     continue;
                 }
-                let used: CpuSet = self.cpu_of.values().copied().collect();
                 // A NUMA node still short of its share, else any of the job's.
                 let k = (0..want.len())
                     .find(|&k| have[k] < want[k])
@@ -225,7 +259,7 @@ impl Policy for NumaModel {
                     order
                         .iter()
                         .copied()
-                        .find(|c| nodes[k].cpus.contains(*c) && !used.contains(*c))
+                        .find(|&c| nodes[k].cpus.contains(c) && pinned[c as usize] == 0)
                 };
                 // A free CPU of that node, else of another of the job's
                 // nodes, and only when the job's nodes are full, a shared
@@ -244,9 +278,13 @@ impl Policy for NumaModel {
                             .nth(*rank as usize % node_cpus.len().max(1))
                             .map(|c| (k, c))
                     });
-                let Some((k, cpu)) = cpu else { continue };
+                let Some((k, cpu)) = cpu else {
+                    complete = false;
+                    continue;
+                };
                 have[k] += 1;
                 self.cpu_of.insert(*t, cpu);
+                pinned[cpu as usize] += 1;
                 plan.run(
                     *t,
                     CpuSet::single(cpu),
@@ -254,6 +292,12 @@ impl Policy for NumaModel {
                 );
             }
         }
+        self.settled = complete.then(|| {
+            (
+                snap.tasks.iter().map(|t| t.id).collect(),
+                snap.jobs.iter().map(|j| (j.id, j.threads_declared)).collect(),
+            )
+        });
         if !notes.is_empty() {
             let bw_source = mem.as_ref().map_or("", |(_, s)| s.as_str());
             plan.note = Some(format!("numa:model ({bw_source}): {}", notes.join("; ")).into());
@@ -292,8 +336,17 @@ pub const DEFAULT_SHARED: f64 = 0.5;
 const NEAR_TIE: f64 = 0.01;
 
 impl NumaModel {
-    /// The layout for a new job of `threads` threads, with a sentence.
-    fn choose(&self, view: &View<'_>, mem: &MemSystem, job: JobId, threads: u32) -> Option<(Placed, String)> {
+    /// The layout for a new job of `threads` threads, with a sentence and
+    /// the model's prediction for every placed job and it (last). `before`:
+    /// the prediction for the placed jobs, when the caller has it.
+    fn choose(
+        &self,
+        view: &View<'_>,
+        mem: &MemSystem,
+        job: JobId,
+        threads: u32,
+        before: Option<Prediction>,
+    ) -> Option<(Placed, String, Prediction)> {
         let m: &Machine = view.machine;
         let capacity: Vec<u32> = m.numa_nodes().iter().map(|n| n.cpus.len() as u32).collect();
         let mut free = capacity.clone();
@@ -347,7 +400,7 @@ impl NumaModel {
             numa::from_alone_in(mem, &alone, &memory, 1.0, gbps.max(1e-6), self.shared_fraction).ok()?;
         let others: Vec<Placed> = self.placed.values().cloned().collect();
         let before = (!others.is_empty())
-            .then(|| numa::predict_with(mem, &others, false).ok())
+            .then(|| before.or_else(|| numa::predict_with(mem, &others, false).ok()))
             .flatten();
         let distances = numa_distances(m);
         let mut layouts: Vec<(String, Vec<u32>)> = Vec::new();
@@ -366,7 +419,7 @@ impl NumaModel {
             let p = numa::scatter(threads, &vec![threads; free.len()])?;
             layouts.push(("scatter (the CPUs are oversubscribed)".into(), p));
         }
-        let mut scored: Vec<(f64, f64, String, Vec<u32>)> = Vec::new();
+        let mut scored: Vec<(f64, f64, String, Vec<u32>, Prediction)> = Vec::new();
         for (label, p) in layouts {
             let mut all = others.clone();
             all.push(Placed {
@@ -385,7 +438,7 @@ impl NumaModel {
                     .map(|(was, now)| now.time_s / was.time_s)
                     .fold(1.0, f64::max)
             });
-            scored.push((mine, harm, label, p));
+            scored.push((mine, harm, label, p, pred));
         }
         scored.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
         let fastest = scored.first()?.0;
@@ -405,7 +458,7 @@ impl NumaModel {
                 .collect();
             after.iter().max().unwrap_or(&0) - after.iter().min().unwrap_or(&0)
         };
-        let (_, harm, label, p) = scored
+        let (_, harm, label, p, pred) = scored
             .iter()
             .filter(|s| s.0 <= fastest * (1.0 + NEAR_TIE))
             .min_by(|a, b| {
@@ -420,7 +473,7 @@ impl NumaModel {
             .iter()
             .filter(|s| s.2 != label)
             .take(3)
-            .map(|(t, _, l, _)| format!("{l} {:.2}x", t / best_t))
+            .map(|(t, _, l, _, _)| format!("{l} {:.2}x", t / best_t))
             .collect();
         let where_ = if memory.is_empty() {
             String::new()
@@ -451,6 +504,7 @@ impl NumaModel {
                 memory,
             },
             why,
+            pred,
         ))
     }
 }
