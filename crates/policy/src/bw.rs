@@ -421,7 +421,7 @@ impl BwCosched {
     /// least-served so the total predicted demand lands near `target`.
     fn pick(
         &self,
-        threads: &BTreeMap<JobId, usize>,
+        threads: &crate::cosched::JobCounts,
         demand: &BTreeMap<JobId, f64>,
         capacity: usize,
         target: f64,

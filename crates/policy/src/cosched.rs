@@ -53,6 +53,38 @@ pub(crate) struct Turns {
     need: HashMap<JobId, usize>,
 }
 
+/// How many CPUs each present job needs, in job order: a vector sorted by
+/// job (one entry per job), read like a map.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct JobCounts(Vec<(JobId, usize)>);
+
+impl JobCounts {
+    pub(crate) fn get(&self, job: &JobId) -> Option<usize> {
+        let i = self.0.binary_search_by_key(job, |(j, _)| *j).ok()?;
+        Some(self.0[i].1)
+    }
+    pub(crate) fn contains_key(&self, job: &JobId) -> bool {
+        self.get(job).is_some()
+    }
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &JobId> + '_ {
+        self.0.iter().map(|(j, _)| j)
+    }
+    pub(crate) fn values(&self) -> impl Iterator<Item = &usize> + '_ {
+        self.0.iter().map(|(_, n)| n)
+    }
+}
+
+impl std::ops::Index<&JobId> for JobCounts {
+    type Output = usize;
+    fn index(&self, job: &JobId) -> &usize {
+        let i = self
+            .0
+            .binary_search_by_key(job, |(j, _)| *j)
+            .unwrap_or_else(|_| panic!("job {job} has no count"));
+        &self.0[i].1
+    }
+}
+
 /// Whether a task needs a CPU of its own: runnable now, or it used at
 /// least a tenth of the last period. Real programs keep threads that
 /// mostly sleep (sysbench's main thread beside its worker, a runtime's
@@ -73,19 +105,51 @@ impl Turns {
     /// programs with helpers that sleep (sysbench's main thread) and
     /// serialises processes that hand work to each other (stress-ng's
     /// switch stressor: 5.3x plain Linux when its two copies took turns).
-    pub(crate) fn account(&mut self, tasks: &[TaskView], period_ns: u64) -> BTreeMap<JobId, usize> {
+    pub(crate) fn account(&mut self, tasks: &[TaskView], period_ns: u64) -> JobCounts {
+        // A job's tasks come together in a snapshot: sums run over each run
+        // of one job's tasks, one entry per run (maps touched per task were
+        // a third of a decision at 1,024 tasks, maps per job half of what
+        // was left). Each sum is the same, added in the same order, unless
+        // a job's tasks come in two runs: those are added as maps would.
+        let mut threads: Vec<(JobId, usize)> = Vec::new();
+        let mut wanted: Vec<(JobId, f64)> = Vec::new();
+        let mut received: Vec<u64> = Vec::new();
+        for run in tasks.chunk_by(|a, b| a.job == b.job) {
+            let job = run[0].job;
+            received.push(run.iter().map(|t| t.obs.cpu_time_ns).sum::<u64>());
+            threads.push((job, run.len()));
+            let mut busy = run.iter().filter(|t| t.state != TaskState::Paused).peekable();
+            if busy.peek().is_some() {
+                let mut w = 0.0;
+                for t in busy {
+                    let ns = (t.obs.cpu_time_ns + t.obs.wait_ns) as f64;
+                    w += (ns / period_ns.max(1) as f64).min(1.0);
+                }
+                wanted.push((job, w));
+            }
+        }
+        for (&(job, _), ns) in threads.iter().zip(received) {
+            *self.received_ns.entry(job).or_insert(0) += ns;
+        }
+        if !threads.is_sorted_by(|a, b| a.0 < b.0) {
+            threads.sort_by_key(|(j, _)| *j);
+            if threads.windows(2).any(|w| w[0].0 == w[1].0) {
+                return self.account_scattered(tasks, period_ns);
+            }
+            wanted.sort_by_key(|(j, _)| *j);
+        }
+        self.settle_need(JobCounts(threads), &wanted)
+    }
+
+    /// [`Turns::account`] for a snapshot in which some job's tasks are not
+    /// together: each job's sums accumulate task by task in task order.
+    #[cold]
+    fn account_scattered(&mut self, tasks: &[TaskView], period_ns: u64) -> JobCounts {
         let mut threads: BTreeMap<JobId, usize> = BTreeMap::new();
         let mut wanted: BTreeMap<JobId, f64> = BTreeMap::new();
-        // A job's tasks come together in a snapshot: sums run over each
-        // run of one job's tasks and touch the maps once per run, not three
-        // times per task (a third of a decision at 1,024 tasks). The sums
-        // are the same, added in the same order.
-        let mut i = 0;
-        while i < tasks.len() {
-            let job = tasks[i].job;
-            let end = tasks[i..].iter().position(|t| t.job != job).map_or(tasks.len(), |k| i + k);
-            let run = &tasks[i..end];
-            *self.received_ns.entry(job).or_insert(0) += run.iter().map(|t| t.obs.cpu_time_ns).sum::<u64>();
+        // (`received_ns` is counted already.)
+        for run in tasks.chunk_by(|a, b| a.job == b.job) {
+            let job = run[0].job;
             *threads.entry(job).or_insert(0) += run.len();
             let mut busy = run.iter().filter(|t| t.state != TaskState::Paused).peekable();
             if busy.peek().is_some() {
@@ -95,26 +159,32 @@ impl Turns {
                     *w += (ns / period_ns.max(1) as f64).min(1.0);
                 }
             }
-            i = end;
         }
-        for (job, cpus) in wanted {
+        let wanted: Vec<(JobId, f64)> = wanted.into_iter().collect();
+        self.settle_need(JobCounts(threads.into_iter().collect()), &wanted)
+    }
+
+    /// Records what each job that ran wanted and caps each job's count by
+    /// what it needs.
+    fn settle_need(&mut self, mut threads: JobCounts, wanted: &[(JobId, f64)]) -> JobCounts {
+        for &(job, cpus) in wanted {
             // A job that slept throughout still holds a place: it is
             // between bursts, not done.
             self.need.insert(job, cpus.round().max(1.0) as usize);
         }
-        for (job, n) in threads.iter_mut() {
+        for (job, n) in threads.0.iter_mut() {
             if let Some(&need) = self.need.get(job) {
                 *n = need.min(*n);
             }
         }
-        if self.need.len() > 2 * threads.len() + 64 {
+        if self.need.len() > 2 * threads.0.len() + 64 {
             self.need.retain(|j, _| threads.contains_key(j));
         }
         threads
     }
 
     /// The present jobs, least-served first (ties: job order).
-    pub(crate) fn least_served(&self, threads: &BTreeMap<JobId, usize>) -> Vec<JobId> {
+    pub(crate) fn least_served(&self, threads: &JobCounts) -> Vec<JobId> {
         let mut order: Vec<JobId> = threads.keys().copied().collect();
         order.sort_by_key(|j| (self.received_ns.get(j).copied().unwrap_or(0), *j));
         order
@@ -197,7 +267,7 @@ impl Turns {
 /// first always runs, even if it alone is wider than the machine.
 pub(crate) fn admit(
     order: impl IntoIterator<Item = JobId>,
-    threads: &BTreeMap<JobId, usize>,
+    threads: &JobCounts,
     capacity: usize,
 ) -> FxHashSet<JobId> {
     let mut admitted = FxHashSet::default();
@@ -316,6 +386,32 @@ mod tests {
             }
         }
         at
+    }
+
+    /// A snapshot's tasks in any order, a job's tasks together or not, give
+    /// the same counts and the same needs.
+    #[test]
+    fn accounts_do_not_depend_on_the_order_of_tasks() {
+        let base = main_and_worker(5, 100_000_000);
+        let mut reversed = base.clone();
+        reversed.tasks.reverse();
+        let mut scattered = base.clone();
+        scattered.tasks.sort_by_key(|t| (t.rank, t.job));
+        let mut counts = Vec::new();
+        for snap in [&base, &reversed, &scattered] {
+            let mut turns = Turns::default();
+            let threads = turns.account(&snap.tasks, snap.period_ns);
+            let mut need: Vec<(JobId, usize)> = turns.need.iter().map(|(j, n)| (*j, *n)).collect();
+            need.sort();
+            let mut received: Vec<(JobId, u64)> = turns.received_ns.iter().map(|(j, n)| (*j, *n)).collect();
+            received.sort();
+            counts.push((threads, need, received));
+        }
+        assert_eq!(counts[0].0.keys().copied().collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
+        // One busy worker beside a sleeping main thread: one CPU each.
+        assert!(counts[0].0.values().all(|&n| n == 1), "{:?}", counts[0].0);
+        assert_eq!(counts[0], counts[1]);
+        assert_eq!(counts[0], counts[2]);
     }
 
     #[test]
