@@ -185,9 +185,14 @@ impl Turns {
 
     /// The present jobs, least-served first (ties: job order).
     pub(crate) fn least_served(&self, threads: &JobCounts) -> Vec<JobId> {
-        let mut order: Vec<JobId> = threads.keys().copied().collect();
-        order.sort_by_key(|j| (self.received_ns.get(j).copied().unwrap_or(0), *j));
-        order
+        // Each job's key looked up once, not at every comparison; keys are
+        // unique (the job breaks ties), so an unstable sort gives the order.
+        let mut keyed: Vec<(u64, JobId)> = threads
+            .keys()
+            .map(|&j| (self.received_ns.get(&j).copied().unwrap_or(0), j))
+            .collect();
+        keyed.sort_unstable();
+        keyed.into_iter().map(|(_, j)| j).collect()
     }
 
     /// Runs the tasks of jobs `admitted` says yes to and pauses the rest;
