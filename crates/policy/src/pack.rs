@@ -32,6 +32,7 @@
 use std::collections::BTreeMap;
 
 use herd_topo::CpuSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::pack_plan::{BarrierLearner, BarrierPlan, plan_suits};
 use crate::{JobDirective, JobId, Lane, Plan, Policy, TaskId, View};
@@ -181,18 +182,24 @@ pub struct Pack {
     cores: Option<usize>,
     controller: Controller,
     period_ns: u64,
-    /// Each task's progress so far (heartbeats, or CPU time summed).
-    progress: BTreeMap<TaskId, u64>,
+    /// Each task's progress so far (heartbeats, or CPU time summed). The
+    /// per-task maps are hash maps: none is walked in an order that
+    /// matters (the progress sum is of integers), and at a thousand tasks
+    /// ordered maps were a third of a decision.
+    progress: FxHashMap<TaskId, u64>,
     /// When the epoch started and the summed progress then.
     epoch: Option<(u64, u64)>,
     last_rate: Option<f64>,
     /// Each task's group (core index) as last placed.
-    group_of: BTreeMap<TaskId, usize>,
+    group_of: FxHashMap<TaskId, usize>,
     /// The K cores (CPUs, capacity) and all their CPUs, for the K they
     /// were computed for.
     allowed: Option<(usize, Allowed)>,
     /// Tasks `pack:tp`/`pack:tr` have pinned.
-    pinned: std::collections::BTreeSet<TaskId>,
+    pinned: FxHashSet<TaskId>,
+    /// The tasks of the last snapshot, in order: when the next has the
+    /// same, the maps above hold no task that left.
+    last_ids: Vec<TaskId>,
     noted: bool,
     /// Whether the last view had heartbeats: PALM then needs no more.
     beats: bool,
@@ -214,7 +221,7 @@ pub struct Pack {
     learner: Option<BarrierLearner>,
     told: Option<(u64, bool)>,
     /// The tasks the plan put in a lane other than `Fair`, and that lane.
-    lanes: BTreeMap<TaskId, Lane>,
+    lanes: FxHashMap<TaskId, Lane>,
 }
 
 impl Pack {
@@ -230,12 +237,13 @@ impl Pack {
             cores,
             controller,
             period_ns: controller.min_period_ns,
-            progress: BTreeMap::new(),
+            progress: FxHashMap::default(),
             epoch: None,
             last_rate: None,
-            group_of: BTreeMap::new(),
+            group_of: FxHashMap::default(),
             allowed: None,
-            pinned: std::collections::BTreeSet::new(),
+            pinned: FxHashSet::default(),
+            last_ids: Vec::new(),
             noted: false,
             beats: false,
             job: None,
@@ -246,7 +254,7 @@ impl Pack {
             planned: None,
             learner: None,
             told: None,
-            lanes: BTreeMap::new(),
+            lanes: FxHashMap::default(),
         }
     }
 
@@ -629,11 +637,16 @@ impl Policy for Pack {
         }
         let allowed = self.allowed.as_ref().expect("just set").1.clone();
         let (cores, all) = &*allowed;
-        let present: rustc_hash::FxHashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
-        self.group_of.retain(|t, _| present.contains(t));
-        self.pinned.retain(|t| present.contains(t));
-        self.progress.retain(|t, _| present.contains(t));
-        self.lanes.retain(|t, _| present.contains(t));
+        let tasks = &view.snapshot.tasks;
+        if !tasks.iter().map(|t| t.id).eq(self.last_ids.iter().copied()) {
+            self.last_ids.clear();
+            self.last_ids.extend(tasks.iter().map(|t| t.id));
+            let present: FxHashSet<TaskId> = tasks.iter().map(|t| t.id).collect();
+            self.group_of.retain(|t, _| present.contains(t));
+            self.pinned.retain(|t| present.contains(t));
+            self.progress.retain(|t, _| present.contains(t));
+            self.lanes.retain(|t, _| present.contains(t));
+        }
         if self.kind != Packing::Palm {
             for t in &view.snapshot.tasks {
                 if self.pinned.insert(t.id) {
@@ -663,7 +676,8 @@ impl Policy for Pack {
         let beats = view.snapshot.tasks.iter().any(|t| t.heartbeats.is_some());
         self.beats = beats;
         let mut totals: Vec<(u64, u32, TaskId)> = Vec::new();
-        let mut jobs = std::collections::BTreeSet::new();
+        // The least and greatest job with a worker: one job when they agree.
+        let mut jobs: Option<(JobId, JobId)> = None;
         for t in &view.snapshot.tasks {
             let p = self.progress.entry(t.id).or_insert(0);
             match (beats, t.heartbeats) {
@@ -685,13 +699,13 @@ impl Policy for Pack {
                 continue;
             }
             totals.push((*p, t.rank, t.id));
-            jobs.insert(t.job);
+            jobs = Some(jobs.map_or((t.job, t.job), |(lo, hi)| (lo.min(t.job), hi.max(t.job))));
         }
         let now = view.now_ns();
         // Kept when no thread beats (at the end, after the job's threads
         // are gone): the findings are asked for then.
-        if !jobs.is_empty() {
-            self.job = jobs.first().copied().filter(|_| jobs.len() == 1);
+        if let Some((lo, hi)) = jobs {
+            self.job = (lo == hi).then_some(lo);
             self.seed = self
                 .job
                 .and_then(|j| view.learned.jobs.get(&j))
@@ -757,6 +771,7 @@ impl Policy for Pack {
             self.epoch = Some((now, sum));
         }
         // Least progress first; ties by rank (locality: neighbours stay together).
+        // Stable: equal progress and rank keep the snapshot's order.
         totals.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
         let caps: Vec<f64> = cores.iter().map(|(_, c)| *c).collect();
         let base = group_sizes(&caps, totals.len());
