@@ -562,35 +562,37 @@ fn a_core_budget_from_a_file_moves_every_thread_and_a_bad_file_is_survived() {
         assert_eq!(out.status.code(), Some(2), "{err}");
         assert!(err.contains(want), "{err}");
     }
-    let child = herd()
-        .args([
-            "run",
-            "--policy",
-            "pack:palm:cores=2",
-            "--period-ms",
-            "5",
-            "--guard",
-            "off",
-            "--explain",
-            "--cores-from",
-        ])
-        .arg(&budget)
-        .arg("--trace")
-        .arg(&trace)
-        .args([
-            "--",
-            bench,
-            "--threads",
-            "3",
-            "--phases",
-            "1000000",
-            "--mode",
-            "block",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = common::EndOnDrop::new(
+        herd()
+            .args([
+                "run",
+                "--policy",
+                "pack:palm:cores=2",
+                "--period-ms",
+                "5",
+                "--guard",
+                "off",
+                "--explain",
+                "--cores-from",
+            ])
+            .arg(&budget)
+            .arg("--trace")
+            .arg(&trace)
+            .args([
+                "--",
+                bench,
+                "--threads",
+                "3",
+                "--phases",
+                "1000000",
+                "--mode",
+                "block",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let workers_on = |v: &serde_json::Value| -> Vec<String> {
         // Where the workers (threads that beat) were last placed.
         v["placed"]
@@ -628,7 +630,7 @@ fn a_core_budget_from_a_file_moves_every_thread_and_a_bad_file_is_survived() {
     std::thread::sleep(Duration::from_millis(300));
     // SAFETY: kill has no memory-safety preconditions.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let out = child.wait_with_output().unwrap();
+    let out = child.take().wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("the core budget is now 1"), "{err}");
     assert!(

@@ -195,3 +195,42 @@ pub fn allowed(pid: u32) -> String {
         .trim()
         .to_string()
 }
+
+/// A child process that is ended when dropped: SIGTERM (herd then ends
+/// its programs and restores the machine), SIGKILL if it has not gone in
+/// 5 s. A test that fails halfway unwinds through it, so it leaves no busy
+/// program behind to slow every later test (one left a barrier program
+/// spinning for 26 minutes of a CI run).
+#[allow(dead_code)]
+pub struct EndOnDrop(Option<std::process::Child>);
+
+#[allow(dead_code)]
+impl EndOnDrop {
+    pub fn new(child: std::process::Child) -> Self {
+        EndOnDrop(Some(child))
+    }
+    pub fn id(&self) -> u32 {
+        self.0.as_ref().map_or(0, std::process::Child::id)
+    }
+    /// The child, no longer ended on drop.
+    pub fn take(mut self) -> std::process::Child {
+        self.0.take().expect("taken once")
+    }
+}
+
+impl Drop for EndOnDrop {
+    fn drop(&mut self) {
+        let Some(mut child) = self.0.take() else { return };
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let start = std::time::Instant::now();
+        while start.elapsed() < std::time::Duration::from_secs(5) {
+            if matches!(child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
