@@ -16,7 +16,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "fuzz", "corpus", "parsers")
 FORMATS = ["scenario", "cluster-scenario", "batch", "cluster-file",
-           "synthetic-topology", "policy-spec", "cpu-list", "trace"]
+           "synthetic-topology", "policy-spec", "cpu-list", "trace",
+           "daemon-config", "daemon-request"]
 os.makedirs(OUT, exist_ok=True)
 n = 0
 
@@ -73,6 +74,12 @@ for bad in ["[[job]]\ncopies = 1000000\n", "threads = 4e9\n", "[machine]\nsynthe
     seed("scenario", bad)
 seed("batch", '[[program]]\nname = "a"\ncmd = ["./nosuch"]\n[[program]]\nname = "a"\ncmd = ["x"]\n')
 seed("cluster-file", 'machine = "numa:2 core:2 pu:1"\n[[node]]\nname = "a"\n[[node]]\nname = "a"\n')
+# The daemon: its shipped config, and lines a client may write to its socket.
+seed("daemon-config", open(os.path.join(ROOT, "integrations", "systemd", "herd.toml")).read())
+for line in ['{"op":"status"}', '{"op":"slurm","job":"42","end":false}',
+             '{"op":"lease","pid":1,"cpus":"0-3","policy":"linux","what":"run"}',
+             '{"op":"lease","pid":-1}', '{"op":', '[]', '{"op":"status","x":' + '['*50 + ']'*50 + '}']:
+    seed("daemon-request", line)
 reg = os.path.join(ROOT, "fuzz", "regressions")
 if os.path.isdir(reg):
     for f in os.listdir(reg):

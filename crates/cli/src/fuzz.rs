@@ -13,7 +13,7 @@ use herd_topo::{CpuSet, Machine};
 use crate::files::{BatchFile, ClusterFile};
 
 /// The formats, in the order of the first byte (modulo their count).
-pub const FORMATS: [&str; 8] = [
+pub const FORMATS: [&str; 10] = [
     "scenario",
     "cluster-scenario",
     "batch",
@@ -22,6 +22,8 @@ pub const FORMATS: [&str; 8] = [
     "policy-spec",
     "cpu-list",
     "trace",
+    "daemon-config",
+    "daemon-request",
 ];
 
 /// Parses `data[1..]` as the format `data[0]` names.
@@ -60,6 +62,17 @@ pub fn one(data: &[u8]) {
             if let Ok(spec) = PolicySpec::parse(text) {
                 let _ = spec.build();
             }
+        }
+        "daemon-config" => {
+            // Checked against an eight-CPU machine, as `herd daemon --check`
+            // checks it against this one.
+            let cpus = CpuSet::parse_list("0-7").expect("a CPU list");
+            let _ = crate::daemon_config::Config::parse(text, "fuzz.toml", &cpus);
+        }
+        "daemon-request" => {
+            // A line a client writes to the daemon's socket: any local
+            // user with access to it may write anything.
+            let _ = serde_json::from_str::<crate::daemon_wire::Request>(text);
         }
         "trace" => {
             // Parsed only: replaying arbitrary snapshots through every

@@ -13,7 +13,6 @@ mod common;
 mod daemon_cmd;
 mod daemon_jobs;
 mod daemon_serve;
-mod daemon_wire;
 mod db_cmd;
 mod doctor_cmd;
 mod mechanism;
@@ -37,6 +36,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use common::Failure;
+// In the library, for the fuzzer; the commands reach it as `crate::daemon_wire`.
+use herd_cli::daemon_wire;
 
 /// Contention-aware placement and co-scheduling of threads and programs.
 #[derive(Parser, Debug)]

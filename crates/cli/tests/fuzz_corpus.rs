@@ -31,7 +31,7 @@ fn check(what: &str, data: &[u8]) {
 fn every_repository_input_through_every_parser() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut n = 0;
-    for folder in ["scenarios", "examples"] {
+    for folder in ["scenarios", "examples", "integrations/systemd"] {
         for file in files_in(&root.join(folder)) {
             let text = std::fs::read(&file).unwrap();
             for (k, format) in herd_cli::fuzz::FORMATS.iter().enumerate() {
