@@ -84,12 +84,14 @@ fn state_dir(arg: &Option<PathBuf>) -> PathBuf {
 /// `herd daemon`.
 pub fn run(args: &DaemonArgs) -> Result<u8, Failure> {
     match &args.command {
-        Some(DaemonCommand::Status { json, state_dir: dir }) => return status(&state_dir(dir), *json),
+        Some(DaemonCommand::Status { json, state_dir: dir }) => {
+            return crate::daemon_client::status(&state_dir(dir), *json);
+        }
         Some(DaemonCommand::Slurm {
             job,
             end,
             state_dir: dir,
-        }) => return slurm(*job, *end, &state_dir(dir)),
+        }) => return crate::daemon_client::slurm(*job, *end, &state_dir(dir)),
         None => {}
     }
     let Some(path) = &args.config else {
@@ -110,61 +112,6 @@ pub fn run(args: &DaemonArgs) -> Result<u8, Failure> {
 fn load(path: &Path, cpus: &CpuSet) -> Result<Config, anyhow::Error> {
     let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     Config::parse(&text, &path.display().to_string(), cpus).map_err(Into::into)
-}
-
-fn slurm(job: Option<u64>, end: bool, dir: &Path) -> Result<u8, Failure> {
-    let job = match job {
-        Some(j) => j,
-        None => std::env::var("SLURM_JOB_ID")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| Failure::Input(anyhow::anyhow!("no --job and no SLURM_JOB_ID")))?,
-    };
-    let Some(conn) = wire::connect(dir) else {
-        eprintln!(
-            "herd: no herd daemon at {}: Slurm job {job} is not registered",
-            wire::socket_path(dir).display()
-        );
-        return Ok(0);
-    };
-    let answer: wire::LeaseReply =
-        wire::ask(&conn, &wire::Request::Slurm { job, end }).map_err(|e| Failure::Internal(e.into()))?;
-    match answer.error {
-        Some(e) => Err(Failure::Input(anyhow::anyhow!(
-            "the herd daemon refused Slurm job {job}: {e}"
-        ))),
-        None => Ok(0),
-    }
-}
-
-fn status(dir: &Path, json: bool) -> Result<u8, Failure> {
-    let conn = wire::connect(dir).ok_or_else(|| {
-        Failure::Input(anyhow::anyhow!(
-            "no herd daemon answers at {}",
-            wire::socket_path(dir).display()
-        ))
-    })?;
-    let s: Status = wire::ask(&conn, &wire::Request::Status).map_err(|e| Failure::Internal(e.into()))?;
-    if json {
-        crate::output::print(&format!(
-            "{}\n",
-            serde_json::to_string_pretty(&s).map_err(|e| Failure::Internal(e.into()))?
-        ))?;
-        return Ok(0);
-    }
-    let mut out = format!("{}\n", s.headline());
-    out += &format!(
-        "{:>4} {:>7} {:<16} {:<20} {:<18} {:<10} {:>8} {:>9}\n",
-        "job", "pid", "name", "rule", "policy", "state", "cpus", "decisions"
-    );
-    for j in &s.jobs {
-        out += &format!(
-            "{:>4} {:>7} {:<16} {:<20} {:<18} {:<10} {:>8} {:>9}\n",
-            j.id, j.pid, j.name, j.rule, j.policy, j.state, j.cpus, j.decisions
-        );
-    }
-    crate::output::print(&out)?;
-    Ok(0)
 }
 
 /// What the daemon knows of a process it has seen.
@@ -215,6 +162,9 @@ struct Daemon {
     running: Vec<Running>,
     /// Jobs a rule took that wait for CPUs, by id.
     waiting: BTreeMap<u64, Pending>,
+    /// Each running job as begun, its threads' CPU ticks and when they were
+    /// read: how many threads it keeps busy now (`grow`).
+    watched: BTreeMap<u64, (Pending, BTreeMap<i32, u64>, Instant)>,
     /// Records left by a daemon before this one: adopted when their
     /// process is seen still running.
     adoptable: BTreeMap<i32, Record>,
@@ -346,6 +296,7 @@ impl Daemon {
             seen: BTreeMap::new(),
             running: Vec::new(),
             waiting: BTreeMap::new(),
+            watched: BTreeMap::new(),
             adoptable,
             stop,
             reload,
@@ -460,6 +411,7 @@ impl Daemon {
 
     fn scan(&mut self) {
         self.reap();
+        self.grow();
         let slurm_jobs = {
             let mut s = lock(&self.shared.slurm);
             if std::mem::take(&mut s.1) {
@@ -556,6 +508,7 @@ impl Daemon {
         self.running = still;
         for r in ended {
             let (id, pid) = (r.id, r.pid);
+            self.watched.remove(&id);
             let e = r.join();
             lock(&self.shared.book).release(id);
             jobs::remove_record(&self.dir, pid);
@@ -564,6 +517,53 @@ impl Daemon {
             st.guard_backoffs += u64::from(e.backoffs);
             drop(st);
             eprintln!("herd daemon: process {pid} ended: {}", e.summary);
+        }
+    }
+
+    /// A job that keeps more threads busy than it has CPUs (a program that
+    /// starts its workers after it was admitted) gets more where they are
+    /// free: its session ends, which lets its threads go, and it begins
+    /// again on the larger grant. Else a policy would keep them all on the
+    /// CPUs its first sight asked for.
+    fn grow(&mut self) {
+        let settle = Duration::from_millis(self.config.scan_interval_ms.min(1000) * 9 / 10);
+        let ids: Vec<u64> = self.watched.keys().copied().collect();
+        for id in ids {
+            let Some((p, ticks, at)) = self
+                .watched
+                .get_mut(&id)
+                .filter(|(_, _, at)| at.elapsed() >= settle)
+            else {
+                continue;
+            };
+            let now = procscan::thread_ticks(&self.proc_root, p.pid);
+            let interval_ticks = (at.elapsed().as_secs_f64() * self.clk_tck as f64) as u64;
+            let busy = procscan::busy_threads(ticks, &now, interval_ticks);
+            (*ticks, *at) = (now, Instant::now());
+            let Some(r) = self.config.rules.iter().find(|r| r.name == p.rule) else {
+                continue;
+            };
+            let ask = ask_of(r, busy);
+            let Some(cpus) = lock(&self.shared.book).regrant(id, &ask) else {
+                continue;
+            };
+            let Some(i) = self.running.iter().position(|r| r.id == id) else {
+                continue;
+            };
+            let running = self.running.remove(i);
+            running.stop.store(true, Ordering::Relaxed);
+            let ended = running.join();
+            lock(&self.shared.book).release(id);
+            let (mut p, _, _) = self.watched.remove(&id).expect("watched above");
+            eprintln!(
+                "herd daemon: process {} ({}) keeps {busy} threads busy, more than its CPUs: it grows to {} ({})",
+                p.pid,
+                p.name,
+                cpus.len(),
+                ended.summary
+            );
+            p.ask = ask;
+            self.begin(id, p, Some(cpus));
         }
     }
 
@@ -731,6 +731,8 @@ impl Daemon {
             Arc::clone(&counters),
         ) {
             Ok(running) => {
+                let ticks = procscan::thread_ticks(&self.proc_root, p.pid);
+                self.watched.insert(id, (p.clone(), ticks, Instant::now()));
                 let record = Record {
                     pid: p.pid,
                     start_ticks: p.start_ticks,
@@ -771,6 +773,7 @@ impl Daemon {
 }
 
 /// A job admitted but not yet running: waiting for CPUs.
+#[derive(Clone)]
 struct Pending {
     pid: i32,
     start_ticks: u64,

@@ -74,6 +74,21 @@ impl Book {
         Some(cpus)
     }
 
+    /// The CPUs job `id` would get asking `ask` were its own free, when
+    /// that is more than it holds: a job whose busy threads outgrew what
+    /// it was granted (a program that starts its workers after herd first
+    /// saw it) grows. `None`: no more to give.
+    pub fn regrant(&self, id: u64, ask: &Ask) -> Option<CpuSet> {
+        let now = self.held.get(&id)?.cpus.len();
+        let others: Vec<Held> = self
+            .held
+            .iter()
+            .filter(|(j, _)| **j != id)
+            .map(|(_, h)| h.clone())
+            .collect();
+        share::grant(&self.machine, ask, &self.reserved, &others).filter(|c| c.len() > now)
+    }
+
     /// Job `id` holds `cpus` (an adopted job keeps what it held).
     pub fn hold(&mut self, id: u64, cpus: CpuSet, share: bool) {
         self.held.insert(id, Held { cpus, share });

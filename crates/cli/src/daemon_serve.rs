@@ -313,7 +313,7 @@ pub fn metrics_text(s: &Status) -> String {
     reg.register("job_cpus", "CPUs the job holds", cpus);
     reg.register(
         "job_busy_threads",
-        "The job's busy threads when it was admitted",
+        "The job's busy threads when it was last granted CPUs",
         threads,
     );
     reg.register("job_decisions", "Decisions the job's policy made", decisions);

@@ -10,6 +10,7 @@ mod attach_cmd;
 mod batch_cmd;
 mod calibrate_cmd;
 mod common;
+mod daemon_client;
 mod daemon_cmd;
 mod daemon_jobs;
 mod daemon_serve;

@@ -1,7 +1,8 @@
 //! `herd daemon`: rules place the processes they match and leave the rest
 //! alone; a SIGKILL leaves nothing pinned, stopped or confined; a daemon
 //! started again adopts what still runs; a bad config is refused at start
-//! and at SIGHUP; `herd run` takes CPUs from it; its metrics pass promtool.
+//! and at SIGHUP; `herd run` takes CPUs from it; its metrics pass promtool;
+//! a job that starts more busy threads later gets more CPUs.
 
 mod common;
 
@@ -88,6 +89,17 @@ impl Daemon {
             .read_to_string(&mut err)
             .unwrap();
         (status, err)
+    }
+}
+
+impl Drop for Daemon {
+    /// A test that fails halfway leaves no daemon behind (SIGTERM: it lets
+    /// go of its jobs), nor one holding the test's output pipes open.
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            self.signal(libc::SIGTERM);
+            let _ = self.child.wait();
+        }
     }
 }
 
@@ -456,4 +468,57 @@ fn a_process_that_execs_a_matched_program_late_is_taken() {
     assert!(st.success(), "{err}");
     sh.kill().unwrap();
     sh.wait().unwrap();
+}
+
+/// One thread busy for 2.5 s, then two: each hashes in a loop (hashlib lets
+/// go of Python's lock while it hashes, so both threads run at once).
+const GROWING: &str = r#"import hashlib, sys, threading, time
+b = bytes(1 << 22)
+def spin(secs):
+    t0 = time.time()
+    while time.time() - t0 < secs:
+        hashlib.sha256(b).digest()
+spin(2.5)
+threading.Thread(target=spin, args=(20,), daemon=True).start()
+spin(20)
+"#;
+
+#[test]
+fn a_job_that_starts_more_busy_threads_later_gets_more_cpus() {
+    // Admitted with the one busy thread it has then, it would keep its
+    // second worker on that CPU with the other idle: it grows instead.
+    let dir = tempfile::tempdir().unwrap();
+    let n = 7_600_000 + u64::from(std::process::id() % 1000) * 10;
+    let config = dir.path().join("herd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[daemon]\nscan_interval_ms = 200\n[[rule]]\nname = \"grow\"\npolicy = \"static:compact\"\n\
+             [rule.match]\ncmdline = \"(?s)grow-{n}$\"\n"
+        ),
+    )
+    .unwrap();
+    let d = Daemon::start(&config, &dir.path().join("state"));
+    let mut py = Command::new(common::python())
+        .args(["-c", GROWING, &format!("grow-{n}")])
+        .spawn()
+        .unwrap();
+    let cpus_of = |d: &Daemon| {
+        d.job(py.id())
+            .map(|j| j["cpus"].as_str().unwrap_or("").to_string())
+    };
+    until("the job placed on one CPU", 15, || {
+        cpus_of(&d).is_some_and(|c| !c.is_empty() && !c.contains(['-', ',']))
+    });
+    until("the job grown to two CPUs", 20, || {
+        cpus_of(&d).is_some_and(|c| c.contains(['-', ',']))
+    });
+    let (st, err) = d.end(libc::SIGTERM);
+    assert!(st.success(), "{err}");
+    assert!(
+        err.contains("keeps 2 threads busy, more than its CPUs: it grows to 2"),
+        "{err}"
+    );
+    py.kill().unwrap();
+    py.wait().unwrap();
 }
