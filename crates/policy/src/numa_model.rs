@@ -195,7 +195,14 @@ impl Policy for NumaModel {
             .collect();
         // Threads pinned to each CPU, kept as pins come and go: a set of
         // every pinned CPU made afresh per thread was quadratic in threads.
-        let slots = m.cpus().iter().map(|c| c.os as usize + 1).max().unwrap_or(0);
+        let slots = m
+            .cpus()
+            .iter()
+            .map(|c| c.os)
+            .chain(self.cpu_of.values().copied())
+            .map(|c| c as usize + 1)
+            .max()
+            .unwrap_or(0);
         let mut pinned = vec![0u32; slots];
         for &c in self.cpu_of.values() {
             pinned[c as usize] += 1;
