@@ -9,6 +9,7 @@
 //! [`CostMeter`], so the crate stays pure and simulations stay reproducible.
 
 pub mod guard;
+mod guard_accs;
 mod guard_report;
 pub mod learn;
 pub mod replay;
