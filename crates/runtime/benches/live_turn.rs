@@ -7,9 +7,13 @@
 //! Run: cargo bench -p herd-runtime --bench live_turn
 //! HERD_BENCH_THREADS=64,256 and HERD_BENCH_TURNS=5 shorten it (`make
 //! bench-smoke`). Prints, per size, the median CPU time of a steady turn's
-//! observation, the first (which opens every file), a moving plan and an
-//! empty one, the cost per thread, and the floor: one read of each
-//! thread's schedstat and nothing else.
+//! observation (turns back to back); the mean over turns paced 100 ms
+//! apart, as herd runs them (with its look for forked processes every
+//! 250 ms) and the share of threads whose sample was kept (they slept);
+//! the first (which opens every file), a moving plan and an empty one, the
+//! cost per thread, and the floor: one read of each thread's schedstat and
+//! nothing else, back to back and paced (100 ms apart, the caches cold as
+//! a paced turn finds them).
 
 use std::io::{BufRead, Write};
 use std::process::{Command, Stdio};
@@ -73,8 +77,17 @@ fn main() {
         "live turn, herd's CPU per turn (median of {turns}), process of N sleeping threads on {cpus} CPUs"
     );
     println!(
-        "{:>6} {:>12} {:>12} {:>12} {:>12} {:>14} {:>12}",
-        "N", "observe ms", "first ms", "move-all ms", "no-op ms", "observe us/thr", "floor ms"
+        "{:>6} {:>12} {:>12} {:>8} {:>12} {:>12} {:>12} {:>14} {:>12} {:>12}",
+        "N",
+        "observe ms",
+        "paced ms",
+        "kept",
+        "first ms",
+        "move-all ms",
+        "no-op ms",
+        "observe us/thr",
+        "floor ms",
+        "paced floor"
     );
     for n in sizes {
         let mut child = Command::new(std::env::current_exe().unwrap())
@@ -126,6 +139,19 @@ fn main() {
             world.apply(&Plan::default());
             noop.push((thread_cpu_ns() - t) as f64 / 1e6);
         }
+        // Paced as herd paces it (a 100 ms period): every turn, amortized,
+        // including the look for forked processes every 250 ms; and the
+        // share of threads whose sample was kept.
+        let kept_before = world.stats.threads_kept;
+        let mut paced = 0.0;
+        for _ in 0..turns {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            let t = thread_cpu_ns();
+            world.observe();
+            paced += (thread_cpu_ns() - t) as f64 / 1e6;
+        }
+        let paced = paced / turns as f64;
+        let kept = (world.stats.threads_kept - kept_before) as f64 / (turns * (n + 1)) as f64;
         // The floor: one read of each thread's schedstat through a kept
         // descriptor, nothing else (what a turn cannot do without).
         let files: Vec<std::fs::File> = std::fs::read_dir(format!("/proc/{}/task", child.id()))
@@ -134,19 +160,31 @@ fn main() {
             .collect();
         let mut buf = vec![0u8; 256];
         let mut floor = Vec::new();
-        for _ in 0..turns {
-            let t = thread_cpu_ns();
-            for f in &files {
-                let _ = std::os::unix::fs::FileExt::read_at(f, &mut buf, 0);
+        let mut floor_paced = 0.0;
+        for paced in [false, true] {
+            for _ in 0..turns {
+                if paced {
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                let t = thread_cpu_ns();
+                for f in &files {
+                    let _ = std::os::unix::fs::FileExt::read_at(f, &mut buf, 0);
+                }
+                let ms = (thread_cpu_ns() - t) as f64 / 1e6;
+                if paced {
+                    floor_paced += ms / turns as f64;
+                } else {
+                    floor.push(ms);
+                }
             }
-            floor.push((thread_cpu_ns() - t) as f64 / 1e6);
         }
         world.restore();
         drop(child.stdin.take());
         child.wait().unwrap();
         let obs = median(observe);
         println!(
-            "{n:>6} {obs:>12.3} {first:>12.3} {:>12.3} {:>12.4} {:>14.2} {:>12.3}",
+            "{n:>6} {obs:>12.3} {paced:>12.3} {:>7.0}% {first:>12.3} {:>12.3} {:>12.4} {:>14.2} {:>12.3} {floor_paced:>12.3}",
+            kept * 100.0,
             median(moves),
             median(noop),
             obs * 1e3 / (n + 1) as f64,

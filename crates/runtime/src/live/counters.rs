@@ -162,6 +162,17 @@ impl CountedObs {
         counted
     }
 
+    /// What a thread that did not run since the last read counted: nothing,
+    /// for each counter it has. (Not read: a migration at a wake-up with
+    /// no run since is counted at the next read, the values being totals.)
+    pub fn still(counters: &Counters) -> CountedObs {
+        let mut counted = CountedObs::default();
+        for (event, _, _) in counters {
+            counted.set(*event, 0);
+        }
+        counted
+    }
+
     fn set(&mut self, event: Event, delta: u64) {
         let slot = match event {
             Event::Instructions => &mut self.instructions,

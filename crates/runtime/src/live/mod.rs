@@ -19,12 +19,14 @@ mod actuate;
 pub mod budget;
 mod clock;
 mod counters;
+mod family;
 mod learned;
 pub mod memory;
 mod progress_turn;
 mod session;
 mod stats;
 mod thread_lists;
+mod waits;
 
 pub use stats::LiveStats;
 
@@ -97,6 +99,8 @@ struct Track {
     placed: Option<CpuSet>,
     /// Its lane as herd last set it (`Fair`: herd never touched its policy).
     lane: herd_policy::Lane,
+    /// The last turn (`LiveWorld::turns`) that found it alive.
+    seen_turn: u64,
 }
 
 impl Track {
@@ -231,8 +235,18 @@ pub struct LiveWorld {
     keeper_exe: Option<std::path::PathBuf>,
     /// The watched processes' thread ids, listed again only when changed.
     thread_lists: thread_lists::ThreadLists,
+    /// Full snapshots taken.
+    turns: u64,
+    /// Threads' lists of the processes they forked, as last read.
+    children_seen: procfs::ChildrenSeen,
     /// What herd did.
     pub stats: LiveStats,
+}
+
+/// A clock tick of `/proc/stat`'s CPU times, in ns.
+fn tick_ns() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    1_000_000_000 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64
 }
 
 /// The processes program `job` forked, as `LiveWorld::family` last found
@@ -240,12 +254,6 @@ pub struct LiveWorld {
 fn forked(family: &[Vec<i32>], job: usize) -> &[i32] {
     family.get(job).map_or(&[], Vec::as_slice)
 }
-
-/// How often the sensor looks for processes a program forked: a pass over
-/// `/proc` reads every process's `stat` (about a millisecond for a few
-/// hundred processes), too much for every period of a fast policy, and a
-/// fork shows up within this long.
-const FAMILY_RESCAN_NS: u64 = 250_000_000;
 
 /// Programs' memory per NUMA node (kB by OS node), as last read.
 struct NumaMemory {
@@ -334,6 +342,8 @@ impl LiveWorld {
             keeper: None,
             keeper_exe: None,
             thread_lists: thread_lists::ThreadLists::default(),
+            turns: 0,
+            children_seen: procfs::ChildrenSeen::default(),
         }
     }
 
@@ -364,29 +374,6 @@ impl LiveWorld {
         // Linux inside one, 0.998x outside), and most plans that let every
         // program run everywhere never need it.
         self.cgroups = Some(cgroups);
-    }
-
-    /// Finds the processes each program forked, afresh: from the running
-    /// programs' own `children` lists where the kernel keeps them (a cost
-    /// that grows with herd's programs, not the machine's processes; held
-    /// and finished programs have none), else one pass over `/proc`.
-    fn rescan_family(&mut self) {
-        self.family = if procfs::children_lists(&self.proc_root) {
-            self.programs
-                .iter()
-                .map(|p| {
-                    if p.alive() && !p.held() {
-                        procfs::subtree(&self.proc_root, p.pid)
-                    } else {
-                        Vec::new()
-                    }
-                })
-                .collect()
-        } else {
-            let roots: Vec<i32> = self.programs.iter().map(|p| p.pid).collect();
-            procfs::descendants(&self.proc_root, &roots)
-        };
-        self.family_ns = Some(self.now_ns());
     }
 
     /// The managed programs.
@@ -480,27 +467,21 @@ impl Sensor for LiveWorld {
     fn observe(&mut self) -> &Snapshot {
         self.reap();
         let now_ns = self.now_ns();
-        let mut seen: BTreeMap<i32, Track> = BTreeMap::new();
+        self.turns += 1;
+        // Read first: whether threads wait in run queues decides which
+        // threads' samples may be kept (below).
+        let proc_stat = std::fs::read_to_string(self.proc_root.join("stat")).ok();
+        let rule = waits::KeepRule::new(
+            proc_stat.as_deref(),
+            self.idle_ticks.as_deref(),
+            now_ns.saturating_sub(self.full_ns),
+            tick_ns(),
+        );
         let mut tasks = Vec::new();
-        if self
-            .family_ns
-            .is_none_or(|t| now_ns.saturating_sub(t) >= FAMILY_RESCAN_NS)
-        {
+        // The first turn looks for forked processes before it samples; the
+        // later ones after (`rescan_family_if_due`).
+        if self.family_ns.is_none() {
             self.rescan_family();
-            // A process forked just before its program was stopped, found
-            // only now, would run on while the program waits its turn (a
-            // pyenv shim's helper made a third program run beside two);
-            // it stops with its program. (A frozen program's children
-            // share its cgroup; a stop to a stopped process is a no-op.)
-            for (job, p) in self.programs.iter().enumerate() {
-                if p.paused && !p.frozen && p.alive() {
-                    for &pid in forked(&self.family, job) {
-                        if procfs::state(&self.proc_root, pid) != Some('T') {
-                            actuate::stop(self.keeper.as_mut(), pid);
-                        }
-                    }
-                }
-            }
         }
         // Descriptors for watching threads: the limit less what the rest
         // of herd needs; those the threads alive last period hold.
@@ -533,15 +514,11 @@ impl Sensor for LiveWorld {
                 );
             }
             for (pid, tid) in threads {
-                let mut track = match self.tasks.remove(&tid) {
-                    Some(track) => {
-                        // In hand: back in the count when kept.
-                        if let Some((tracks_of, _)) = census.as_mut() {
-                            *tracks_of.entry(job).or_default() -= 1;
-                        }
-                        track
-                    }
-                    None => {
+                // Tracks stay where they are, marked with the turn that saw
+                // them (moving each between maps every turn was a tenth of
+                // a turn at 1,024 threads).
+                if !self.tasks.contains_key(&tid) {
+                    let track = {
                         // Kept files where there is room, else read by path.
                         let files = if used + 2 <= fd_room {
                             match procfs::ThreadFiles::open(&self.proc_root, pid, tid) {
@@ -563,7 +540,7 @@ impl Sensor for LiveWorld {
                         let (tracks_of, pins_of) = census.get_or_insert_with(|| {
                             let mut c: (HashMap<usize, u32>, HashMap<usize, HashSet<CpuSet>>) =
                                 Default::default();
-                            for t in self.tasks.values().chain(seen.values()) {
+                            for t in self.tasks.values() {
                                 *c.0.entry(t.job).or_default() += 1;
                                 if let Some(p) = &t.placed {
                                     c.1.entry(t.job).or_default().insert(p.clone());
@@ -583,7 +560,7 @@ impl Sensor for LiveWorld {
                         // keeper restored such threads to the cpuset's one
                         // CPU after the guard had moved them home).
                         let confined = self.cgroups.as_ref().is_some_and(|c| c.has(job));
-                        let program_main = self.tasks.get(&p.pid).or_else(|| seen.get(&p.pid));
+                        let program_main = self.tasks.get(&p.pid);
                         let original = match program_main {
                             Some(m) if (inherited || confined) && m.original.is_some() => m.original.clone(),
                             _ => own,
@@ -601,15 +578,23 @@ impl Sensor for LiveWorld {
                             original,
                             placed: None,
                             lane: herd_policy::Lane::Fair,
+                            seen_turn: 0,
                         }
+                    };
+                    self.tasks.insert(tid, track);
+                    if let Some((tracks_of, _)) = census.as_mut() {
+                        *tracks_of.entry(job).or_default() += 1;
                     }
+                }
+                let Some(track) = self.tasks.get_mut(&tid) else {
+                    continue;
                 };
-                // Every thread's stat is read every turn: skipping it when
-                // schedstat did not move (tried, 4x cheaper at 1,024
-                // threads) would show a thread woken but not yet run as
-                // asleep, and on a loaded machine the policies would count
-                // runnable threads as idle.
-                let Some(sample) = track.files.sample(&mut self.buf) else {
+                // A thread that neither ran nor waited since it was last
+                // seen asleep may keep that sample (`waits`).
+                let allowed = track.placed.as_ref().or(track.original.as_ref());
+                let keep =
+                    (track.last.run_ns > 0 && rule.keeps(self.turns, tid, allowed)).then_some(&track.last);
+                let Some((sample, read)) = track.files.sample_or_keep(&mut self.buf, keep) else {
                     self.thread_lists.vanished(pid);
                     continue;
                 };
@@ -617,7 +602,12 @@ impl Sensor for LiveWorld {
                     continue;
                 }
                 let prev = track.last;
-                let counted = counters::CountedObs::read(&mut track.counters);
+                let counted = if read {
+                    counters::CountedObs::read(&mut track.counters)
+                } else {
+                    self.stats.threads_kept += 1;
+                    counters::CountedObs::still(&track.counters)
+                };
                 // The kernel's count when perf gives it; otherwise a changed
                 // last CPU is at least one migration (a lower bound: several
                 // moves within one period count once).
@@ -658,15 +648,14 @@ impl Sensor for LiveWorld {
                         .as_ref()
                         .and_then(|b| b.binary_search_by_key(&tid, |&(t, _)| t).ok().map(|i| b[i].1)),
                 });
-                seen.insert(tid, track);
-                if let Some((tracks_of, _)) = census.as_mut() {
-                    *tracks_of.entry(job).or_default() += 1;
-                }
+                track.seen_turn = self.turns;
             }
         }
         // Tracks not seen again are threads that exited.
-        self.tasks = seen;
+        let turn = self.turns;
+        self.tasks.retain(|_, t| t.seen_turn == turn);
         self.thread_lists.retain(&live_pids);
+        self.rescan_family_if_due(now_ns);
         self.stats.max_threads = self.stats.max_threads.max(tasks.len());
         (
             self.stats.uncounted_threads,
@@ -697,7 +686,7 @@ impl Sensor for LiveWorld {
                 .collect()
         };
         self.refresh_numa_memory(now_ns, &mut jobs, rebuilt);
-        let system = self.measure_memory_and_energy(&mut tasks);
+        let system = self.measure_memory_and_energy(&mut tasks, proc_stat.as_deref());
         // Since the last full snapshot: progress-only ones between add no
         // observations.
         let period_ns = now_ns.saturating_sub(self.full_ns);
@@ -732,14 +721,13 @@ impl LiveWorld {
     /// Per-program bandwidth from resctrl (split over a program's threads by
     /// their CPU time this period, which is what the counters cannot tell
     /// apart) and the machine's energy and traffic this period.
-    fn measure_memory_and_energy(&mut self, tasks: &mut [TaskView]) -> SystemObs {
+    fn measure_memory_and_energy(&mut self, tasks: &mut [TaskView], proc_stat: Option<&str>) -> SystemObs {
         let mut system = SystemObs::default();
         // Each CPU's idle time since the last full snapshot (the guard tells
         // CPUs idle from CPUs other programs use).
-        if let Ok(text) = std::fs::read_to_string(self.proc_root.join("stat")) {
-            let now = procfs::parse_cpu_idle(&text);
-            // SAFETY: sysconf has no preconditions.
-            let tick_ns = 1_000_000_000 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+        if let Some(text) = proc_stat {
+            let now = procfs::parse_cpu_idle(text);
+            let tick_ns = tick_ns();
             if let Some(before) = self.idle_ticks.replace(now.clone()) {
                 let n = now.iter().map(|(c, _)| *c as usize + 1).max().unwrap_or(0);
                 let mut idle = vec![0u64; n];

@@ -22,6 +22,9 @@ pub struct LiveStats {
     pub lanes_ignored: u64,
     /// Most threads seen at once.
     pub max_threads: usize,
+    /// Thread samples carried over from the last period because the thread
+    /// slept throughout (no `stat` or counter read).
+    pub threads_kept: u64,
     /// Threads that went without some perf counter the machine has, for
     /// want of open-file descriptors (their jobs learn from the others).
     pub uncounted_threads: u64,
