@@ -222,6 +222,10 @@ pub struct Pack {
     told: Option<(u64, bool)>,
     /// The tasks the plan put in a lane other than `Fair`, and that lane.
     lanes: FxHashMap<TaskId, Lane>,
+    /// The last [`group_sizes`]: the capacities and thread count it was
+    /// for, and what it gave (the same every turn while the cores and
+    /// workers hold; a third of a decision at 1,024 threads).
+    sizes: Option<(Vec<f64>, usize, Vec<usize>)>,
 }
 
 impl Pack {
@@ -255,6 +259,7 @@ impl Pack {
             learner: None,
             told: None,
             lanes: FxHashMap::default(),
+            sizes: None,
         }
     }
 
@@ -774,7 +779,14 @@ impl Policy for Pack {
         // Stable: equal progress and rank keep the snapshot's order.
         totals.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
         let caps: Vec<f64> = cores.iter().map(|(_, c)| *c).collect();
-        let base = group_sizes(&caps, totals.len());
+        let base = match &self.sizes {
+            Some((c, n, sizes)) if *c == caps && *n == totals.len() => sizes.clone(),
+            _ => {
+                let sizes = group_sizes(&caps, totals.len());
+                self.sizes = Some((caps.clone(), totals.len(), sizes.clone()));
+                sizes
+            }
+        };
         // Slots in order of capacity per thread, most first; the threads
         // with the least progress take them in turn. That decides each
         // thread's class (its capacity per thread), not its core.
