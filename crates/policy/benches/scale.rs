@@ -6,7 +6,8 @@
 //! on 384 CPUs.
 //!
 //! Run: cargo bench -p herd-policy --bench scale [-- POLICY...]
-//! (HERD_BENCH_DECISIONS=N decisions a run, default 30; medians of 3.)
+//! (HERD_BENCH_DECISIONS=N decisions a run, default 30; medians of 3;
+//! HERD_BENCH_TASKS=1024 runs that size alone.)
 //!
 //! Four-thread jobs; every task reports counters each 100 ms period
 //! (instructions, cycles, LLC references and misses, memory traffic), its
@@ -110,8 +111,11 @@ fn main() {
             .map(|e| e.name.to_string())
             .collect();
     }
+    // HERD_BENCH_TASKS=1024: only that size (to profile one size alone).
+    let only: Option<u64> = std::env::var("HERD_BENCH_TASKS").ok().and_then(|v| v.parse().ok());
     let machines: Vec<(u64, Machine)> = SIZES
         .iter()
+        .filter(|&&(t, _)| only.is_none_or(|o| o == t))
         .map(|&(t, spec)| (t, Machine::synthetic(spec).expect("size's machine")))
         .collect();
     println!(
