@@ -112,7 +112,9 @@ fn main() {
             .collect();
     }
     // HERD_BENCH_TASKS=1024: only that size (to profile one size alone).
-    let only: Option<u64> = std::env::var("HERD_BENCH_TASKS").ok().and_then(|v| v.parse().ok());
+    let only: Option<u64> = std::env::var("HERD_BENCH_TASKS")
+        .ok()
+        .and_then(|v| v.parse().ok());
     let machines: Vec<(u64, Machine)> = SIZES
         .iter()
         .filter(|&&(t, _)| only.is_none_or(|o| o == t))

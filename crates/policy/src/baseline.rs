@@ -111,7 +111,7 @@ pub struct Static {
     /// The tasks of the last snapshot, in its order: when they are the
     /// same, every one is placed and there is nothing to do (a thousand
     /// map lookups a turn otherwise).
-    last_ids: Vec<TaskId>,
+    last_ids: crate::view::SeenTasks,
 }
 
 impl Static {
@@ -125,7 +125,7 @@ impl Static {
             job_start: HashMap::default(),
             next_start: 0,
             placed: HashMap::default(),
-            last_ids: Vec::new(),
+            last_ids: Default::default(),
         }
     }
 }
@@ -171,11 +171,9 @@ impl Policy for Static {
         });
         let mut plan = Plan::default();
         let tasks = &view.snapshot.tasks;
-        if tasks.iter().map(|t| t.id).eq(self.last_ids.iter().copied()) {
+        if !self.last_ids.changed(tasks) {
             return plan;
         }
-        self.last_ids.clear();
-        self.last_ids.extend(tasks.iter().map(|t| t.id));
         let mut threads_of: Option<HashMap<u32, usize>> = None;
         for t in &view.snapshot.tasks {
             if self.placed.contains_key(&t.id) {

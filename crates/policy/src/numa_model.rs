@@ -26,6 +26,7 @@ use rustc_hash::FxHashMap;
 
 use crate::param::{Accepts, Entry, Param, Range, Value};
 use crate::{JobId, Level, Plan, Policy, TaskId, View};
+use crate::view::SeenTasks;
 
 /// Registry entry: `numa:model`.
 pub(crate) const NUMA_MODEL: Entry = Entry {
@@ -77,7 +78,7 @@ pub struct NumaModel {
 }
 
 /// The tasks of a snapshot and each job's declared thread count, in order.
-type Seen = (Vec<TaskId>, Vec<(JobId, Option<u32>)>);
+type Seen = (SeenTasks, Vec<(JobId, Option<u32>)>);
 
 impl NumaModel {
     /// The policy with `node_bw_gbps` as the fallback bandwidth and
@@ -163,7 +164,7 @@ impl Policy for NumaModel {
         }
         let snap = view.snapshot;
         if let Some((tasks, declared)) = &self.settled
-            && snap.tasks.iter().map(|t| t.id).eq(tasks.iter().copied())
+            && tasks.same(&snap.tasks)
             && snap.jobs.iter().map(|j| (j.id, j.threads_declared)).eq(declared.iter().copied())
         {
             return plan;
@@ -300,10 +301,9 @@ impl Policy for NumaModel {
             }
         }
         self.settled = complete.then(|| {
-            (
-                snap.tasks.iter().map(|t| t.id).collect(),
-                snap.jobs.iter().map(|j| (j.id, j.threads_declared)).collect(),
-            )
+            let mut tasks = SeenTasks::default();
+            tasks.changed(&snap.tasks);
+            (tasks, snap.jobs.iter().map(|j| (j.id, j.threads_declared)).collect())
         });
         if !notes.is_empty() {
             let bw_source = mem.as_ref().map_or("", |(_, s)| s.as_str());

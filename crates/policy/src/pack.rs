@@ -199,7 +199,7 @@ pub struct Pack {
     pinned: FxHashSet<TaskId>,
     /// The tasks of the last snapshot, in order: when the next has the
     /// same, the maps above hold no task that left.
-    last_ids: Vec<TaskId>,
+    last_ids: crate::view::SeenTasks,
     noted: bool,
     /// Whether the last view had heartbeats: PALM then needs no more.
     beats: bool,
@@ -247,7 +247,7 @@ impl Pack {
             group_of: FxHashMap::default(),
             allowed: None,
             pinned: FxHashSet::default(),
-            last_ids: Vec::new(),
+            last_ids: Default::default(),
             noted: false,
             beats: false,
             job: None,
@@ -643,9 +643,7 @@ impl Policy for Pack {
         let allowed = self.allowed.as_ref().expect("just set").1.clone();
         let (cores, all) = &*allowed;
         let tasks = &view.snapshot.tasks;
-        if !tasks.iter().map(|t| t.id).eq(self.last_ids.iter().copied()) {
-            self.last_ids.clear();
-            self.last_ids.extend(tasks.iter().map(|t| t.id));
+        if self.last_ids.changed(tasks) {
             let present: FxHashSet<TaskId> = tasks.iter().map(|t| t.id).collect();
             self.group_of.retain(|t, _| present.contains(t));
             self.pinned.retain(|t| present.contains(t));

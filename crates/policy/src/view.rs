@@ -303,3 +303,52 @@ impl Rng {
         self.next_u64() % n
     }
 }
+
+/// The tasks of the last snapshot a policy went through, in order. A
+/// snapshot with the same tasks has none new and none gone, so a policy
+/// that acts on change has nothing to do (most periods; at a thousand
+/// tasks going through them was a policy's whole cost).
+#[derive(Debug, Default)]
+pub(crate) struct SeenTasks(Vec<TaskId>);
+
+impl SeenTasks {
+    /// Whether `tasks` are the ones seen last, in the same order.
+    pub(crate) fn same(&self, tasks: &[TaskView]) -> bool {
+        tasks.iter().map(|t| t.id).eq(self.0.iter().copied())
+    }
+
+    /// Whether `tasks` differ from the ones seen last; remembers them.
+    pub(crate) fn changed(&mut self, tasks: &[TaskView]) -> bool {
+        if self.same(tasks) {
+            return false;
+        }
+        self.0.clear();
+        self.0.extend(tasks.iter().map(|t| t.id));
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seen_tasks_change_with_any_task_or_order() {
+        let task = |id| TaskView {
+            id,
+            job: 0,
+            rank: 0,
+            state: TaskState::Runnable,
+            cpu: None,
+            obs: Obs::default(),
+            heartbeats: None,
+        };
+        let mut seen = SeenTasks::default();
+        assert!(seen.same(&[]));
+        assert!(seen.changed(&[task(1), task(2)]));
+        assert!(!seen.changed(&[task(1), task(2)]));
+        assert!(seen.changed(&[task(2), task(1)]), "order counts");
+        assert!(seen.changed(&[task(2)]), "one gone");
+        assert!(seen.same(&[task(2)]));
+    }
+}
