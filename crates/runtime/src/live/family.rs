@@ -1,7 +1,9 @@
 //! The processes each program forked (its family): looked for every
-//! [`FAMILY_RESCAN_NS`], after a turn has sampled every thread, so that
-//! only the `children` lists of threads that ran since they were last read
-//! are read again (a thread that has not run has forked nothing).
+//! [`FAMILY_RESCAN_NS`], before a turn samples its threads (a process
+//! found is watched that turn). Only the `children` lists of threads that
+//! ran since their list was last read are read again (a thread that has
+//! not run has forked nothing), which each thread's schedstat, read
+//! through its kept file just before, tells.
 
 use herd_engine::Clock;
 
@@ -35,14 +37,16 @@ impl LiveWorld {
     /// programs' own `children` lists where the kernel keeps them (a cost
     /// that grows with herd's programs, not the machine's processes; held
     /// and finished programs have none), else one pass over `/proc`.
-    pub(super) fn rescan_family(&mut self) {
+    fn rescan_family(&mut self) {
         self.family = if procfs::children_lists(&self.proc_root) {
             // Only the lists of threads that ran since they were read, by
-            // the schedstat times this turn sampled: reading all 1,024
-            // threads' lists took 7 ms here, four times a second. (Threads
-            // not sampled yet have no times: their lists are read.)
+            // their schedstat now (a pread each, where reading all 1,024
+            // threads' lists took 7 ms here, four times a second; the last
+            // turn's samples would miss a fork since). Threads not watched
+            // yet have no times: their lists are read.
             let (root, tasks, lists) = (&self.proc_root, &self.tasks, &mut self.thread_lists);
-            let times = |tid: i32| tasks.get(&tid).map(|t| (t.last.run_ns, t.last.wait_ns));
+            let buf = std::cell::RefCell::new(Vec::new());
+            let times = |tid: i32| tasks.get(&tid)?.files.times(&mut buf.borrow_mut());
             let mut tids = |pid: i32| lists.of(root, pid);
             let family = self
                 .programs

@@ -478,11 +478,7 @@ impl Sensor for LiveWorld {
             tick_ns(),
         );
         let mut tasks = Vec::new();
-        // The first turn looks for forked processes before it samples; the
-        // later ones after (`rescan_family_if_due`).
-        if self.family_ns.is_none() {
-            self.rescan_family();
-        }
+        self.rescan_family_if_due(now_ns);
         // Descriptors for watching threads: the limit less what the rest
         // of herd needs; those the threads alive last period hold.
         let fd_room = self
@@ -655,7 +651,6 @@ impl Sensor for LiveWorld {
         let turn = self.turns;
         self.tasks.retain(|_, t| t.seen_turn == turn);
         self.thread_lists.retain(&live_pids);
-        self.rescan_family_if_due(now_ns);
         self.stats.max_threads = self.stats.max_threads.max(tasks.len());
         (
             self.stats.uncounted_threads,
