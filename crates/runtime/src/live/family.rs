@@ -13,7 +13,7 @@ use crate::procfs;
 /// How often the sensor looks for processes a program forked: a pass over
 /// `/proc` reads every process's `stat` (about a millisecond for a few
 /// hundred processes), too much for every period of a fast policy, and a
-/// fork shows up within this long (and a turn).
+/// fork shows up within this long.
 pub(super) const FAMILY_RESCAN_NS: u64 = 250_000_000;
 
 impl LiveWorld {

@@ -220,7 +220,7 @@ pub struct LiveWorld {
     /// behind spinning ones would wait for a loop that never runs.
     lanes_allowed: bool,
     /// Each program's processes below it (forked workers), as last found,
-    /// and when: found again every [`FAMILY_RESCAN_NS`].
+    /// and when: found again every [`family::FAMILY_RESCAN_NS`].
     family: Vec<Vec<i32>>,
     family_ns: Option<u64>,
     /// Programs that could not join herd's cgroups (said once).
