@@ -440,21 +440,34 @@ impl ThreadFiles {
     /// (the kernel adds its wait to schedstat only when it gets a CPU), so
     /// the caller passes `last` only when no run queue holds waiting
     /// threads for long, and re-reads every thread now and then.
+    /// `times_now`: its schedstat times read a moment ago this turn
+    /// ([`ThreadFiles::times`]), not read again.
     pub fn sample_or_keep(
         &self,
         buf: &mut Vec<u8>,
         last: Option<&ThreadSample>,
+        times_now: Option<(u64, u64)>,
     ) -> Option<(ThreadSample, bool)> {
-        let (Some(last), Some((stat, Some(schedstat)))) = (last.filter(|l| l.state != 'R'), &self.kept)
-        else {
+        let last = last.filter(|l| l.state != 'R');
+        let Some((stat, Some(schedstat))) = &self.kept else {
             return self.sample(buf).map(|s| (s, true));
         };
-        match read_all(schedstat, buf).and_then(parse_schedstat) {
-            Some(times) if times == (last.run_ns, last.wait_ns) => Some((*last, false)),
-            // It moved: its stat now (the schedstat just read stands).
-            Some(times) => Some((self.made(parse_stat(read_all(stat, buf)?)?, times), true)),
-            None => self.sample(buf).map(|s| (s, true)),
+        let times = match times_now {
+            Some(times) => times,
+            None if last.is_none() => return self.sample(buf).map(|s| (s, true)),
+            None => match read_all(schedstat, buf).and_then(parse_schedstat) {
+                Some(times) => times,
+                None => return self.sample(buf).map(|s| (s, true)),
+            },
+        };
+        if let Some(last) = last
+            && times == (last.run_ns, last.wait_ns)
+        {
+            return Some((*last, false));
         }
+        // It moved (or may not be kept): its stat now, with the schedstat
+        // just read.
+        Some((self.made(parse_stat(read_all(stat, buf)?)?, times), true))
     }
 
     /// Samples the thread; `None` once it is gone.
@@ -658,7 +671,7 @@ mod tests {
         write('S', "100 20 3\n");
         let files = ThreadFiles::open(dir.path(), 7, 8).unwrap();
         let mut buf = Vec::new();
-        let (first, read) = files.sample_or_keep(&mut buf, None).unwrap();
+        let (first, read) = files.sample_or_keep(&mut buf, None, None).unwrap();
         assert!(read);
         assert_eq!(
             (first.state, first.cpu, first.run_ns, first.wait_ns),
@@ -666,23 +679,26 @@ mod tests {
         );
         // Woken onto CPU 2 but not yet run: schedstat the same.
         write('R', "100 20 3\n");
-        assert_eq!(files.sample_or_keep(&mut buf, Some(&first)), Some((first, false)));
+        assert_eq!(
+            files.sample_or_keep(&mut buf, Some(&first), None),
+            Some((first, false))
+        );
         // It ran.
         write('R', "150 20 4\n");
-        let (ran, read) = files.sample_or_keep(&mut buf, Some(&first)).unwrap();
+        let (ran, read) = files.sample_or_keep(&mut buf, Some(&first), None).unwrap();
         assert!(read);
         assert_eq!((ran.state, ran.run_ns), ('R', 150));
         // Runnable last time: read whatever schedstat says.
-        assert!(files.sample_or_keep(&mut buf, Some(&ran)).unwrap().1);
+        assert!(files.sample_or_keep(&mut buf, Some(&ran), None).unwrap().1);
         // It waited for a CPU (dequeued unrun): its wait moved, so read.
         write('S', "100 25 3\n");
-        assert!(files.sample_or_keep(&mut buf, Some(&first)).unwrap().1);
+        assert!(files.sample_or_keep(&mut buf, Some(&first), None).unwrap().1);
         // Gone (a kept /proc file of an exited thread reads as an error or
         // nothing): None, kept sample or not.
         fs::write(d.join("stat"), "").unwrap();
         fs::write(d.join("schedstat"), "").unwrap();
-        assert_eq!(files.sample_or_keep(&mut buf, Some(&first)), None);
-        assert_eq!(files.sample_or_keep(&mut buf, None), None);
+        assert_eq!(files.sample_or_keep(&mut buf, Some(&first), None), None);
+        assert_eq!(files.sample_or_keep(&mut buf, None, None), None);
     }
 
     #[test]

@@ -42,11 +42,14 @@ impl LiveWorld {
             // Only the lists of threads that ran since they were read, by
             // their schedstat now (a pread each, where reading all 1,024
             // threads' lists took 7 ms here, four times a second; the last
-            // turn's samples would miss a fork since). Threads not watched
-            // yet have no times: their lists are read.
+            // turn's samples would miss a fork since). The turn's sampling
+            // then takes these times rather than reading them again.
+            // Threads not watched yet have no times: their lists are read.
+            for t in self.tasks.values_mut() {
+                t.pre_times = t.files.times(&mut self.buf);
+            }
             let (root, tasks, lists) = (&self.proc_root, &self.tasks, &mut self.thread_lists);
-            let buf = std::cell::RefCell::new(Vec::new());
-            let times = |tid: i32| tasks.get(&tid)?.files.times(&mut buf.borrow_mut());
+            let times = |tid: i32| tasks.get(&tid)?.pre_times;
             let mut tids = |pid: i32| lists.of(root, pid);
             let family = self
                 .programs

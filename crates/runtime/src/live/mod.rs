@@ -101,6 +101,9 @@ struct Track {
     lane: herd_policy::Lane,
     /// The last turn (`LiveWorld::turns`) that found it alive.
     seen_turn: u64,
+    /// Its schedstat times, read this turn by the look for forked
+    /// processes (`family`) and not read again.
+    pre_times: Option<(u64, u64)>,
 }
 
 impl Track {
@@ -575,6 +578,7 @@ impl Sensor for LiveWorld {
                             placed: None,
                             lane: herd_policy::Lane::Fair,
                             seen_turn: 0,
+                            pre_times: None,
                         }
                     };
                     self.tasks.insert(tid, track);
@@ -590,7 +594,8 @@ impl Sensor for LiveWorld {
                 let allowed = track.placed.as_ref().or(track.original.as_ref());
                 let keep =
                     (track.last.run_ns > 0 && rule.keeps(self.turns, tid, allowed)).then_some(&track.last);
-                let Some((sample, read)) = track.files.sample_or_keep(&mut self.buf, keep) else {
+                let pre = track.pre_times.take();
+                let Some((sample, read)) = track.files.sample_or_keep(&mut self.buf, keep, pre) else {
                     self.thread_lists.vanished(pid);
                     continue;
                 };
