@@ -103,10 +103,15 @@ impl Drop for Daemon {
     }
 }
 
-fn rule(name: &str, n: u64) -> String {
+/// A `static:compact` rule named `name` for command lines matching `cmdline`.
+fn rule_for(name: &str, cmdline: &str) -> String {
     format!(
-        "[[rule]]\nname = \"{name}\"\npolicy = \"static:compact\"\n[rule.match]\ncmdline = \"^sleep {n}$\"\n"
+        "[[rule]]\nname = \"{name}\"\npolicy = \"static:compact\"\n[rule.match]\ncmdline = \"{cmdline}\"\n"
     )
+}
+
+fn rule(name: &str, n: u64) -> String {
+    rule_for(name, &format!("^sleep {n}$"))
 }
 
 #[test]
@@ -493,8 +498,8 @@ fn a_job_that_starts_more_busy_threads_later_gets_more_cpus() {
     std::fs::write(
         &config,
         format!(
-            "[daemon]\nscan_interval_ms = 200\n[[rule]]\nname = \"grow\"\npolicy = \"static:compact\"\n\
-             [rule.match]\ncmdline = \"(?s)grow-{n}$\"\n"
+            "[daemon]\nscan_interval_ms = 200\n{}",
+            rule_for("grow", &format!("(?s)grow-{n}$"))
         ),
     )
     .unwrap();

@@ -301,9 +301,10 @@ impl Policy for NumaModel {
             }
         }
         self.settled = complete.then(|| {
-            let mut tasks = SeenTasks::default();
-            tasks.changed(&snap.tasks);
-            (tasks, snap.jobs.iter().map(|j| (j.id, j.threads_declared)).collect())
+            (
+                SeenTasks::of(&snap.tasks),
+                snap.jobs.iter().map(|j| (j.id, j.threads_declared)).collect(),
+            )
         });
         if !notes.is_empty() {
             let bw_source = mem.as_ref().map_or("", |(_, s)| s.as_str());

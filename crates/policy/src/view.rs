@@ -312,6 +312,11 @@ impl Rng {
 pub(crate) struct SeenTasks(Vec<TaskId>);
 
 impl SeenTasks {
+    /// `tasks` seen.
+    pub(crate) fn of(tasks: &[TaskView]) -> Self {
+        SeenTasks(tasks.iter().map(|t| t.id).collect())
+    }
+
     /// Whether `tasks` are the ones seen last, in the same order.
     pub(crate) fn same(&self, tasks: &[TaskView]) -> bool {
         tasks.iter().map(|t| t.id).eq(self.0.iter().copied())
@@ -322,8 +327,7 @@ impl SeenTasks {
         if self.same(tasks) {
             return false;
         }
-        self.0.clear();
-        self.0.extend(tasks.iter().map(|t| t.id));
+        *self = SeenTasks::of(tasks);
         true
     }
 }

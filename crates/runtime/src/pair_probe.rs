@@ -211,8 +211,16 @@ mod tests {
         if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
             return;
         }
-        let r = pair_probe(0, 1, 0.05, 1).unwrap();
-        let ratio = r.together_mips[0] / r.alone_mips[0];
+        // Three rounds: the test binary runs other tests beside this one on
+        // two CPUs, and a neighbour on CPU 0 halves a 50 ms round alone (a
+        // failure read alone 61, 117 and 62 MIPS, together 164-184). A
+        // neighbour only slows a loop, so the fastest round alone is the
+        // truest; against it, the median round together.
+        let r = pair_probe(0, 1, 0.05, 3).unwrap();
+        let alone = r.alone_mips.iter().copied().fold(0.0, f64::max);
+        let mut together = r.together_mips.clone();
+        together.sort_by(f64::total_cmp);
+        let ratio = together[1] / alone;
         // Loose on purpose: a shared machine can be busy; the check is that
         // both threads ran and were counted.
         assert!(ratio > 0.5 && ratio < 2.5, "{r:?}");

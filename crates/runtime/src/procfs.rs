@@ -133,8 +133,8 @@ pub fn threads(proc_root: &Path, pid: i32) -> Vec<i32> {
 /// How many threads process `pid` has: the link count of its `task`
 /// directory less two (procfs counts one link per thread, as a filesystem
 /// counts subdirectories). The `stat` field `num_threads` says the same
-/// but costs a sum of every thread's CPU time (27 µs at 1,024 threads
-/// here, against 2 µs for this).
+/// but costs a sum of every thread's CPU time (23-27 µs at 1,024 threads
+/// here, against 1.5-2 µs for this: `bench/proc-read-cost.c`).
 pub fn num_threads(proc_root: &Path, pid: i32) -> Option<usize> {
     use std::os::unix::fs::MetadataExt;
     let links = fs::metadata(proc_root.join(pid.to_string()).join("task"))
@@ -333,7 +333,7 @@ pub fn sample(proc_root: &Path, pid: i32, tid: i32) -> Option<ThreadSample> {
 
 /// The state letter of process `pid` (R, S, D, T, Z...), `None` once it is gone.
 /// Read from its main thread's `stat`, which says the same letter: the
-/// whole process's `stat` sums every thread's CPU time (27 µs a read at
+/// whole process's `stat` sums every thread's CPU time (23-27 µs a read at
 /// 1,024 threads here, against 4 µs for the main thread's), and the live
 /// world asks every turn.
 pub fn state(proc_root: &Path, pid: i32) -> Option<char> {

@@ -474,11 +474,11 @@ impl Sensor for LiveWorld {
         // Read first: whether threads wait in run queues decides which
         // threads' samples may be kept (below).
         let proc_stat = std::fs::read_to_string(self.proc_root.join("stat")).ok();
+        let idle_ns_by_cpu = proc_stat.as_deref().and_then(|text| self.idle_since_last(text));
         let rule = waits::KeepRule::new(
-            proc_stat.as_deref(),
-            self.idle_ticks.as_deref(),
+            proc_stat.as_deref().and_then(procfs::parse_runnable),
+            idle_ns_by_cpu.as_deref(),
             now_ns.saturating_sub(self.full_ns),
-            tick_ns(),
         );
         let mut tasks = Vec::new();
         self.rescan_family_if_due(now_ns);
@@ -686,7 +686,7 @@ impl Sensor for LiveWorld {
                 .collect()
         };
         self.refresh_numa_memory(now_ns, &mut jobs, rebuilt);
-        let system = self.measure_memory_and_energy(&mut tasks, proc_stat.as_deref());
+        let system = self.measure_memory_and_energy(&mut tasks, idle_ns_by_cpu);
         // Since the last full snapshot: progress-only ones between add no
         // observations.
         let period_ns = now_ns.saturating_sub(self.full_ns);
@@ -718,27 +718,36 @@ impl Sensor for LiveWorld {
 }
 
 impl LiveWorld {
+    /// Each CPU's idle time (ns, by CPU number) since the last full
+    /// snapshot, from `/proc/stat`'s `text` now; `None` at the first.
+    fn idle_since_last(&mut self, text: &str) -> Option<Vec<u64>> {
+        let now = procfs::parse_cpu_idle(text);
+        let before = self.idle_ticks.replace(now.clone())?;
+        let tick_ns = tick_ns();
+        let n = now.iter().map(|(c, _)| *c as usize + 1).max().unwrap_or(0);
+        let mut idle = vec![0u64; n];
+        for ((c, t), (c0, t0)) in now.iter().zip(&before) {
+            if c == c0 {
+                idle[*c as usize] = t.saturating_sub(*t0) * tick_ns;
+            }
+        }
+        Some(idle)
+    }
+
     /// Per-program bandwidth from resctrl (split over a program's threads by
     /// their CPU time this period, which is what the counters cannot tell
     /// apart) and the machine's energy and traffic this period.
-    fn measure_memory_and_energy(&mut self, tasks: &mut [TaskView], proc_stat: Option<&str>) -> SystemObs {
-        let mut system = SystemObs::default();
+    fn measure_memory_and_energy(
+        &mut self,
+        tasks: &mut [TaskView],
+        idle_ns_by_cpu: Option<Vec<u64>>,
+    ) -> SystemObs {
         // Each CPU's idle time since the last full snapshot (the guard tells
         // CPUs idle from CPUs other programs use).
-        if let Some(text) = proc_stat {
-            let now = procfs::parse_cpu_idle(text);
-            let tick_ns = tick_ns();
-            if let Some(before) = self.idle_ticks.replace(now.clone()) {
-                let n = now.iter().map(|(c, _)| *c as usize + 1).max().unwrap_or(0);
-                let mut idle = vec![0u64; n];
-                for ((c, t), (c0, t0)) in now.iter().zip(&before) {
-                    if c == c0 {
-                        idle[*c as usize] = t.saturating_sub(*t0) * tick_ns;
-                    }
-                }
-                system.idle_ns_by_cpu = Some(idle);
-            }
-        }
+        let mut system = SystemObs {
+            idle_ns_by_cpu,
+            ..SystemObs::default()
+        };
         if let Some(rapl) = self.rapl.as_mut() {
             let j = rapl.delta_j();
             system.energy_j = Some(j);

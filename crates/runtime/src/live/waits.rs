@@ -16,8 +16,6 @@
 
 use herd_topo::CpuSet;
 
-use crate::procfs;
-
 /// A thread whose CPUs were all busy is read in full at least once in this
 /// many turns, even when its schedstat says it slept throughout.
 pub(super) const REFRESH_TURNS: u64 = 8;
@@ -31,29 +29,15 @@ pub(super) struct KeepRule {
 }
 
 impl KeepRule {
-    /// From this turn's `/proc/stat` and each CPU's idle ticks at the last
-    /// turn, `period_ns` before.
-    pub(super) fn new(
-        proc_stat: Option<&str>,
-        idle_before: Option<&[(u32, u64)]>,
-        period_ns: u64,
-        tick_ns: u64,
-    ) -> Self {
-        let quiet = proc_stat
-            .and_then(procfs::parse_runnable)
-            .is_some_and(|(runnable, cpus)| runnable <= cpus);
+    /// From `/proc/stat`'s runnable threads and online CPUs now
+    /// ([`crate::procfs::parse_runnable`]), and each CPU's idle time over the
+    /// period (`period_ns` long) by CPU number.
+    pub(super) fn new(runnable: Option<(u32, u32)>, idle_ns_by_cpu: Option<&[u64]>, period_ns: u64) -> Self {
+        let quiet = runnable.is_some_and(|(runnable, cpus)| runnable <= cpus);
         let mut idle_cpus = CpuSet::new();
-        if let (Some(text), Some(before)) = (proc_stat, idle_before) {
-            for ((cpu, now), (cpu0, then)) in procfs::parse_cpu_idle(text).iter().zip(before) {
-                if cpu == cpu0
-                    && now
-                        .saturating_sub(*then)
-                        .saturating_mul(tick_ns)
-                        .saturating_mul(2)
-                        >= period_ns
-                {
-                    idle_cpus.insert(*cpu);
-                }
+        for (cpu, &idle_ns) in idle_ns_by_cpu.unwrap_or_default().iter().enumerate() {
+            if idle_ns.saturating_mul(2) >= period_ns {
+                idle_cpus.insert(cpu as u32);
             }
         }
         KeepRule { quiet, idle_cpus }
@@ -75,22 +59,18 @@ impl KeepRule {
 mod tests {
     use super::*;
 
-    const STAT: &str = "cpu  1 1 1 1\ncpu0 0 0 0 100 0\ncpu1 0 0 0 200 5\nprocs_running 2\n";
-
     #[test]
     fn a_busy_machine_keeps_nothing() {
-        let busy = STAT.replace("procs_running 2", "procs_running 3");
-        let rule = KeepRule::new(Some(&busy), Some(&[(0, 0), (1, 0)]), 1_000, 10);
+        let rule = KeepRule::new(Some((3, 2)), Some(&[1_000, 1_000]), 1_000);
         assert!((0..REFRESH_TURNS).all(|turn| !rule.keeps(turn, 7, None)));
-        let unknown = KeepRule::new(None, None, 1_000, 10);
+        let unknown = KeepRule::new(None, None, 1_000);
         assert!(!unknown.keeps(1, 7, None));
     }
 
     #[test]
     fn a_thread_with_an_idle_cpu_keeps_its_sample_and_one_without_is_read_in_turn() {
-        // CPU 0 idle 100 ticks of 10 ns = 1,000 ns of a 1,000 ns period;
-        // CPU 1 idle 5 ticks (iowait) since 200 = 50 ns: busy.
-        let rule = KeepRule::new(Some(STAT), Some(&[(0, 0), (1, 200)]), 1_000, 10);
+        // CPU 0 idle all of a 1,000 ns period; CPU 1 idle 50 ns: busy.
+        let rule = KeepRule::new(Some((2, 2)), Some(&[1_000, 50]), 1_000);
         let on = |cpu| CpuSet::single(cpu);
         assert!((0..2 * REFRESH_TURNS).all(|turn| rule.keeps(turn, 7, Some(&on(0)))));
         assert!((0..2 * REFRESH_TURNS).all(|turn| rule.keeps(turn, 7, None)));
@@ -99,7 +79,7 @@ mod tests {
             .collect();
         assert_eq!(read.len(), 2, "read once every {REFRESH_TURNS} turns: {read:?}");
         // Without a last turn to compare with, every thread takes turns.
-        let first = KeepRule::new(Some(STAT), None, 1_000, 10);
+        let first = KeepRule::new(Some((2, 2)), None, 1_000);
         assert!(!first.keeps(1, 7, None));
     }
 }
