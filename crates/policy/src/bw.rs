@@ -353,16 +353,29 @@ impl Policy for BwCosched {
             ));
         }
 
-        // Demand per job: per running thread times its threads.
-        for (j, d) in demand.iter_mut() {
-            *d *= threads[j] as f64;
-        }
+        // Demand per job: per running thread times its threads; in job
+        // order, beside the counts (the jobs without a demand: none).
+        let mut at = demand.iter().peekable();
+        let demand: Vec<Option<f64>> = threads
+            .entries()
+            .map(|&(j, n)| {
+                while at.peek().is_some_and(|(k, _)| **k < j) {
+                    at.next();
+                }
+                at.peek().filter(|(k, _)| **k == j).map(|(_, d)| **d * n as f64)
+            })
+            .collect();
         let admitted: FxHashSet<JobId> = if mode == "fits" {
             jobs.into_iter().collect()
         } else {
             self.pick(&threads, &demand, capacity, target)
         };
-        let chosen_btr: f64 = admitted.iter().filter_map(|j| demand.get(j)).sum();
+        // Summed in the set's order, as it always was (a float sum's last
+        // bit, and with it the note, depends on the order).
+        let chosen_btr: f64 = admitted
+            .iter()
+            .filter_map(|j| demand[threads.position(j)?])
+            .sum();
         let mut plan = self.turns.apply(
             view,
             |j| admitted.contains(&j),
@@ -432,20 +445,18 @@ impl BwCosched {
     fn pick(
         &self,
         threads: &crate::cosched::JobCounts,
-        demand: &BTreeMap<JobId, f64>,
+        demand: &[Option<f64>],
         capacity: usize,
         target: f64,
     ) -> FxHashSet<JobId> {
         let order = self.turns.least_served(threads);
+        let counts: Vec<usize> = threads.values().copied().collect();
         // Slots in programs: the machine's CPUs over the mean thread count,
         // so multithreaded programs take their share.
-        let mean_threads = order.iter().map(|j| threads[j]).sum::<usize>() as f64 / order.len().max(1) as f64;
+        let mean_threads = order.iter().map(|&i| counts[i]).sum::<usize>() as f64 / order.len().max(1) as f64;
         let slots = ((capacity as f64 / mean_threads).floor() as usize).max(1);
-        let pool: Vec<JobId> = order.iter().copied().take(self.window * slots).collect();
-        let values: Vec<f64> = pool
-            .iter()
-            .map(|j| demand.get(j).copied().unwrap_or(0.0))
-            .collect();
+        let pool: Vec<usize> = order.iter().copied().take(self.window * slots).collect();
+        let values: Vec<f64> = pool.iter().map(|&i| demand[i].unwrap_or(0.0)).collect();
         let picked = iabw::choose(&values, slots, target, None);
         admit(picked.into_iter().map(|i| pool[i]), threads, capacity)
     }
