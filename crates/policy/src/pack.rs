@@ -32,6 +32,7 @@
 use std::collections::BTreeMap;
 
 use herd_topo::CpuSet;
+use herd_profile::iabw::order_key;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::pack_plan::{BarrierLearner, BarrierPlan, plan_suits};
@@ -226,6 +227,12 @@ pub struct Pack {
     /// for, and what it gave (the same every turn while the cores and
     /// workers hold; a third of a decision at 1,024 threads).
     sizes: Option<(Vec<f64>, usize, Vec<usize>)>,
+    /// Each group's threads' wanted classes, kept between decisions so
+    /// that a decision does not allocate one vector per core again.
+    current: Vec<Vec<u64>>,
+    /// The last decision's threads by progress, as positions in its list
+    /// of workers: where the next sort starts.
+    order: Vec<u32>,
 }
 
 impl Pack {
@@ -260,6 +267,8 @@ impl Pack {
             told: None,
             lanes: FxHashMap::default(),
             sizes: None,
+            current: Vec::new(),
+            order: Vec::new(),
         }
     }
 
@@ -459,10 +468,14 @@ fn class_key(cap: f64, size: usize) -> u64 {
 
 /// The groups in order of capacity per thread, most first (ties: lowest).
 fn most_per_thread_first(caps: &[f64], sizes: &[usize]) -> Vec<usize> {
-    let per_thread = |g: usize| caps[g] / sizes[g].max(1) as f64;
-    let mut order: Vec<usize> = (0..caps.len()).collect();
-    order.sort_by(|&a, &b| per_thread(b).total_cmp(&per_thread(a)).then(a.cmp(&b)));
-    order
+    // Each group's key once, as an integer (a division per comparison
+    // was a twentieth of a decision at 1,024 threads); unique with the
+    // group, so an unstable sort gives the order.
+    let mut keyed: Vec<(std::cmp::Reverse<i64>, usize)> = (0..caps.len())
+        .map(|g| (std::cmp::Reverse(order_key(caps[g] / sizes[g].max(1) as f64)), g))
+        .collect();
+    keyed.sort_unstable();
+    keyed.into_iter().map(|(_, g)| g).collect()
 }
 
 /// `base` (thread counts per core, from [`group_sizes`]) rearranged among
@@ -678,7 +691,7 @@ impl Policy for Pack {
         // not are left out of the groups), else CPU time, summed over periods.
         let beats = view.snapshot.tasks.iter().any(|t| t.heartbeats.is_some());
         self.beats = beats;
-        let mut totals: Vec<(u64, u32, TaskId)> = Vec::new();
+        let mut totals: Vec<(u64, u32, TaskId)> = Vec::with_capacity(view.snapshot.tasks.len());
         // The least and greatest job with a worker: one job when they agree.
         let mut jobs: Option<(JobId, JobId)> = None;
         for t in &view.snapshot.tasks {
@@ -773,9 +786,28 @@ impl Policy for Pack {
             self.last_rate = Some(rate);
             self.epoch = Some((now, sum));
         }
-        // Least progress first; ties by rank (locality: neighbours stay together).
-        // Stable: equal progress and rank keep the snapshot's order.
-        totals.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+        // Least progress first; ties by rank (locality: neighbours stay
+        // together), then the snapshot's order. As one integer per thread
+        // (progress, rank, position: unique), sorted unstably: the stable
+        // sort of the triples through a closure was a third of a decision
+        // at 1,024 threads.
+        // The keys go in in the last decision's order (any order gives
+        // the same result, the keys being unique): progress moves little
+        // between decisions, and a sort that finds runs is then almost a
+        // pass.
+        let key = |i: usize| {
+            let (p, rank, _) = totals[i];
+            (u128::from(p) << 64) | (u128::from(rank) << 32) | i as u128
+        };
+        let mut keyed: Vec<u128> = if self.order.len() == totals.len() {
+            self.order.iter().map(|&i| key(i as usize)).collect()
+        } else {
+            (0..totals.len()).map(key).collect()
+        };
+        keyed.sort();
+        self.order.clear();
+        self.order.extend(keyed.iter().map(|&k| k as u32));
+        let totals: Vec<(u64, u32, TaskId)> = self.order.iter().map(|&i| totals[i as usize]).collect();
         let caps: Vec<f64> = cores.iter().map(|(_, c)| *c).collect();
         let base = match &self.sizes {
             Some((c, n, sizes)) if *c == caps && *n == totals.len() => sizes.clone(),
@@ -796,13 +828,16 @@ impl Policy for Pack {
         // threads is free: give the sizes to the cores whose threads already
         // want them, so fewer threads move (locality, and fewer migrations:
         // with 3 threads on 2 cores, one move a turn instead of two).
-        let mut current: Vec<Vec<u64>> = vec![Vec::new(); cores.len()];
+        let mut current = std::mem::take(&mut self.current);
+        current.resize_with(cores.len(), Vec::new);
+        current.iter_mut().for_each(Vec::clear);
         for ((_, _, id), &want) in totals.iter().zip(&wants) {
             if let Some(&g) = self.group_of.get(id).filter(|&&g| g < cores.len()) {
                 current[g].push(want);
             }
         }
         let sizes = arrange_sizes(&caps, &base, &current);
+        self.current = current;
         let class_of = |g: usize| class_key(caps[g], sizes[g]);
         let order = most_per_thread_first(&caps, &sizes);
         // A thread whose class its group still has stays; the others fill

@@ -47,6 +47,14 @@ pub fn fair_share(requests: &[f64], solo_s: &[f64], cores: usize) -> f64 {
     }
 }
 
+/// An integer that orders as `f64::total_cmp` orders `v` (its bits with
+/// the sign folded, as the standard library compares them): sorting by
+/// it is a sort of plain integers, not of comparisons through a closure.
+pub fn order_key(v: f64) -> i64 {
+    let b = v.to_bits() as i64;
+    b ^ ((((b >> 63) as u64) >> 1) as i64)
+}
+
 /// Chooses up to `slots` of `candidates` (predicted bandwidths) to run
 /// together so their sum comes close to `target`.
 ///
@@ -77,11 +85,11 @@ pub fn choose(candidates: &[f64], slots: usize, target: f64, first: Option<usize
     // bits), the index last: unique keys, so an unstable sort gives the
     // same order as the stable one by value then index, at a fraction of
     // the comparisons' cost.
-    let key = |v: f64| {
-        let b = v.to_bits() as i64;
-        b ^ ((((b >> 63) as u64) >> 1) as i64)
-    };
-    let mut keyed: Vec<(i64, usize)> = candidates.iter().enumerate().map(|(i, &v)| (key(v), i)).collect();
+    let mut keyed: Vec<(i64, usize)> = candidates
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| (order_key(v), i))
+        .collect();
     keyed.sort_unstable();
     let mut free: Vec<usize> = keyed.into_iter().map(|(_, i)| i).collect();
     if let Some(f) = first.filter(|&f| f < n && slots > 0) {
@@ -179,6 +187,38 @@ fn choose_scan(candidates: &[f64], slots: usize, target: f64, first: Option<usiz
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn order_keys_order_as_total_cmp_does() {
+        let mut v = vec![
+            0.0,
+            -0.0,
+            1.5,
+            -1.5,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::MIN_POSITIVE,
+            -f64::MIN_POSITIVE,
+            f64::MAX,
+            f64::MIN,
+            1e-300,
+            -1e300,
+            0.3,
+            0.05,
+        ];
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        for _ in 0..200 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            v.push(f64::from_bits(x).clamp(f64::MIN, f64::MAX));
+        }
+        for a in &v {
+            for b in &v {
+                assert_eq!(order_key(*a).cmp(&order_key(*b)), a.total_cmp(b), "{a} {b}");
+            }
+        }
+    }
 
     #[test]
     fn the_sorted_choice_picks_what_the_scan_picks() {
