@@ -56,8 +56,9 @@ pub(crate) struct Turns {
 }
 
 /// A value per job in a vector sorted by job, read and written with the
-/// present jobs in job order by one walk: a hash lookup per job and map
-/// was a fifth of a bw:* decision at 1,024 tasks.
+/// present jobs in job order by one walk, not a hash lookup per job per
+/// map per decision (with the changes beside it, a bw:* decision at 1,024
+/// tasks fell from 729,283 instructions to 478,101).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ByJob<V>(Vec<(JobId, V)>);
 
@@ -300,8 +301,9 @@ impl Turns {
             is_busy(t, period_ns) || matches!(old, Some(Slot::Paused) | None)
         };
         // One lookup of each task's slot and one of each job's admission (a
-        // job's tasks come together in a snapshot): per task, two lookups
-        // of each were a third of a bw:* decision at 1,024 tasks.
+        // job's tasks come together in a snapshot), not two of each per
+        // task: this function was a third of a bw:* decision at 1,024
+        // tasks.
         // While the task list stays the same, last turn's slots in task
         // order stand for the map: no lookup at all.
         let same = self.aligned.len() == tasks.len() && self.aligned.iter().zip(tasks).all(|(a, t)| a.0 == t.id);

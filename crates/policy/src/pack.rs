@@ -788,13 +788,12 @@ impl Policy for Pack {
         }
         // Least progress first; ties by rank (locality: neighbours stay
         // together), then the snapshot's order. As one integer per thread
-        // (progress, rank, position: unique), sorted unstably: the stable
-        // sort of the triples through a closure was a third of a decision
-        // at 1,024 threads.
-        // The keys go in in the last decision's order (any order gives
-        // the same result, the keys being unique): progress moves little
-        // between decisions, and a sort that finds runs is then almost a
-        // pass.
+        // (progress, rank, position): a sort of the triples through a
+        // closure was a third of a decision at 1,024 threads. The keys are
+        // unique, so any input order gives the same result; they go in in
+        // the last decision's order, so that where the order by progress
+        // holds from one decision to the next the sort (which finds runs)
+        // is one pass.
         let key = |i: usize| {
             let (p, rank, _) = totals[i];
             (u128::from(p) << 64) | (u128::from(rank) << 32) | i as u128
