@@ -501,11 +501,14 @@ fn realtime_never_reaches_the_program() {
 }
 
 /// The power model's average is over the window its energy covers: a run of
-/// a few ms of an idle program reads about the node's idle power, not the
-/// energy of herd's set-up divided by the program's few ms.
+/// 50 ms of an idle program reads about the node's idle power, not the
+/// energy of herd's set-up divided by the program's 50 ms. (`sleep`, not
+/// `true`: in a fresh-clone CI run, with other test binaries beside it,
+/// the summary said `true` used 0.01 s of CPU in a 0.00 s run, and the
+/// model read 103.5 W: over a window that short, `true` was the load.)
 #[test]
 fn a_short_idle_run_reads_idle_power() {
-    let out = herd().args(["run", "--", "true"]).output().unwrap();
+    let out = herd().args(["run", "--", "sleep", "0.05"]).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     let w: f64 = stderr
         .split("J (")

@@ -96,6 +96,8 @@ pub struct Guard {
     /// per mix, so that a placement that idles CPUs by design and wins its
     /// probes back is not backed off every few periods.
     early_spent: bool,
+    /// Whether each task was busy the last period it was not paused.
+    was_busy: HashMap<TaskId, bool>,
     report: GuardReport,
 }
 
@@ -105,7 +107,7 @@ pub struct Guard {
 const CROWDED_TURNS: u32 = 2;
 
 /// Whether, over the last `elapsed_ns`, the workload's threads waited for
-/// a CPU (runnable, not paused: schedstat's wait) for more than a quarter
+/// a CPU (schedstat's wait; a paused thread, below) for more than a quarter
 /// of the period while the CPUs it may use (`cpus`) stood idle for more
 /// than half a CPU's period. The kernel balances such a state away within
 /// milliseconds; a placement that keeps it is losing capacity, though its
@@ -113,15 +115,30 @@ const CROWDED_TURNS: u32 = 2;
 /// probe (when the mix of jobs was another). Idle is measured where the
 /// sensor can (live, `/proc/stat`), so other programs' use of a CPU is not
 /// taken for idle.
-fn crowded(snap: &Snapshot, cpus: &CpuSet, elapsed_ns: u64) -> bool {
+///
+/// A task the policy paused waits for a CPU as surely as one the kernel
+/// keeps waiting, if it was busy when it last ran (`was_busy`): a
+/// co-scheduler that pauses a program while CPUs idle has misjudged what
+/// the running ones use (stress-ng's switch stressor: two copies, each a
+/// pair of processes handing a pipe back and forth, took turns on the two
+/// CPUs here at 1.7x plain Linux's time, each copy alone leaving a CPU
+/// idle).
+fn crowded(snap: &Snapshot, cpus: &CpuSet, elapsed_ns: u64, was_busy: &HashMap<TaskId, bool>) -> bool {
     if elapsed_ns == 0 || snap.progress_only {
         return false;
     }
     let waited: u64 = snap
         .tasks
         .iter()
-        .filter(|t| t.state != TaskState::Paused)
-        .map(|t| t.obs.wait_ns)
+        .map(|t| {
+            if t.state != TaskState::Paused {
+                t.obs.wait_ns
+            } else if was_busy.get(&t.id).copied().unwrap_or(false) {
+                elapsed_ns
+            } else {
+                0
+            }
+        })
         .sum();
     // Measured where the sensor reads it (live: other programs' use of a
     // CPU is not idle); else the CPUs' time less the workload's.
@@ -159,6 +176,7 @@ impl Guard {
             crowded_turns: 0,
             tasks_seen: (0, 0),
             early_spent: false,
+            was_busy: HashMap::default(),
             report: GuardReport::default(),
         }
     }
@@ -205,11 +223,23 @@ impl Guard {
             snap.tasks.iter().fold(0u64, |a, t| a.wrapping_add(t.id)),
         );
         let same_tasks = std::mem::replace(&mut self.tasks_seen, tasks_now) == tasks_now;
+        // Whether each task was busy (runnable, or a tenth of the period on
+        // a CPU) the last time it ran: what a paused one would use.
+        if !snap.progress_only && elapsed > 0 {
+            if !same_tasks {
+                let present: rustc_hash::FxHashSet<TaskId> = snap.tasks.iter().map(|t| t.id).collect();
+                self.was_busy.retain(|t, _| present.contains(t));
+            }
+            for t in snap.tasks.iter().filter(|t| t.state != TaskState::Paused) {
+                let busy = t.state == TaskState::Runnable || t.obs.cpu_time_ns.saturating_mul(10) >= elapsed;
+                self.was_busy.insert(t.id, busy);
+            }
+        }
         self.crowded_turns = if trusted_span && same_tasks {
             let cpus = policy
                 .allowed_cpus()
                 .unwrap_or_else(|| view.machine.all_cpus().clone());
-            if crowded(snap, &cpus, elapsed) {
+            if crowded(snap, &cpus, elapsed, &self.was_busy) {
                 self.crowded_turns + 1
             } else {
                 0
@@ -799,6 +829,52 @@ mod tests {
         // of the time.
         let share = g.kernel_ns as f64 / (g.kernel_ns + g.policy_ns) as f64;
         assert!(share < 0.07, "{share}");
+    }
+
+    /// A program paused while the CPUs it could use stood idle is crowding
+    /// if it was busy when it last ran; one that slept then is not.
+    #[test]
+    fn a_busy_program_paused_beside_idle_cpus_is_crowding() {
+        let period = 100_000_000;
+        let task = |id: u64, state: TaskState, cpu_ns: u64| TaskView {
+            id,
+            job: id as u32,
+            rank: 0,
+            state,
+            cpu: Some(0),
+            obs: Obs {
+                cpu_time_ns: cpu_ns,
+                ..Obs::default()
+            },
+            heartbeats: None,
+        };
+        // Two CPUs; the running program uses 0.8 of one, the other waits
+        // paused: 1.2 CPUs' periods idle.
+        let snap = Snapshot {
+            now_ns: period,
+            tasks: vec![
+                task(1, TaskState::Blocked, 80_000_000),
+                task(2, TaskState::Paused, 0),
+            ],
+            ..Snapshot::default()
+        };
+        let cpus: CpuSet = [0, 1].into_iter().collect();
+        let mut was_busy = HashMap::default();
+        assert!(
+            !crowded(&snap, &cpus, period, &was_busy),
+            "nothing known of task 2"
+        );
+        was_busy.insert(2, false);
+        assert!(
+            !crowded(&snap, &cpus, period, &was_busy),
+            "task 2 slept when it last ran"
+        );
+        was_busy.insert(2, true);
+        assert!(crowded(&snap, &cpus, period, &was_busy));
+        // The CPUs full: no idle to lose.
+        let mut full = snap.clone();
+        full.tasks[0].obs.cpu_time_ns = 2 * period;
+        assert!(!crowded(&full, &cpus, period, &was_busy));
     }
 
     #[test]
