@@ -285,7 +285,9 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     let mut last_budget = budget.map(|b| b.1);
     let mut last_note: Option<String> = None;
     // The power model's estimate, period by period, from where the tasks ran.
-    let (mut model_energy_j, mut modelled_s, mut last_w) = (0.0, 0.0, power.idle_w);
+    // And the programs' CPU time those periods saw, to tell what the tail
+    // after the last one held.
+    let (mut model_energy_j, mut modelled_s, mut seen_cpu_ns) = (0.0, 0.0, 0u64);
     // Only this thread, the loop's, and only for the loop.
     let realtime = args.realtime
         && match herd_runtime::control::set_realtime(10) {
@@ -305,7 +307,7 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
             let period_s = view.snapshot.period_ns as f64 * 1e-9;
             model_energy_j += w * period_s;
             modelled_s += period_s;
-            last_w = w;
+            seen_cpu_ns += view.snapshot.tasks.iter().map(|t| t.obs.cpu_time_ns).sum::<u64>();
         }
         if let Some(f) = trace.as_mut()
             && trace_failed.is_none()
@@ -339,8 +341,12 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
         eprintln!("herd: warning: {problem}");
     }
     let (wall, herd_cpu, prog_cpu) = (done.wall_s, done.herd_cpu_s, done.programs_cpu_s());
-    // The run's tail after the last observation, at the last power seen.
-    model_energy_j += last_w * (wall - modelled_s).max(0.0);
+    model_energy_j += tail_energy_j(
+        &power,
+        &machine,
+        wall - modelled_s,
+        prog_cpu - seen_cpu_ns as f64 * 1e-9,
+    );
     let s = done.world.stats;
     warn_after_live(&s, &policy.name(), "run with --realtime");
     let energy = ModelEnergy {
@@ -560,6 +566,27 @@ fn record_run(
         Ok(_) => {}
         Err(e) => eprintln!("herd: warning: the run of {name} was not recorded: {e}"),
     }
+}
+
+/// The power model's energy over a run's tail after its last observed
+/// period (`tail_s`), in which the programs used `cpu_s` of CPU that no
+/// period saw: that CPU time spread over the tail, one CPU after another.
+/// (The last period's power carried over the tail made `herd run -- sleep
+/// 0.05` read 109-121 W on an idle machine: its one observed period, at
+/// the start, had caught `sleep` starting.)
+fn tail_energy_j(power: &herd_model::PowerModel, m: &herd_topo::Machine, tail_s: f64, cpu_s: f64) -> f64 {
+    if tail_s <= 0.0 {
+        return 0.0;
+    }
+    let busy_cpus = cpu_s.max(0.0) / tail_s;
+    let order: Vec<u32> = m.cpus().iter().map(|c| c.os).collect();
+    let frac = |cpu: u32| {
+        order
+            .iter()
+            .position(|&c| c == cpu)
+            .map_or(0.0, |i| (busy_cpus - i as f64).clamp(0.0, 1.0))
+    };
+    power.busy_power_w(m, &frac) * tail_s
 }
 
 /// The power model's machine power over the period `view` observed: each
