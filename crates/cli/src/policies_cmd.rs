@@ -74,7 +74,9 @@ pub fn run(args: &PoliciesArgs) -> Result<(), Failure> {
         "Every policy but linux runs under herd's guard (--guard on, the default; --guard off for the \
          algorithm as published): short probes in which the kernel places the workload, and where the \
          policy makes less progress than the kernel by more than 2% (heartbeats, else instructions, else \
-         CPU time), the kernel gets the workload back; run summaries, --explain, --json and traces say so.\n",
+         CPU time), the kernel gets the workload back, as it does at once when for two periods the policy \
+         keeps CPUs idle while its threads wait or busy programs are paused; run summaries, --explain, \
+         --json and traces say so.\n",
     );
     output::print(&s)?;
     Ok(())
