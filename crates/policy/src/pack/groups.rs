@@ -1,0 +1,102 @@
+//! How PALM sizes its groups (threads per core, by capacity per thread)
+//! and orders them: pure functions of the cores' capacities and the
+//! worker count, apart from the policy for their tests.
+
+use std::collections::BTreeMap;
+
+use herd_profile::iabw::order_key;
+
+/// A group's class: its capacity per thread, as bits (an exact key).
+pub(super) fn class_key(cap: f64, size: usize) -> u64 {
+    (cap / size.max(1) as f64).to_bits()
+}
+
+/// The groups in order of capacity per thread, most first (ties: lowest).
+pub(super) fn most_per_thread_first(caps: &[f64], sizes: &[usize]) -> Vec<usize> {
+    // Each group's key once, as an integer (a division per comparison
+    // was a twentieth of a decision at 1,024 threads); unique with the
+    // group, so an unstable sort gives the order.
+    let mut keyed: Vec<(std::cmp::Reverse<i64>, usize)> = (0..caps.len())
+        .map(|g| (std::cmp::Reverse(order_key(caps[g] / sizes[g].max(1) as f64)), g))
+        .collect();
+    keyed.sort_unstable();
+    keyed.into_iter().map(|(_, g)| g).collect()
+}
+
+/// `base` (thread counts per core, from [`group_sizes`]) rearranged among
+/// cores of equal capacity so that the cores keep as many of the threads
+/// already on them (`current[g]`: the classes, capacity per thread as bits,
+/// they now want) as they can. Among cores of one capacity [`group_sizes`]
+/// gives sizes m and m + 1 only, so the best arrangement gives m + 1 to
+/// the cores that gain most from it: exact, and a sort.
+pub fn arrange_sizes(caps: &[f64], base: &[usize], current: &[Vec<u64>]) -> Vec<usize> {
+    let keep = |g: usize, n: usize| {
+        let class = class_key(caps[g], n);
+        current[g].iter().filter(|&&c| c == class).count().min(n)
+    };
+    let mut out = base.to_vec();
+    let mut kinds: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+    for (g, cap) in caps.iter().enumerate().take(base.len()) {
+        kinds.entry(cap.to_bits()).or_default().push(g);
+    }
+    for cores in kinds.values() {
+        let small = cores.iter().map(|&g| base[g]).min().unwrap_or(0);
+        let big = cores.iter().filter(|&&g| base[g] > small).count();
+        debug_assert!(
+            cores.iter().all(|&g| base[g] <= small + 1),
+            "group_sizes differ by one at most"
+        );
+        let mut ranked = cores.clone();
+        // Most gained by the larger size first; then the core that had it
+        // (no change for nothing); then the lowest core.
+        ranked.sort_by_key(|&g| {
+            let gain = keep(g, small + 1) as i64 - keep(g, small) as i64;
+            (std::cmp::Reverse(gain), base[g] == small, g)
+        });
+        for (i, &g) in ranked.iter().enumerate() {
+            out[g] = if i < big { small + 1 } else { small };
+        }
+    }
+    out
+}
+
+/// Thread counts per group: one each, then each remaining thread to the
+/// group with the largest capacity per thread (S4: capacities 360, 220,
+/// 100 and 6 threads give 3, 2, 1).
+pub fn group_sizes(capacities: &[f64], threads: usize) -> Vec<usize> {
+    /// A capacity per thread, ordered by `total_cmp`, the lower group
+    /// first on a tie (the heap's greatest is taken).
+    #[derive(PartialEq)]
+    struct Key(f64, usize);
+    impl Eq for Key {}
+    impl PartialOrd for Key {
+        fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+            Some(self.cmp(other))
+        }
+    }
+    impl Ord for Key {
+        fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+            self.0.total_cmp(&other.0).then(other.1.cmp(&self.1))
+        }
+    }
+    let mut n = vec![0usize; capacities.len()];
+    // Each group's capacity per thread were it given one more, greatest
+    // first: a heap, not a search of every group per thread (1,024
+    // threads on 192 cores: most of a PALM decision).
+    let mut next = std::collections::BinaryHeap::with_capacity(capacities.len());
+    for t in 0..threads {
+        let g = if t < capacities.len() {
+            t
+        } else {
+            if t == capacities.len() {
+                next.extend((0..capacities.len()).map(|g| Key(capacities[g] / (n[g] + 1) as f64, g)));
+            }
+            next.pop().expect("at least one group").1
+        };
+        n[g] += 1;
+        if t >= capacities.len() {
+            next.push(Key(capacities[g] / (n[g] + 1) as f64, g));
+        }
+    }
+    n
+}
