@@ -96,8 +96,10 @@ pub struct Guard {
     /// per mix, so that a placement that idles CPUs by design and wins its
     /// probes back is not backed off every few periods.
     early_spent: bool,
-    /// Whether each task was busy the last period it was not paused.
-    was_busy: HashMap<TaskId, bool>,
+    /// Whether each task was busy the last period it was not paused, in
+    /// the last full snapshot's task order (a pass beside the tasks each
+    /// turn, not a map insert per task).
+    was_busy: Vec<(TaskId, bool)>,
     report: GuardReport,
 }
 
@@ -117,23 +119,26 @@ const CROWDED_TURNS: u32 = 2;
 /// taken for idle.
 ///
 /// A task the policy paused waits for a CPU as surely as one the kernel
-/// keeps waiting, if it was busy when it last ran (`was_busy`): a
+/// keeps waiting, if it was busy when it last ran (`was_busy`, beside
+/// `snap.tasks` in its order): a
 /// co-scheduler that pauses a program while CPUs idle has misjudged what
 /// the running ones use (stress-ng's switch stressor: two copies, each a
 /// pair of processes handing a pipe back and forth, took turns on the two
 /// CPUs here at 1.7x plain Linux's time, each copy alone using 0.7-0.8 of
 /// the two CPUs).
-fn crowded(snap: &Snapshot, cpus: &CpuSet, elapsed_ns: u64, was_busy: &HashMap<TaskId, bool>) -> bool {
+fn crowded(snap: &Snapshot, cpus: &CpuSet, elapsed_ns: u64, was_busy: &[(TaskId, bool)]) -> bool {
     if elapsed_ns == 0 || snap.progress_only {
         return false;
     }
+    let known = was_busy.len() == snap.tasks.len();
     let waited: u64 = snap
         .tasks
         .iter()
-        .map(|t| {
+        .enumerate()
+        .map(|(i, t)| {
             if t.state != TaskState::Paused {
                 t.obs.wait_ns
-            } else if was_busy.get(&t.id).copied().unwrap_or(false) {
+            } else if known && was_busy[i] == (t.id, true) {
                 elapsed_ns
             } else {
                 0
@@ -176,7 +181,7 @@ impl Guard {
             crowded_turns: 0,
             tasks_seen: (0, 0),
             early_spent: false,
-            was_busy: HashMap::default(),
+            was_busy: Vec::new(),
             report: GuardReport::default(),
         }
     }
@@ -226,13 +231,20 @@ impl Guard {
         // Whether each task was busy (runnable, or a tenth of the period on
         // a CPU) the last time it ran: what a paused one would use.
         if !snap.progress_only && elapsed > 0 {
-            if !same_tasks {
-                let present: rustc_hash::FxHashSet<TaskId> = snap.tasks.iter().map(|t| t.id).collect();
-                self.was_busy.retain(|t, _| present.contains(t));
+            let aligned = self.was_busy.len() == snap.tasks.len()
+                && self.was_busy.iter().zip(&snap.tasks).all(|(w, t)| w.0 == t.id);
+            if !aligned {
+                let before: HashMap<TaskId, bool> = self.was_busy.drain(..).collect();
+                self.was_busy = snap
+                    .tasks
+                    .iter()
+                    .map(|t| (t.id, before.get(&t.id).copied().unwrap_or(false)))
+                    .collect();
             }
-            for t in snap.tasks.iter().filter(|t| t.state != TaskState::Paused) {
-                let busy = t.state == TaskState::Runnable || t.obs.cpu_time_ns.saturating_mul(10) >= elapsed;
-                self.was_busy.insert(t.id, busy);
+            for (w, t) in self.was_busy.iter_mut().zip(&snap.tasks) {
+                if t.state != TaskState::Paused {
+                    w.1 = t.state == TaskState::Runnable || t.obs.cpu_time_ns.saturating_mul(10) >= elapsed;
+                }
             }
         }
         self.crowded_turns = if trusted_span && same_tasks {
@@ -859,17 +871,13 @@ mod tests {
             ..Snapshot::default()
         };
         let cpus: CpuSet = [0, 1].into_iter().collect();
-        let mut was_busy = HashMap::default();
-        assert!(
-            !crowded(&snap, &cpus, period, &was_busy),
-            "nothing known of task 2"
-        );
-        was_busy.insert(2, false);
+        assert!(!crowded(&snap, &cpus, period, &[]), "nothing known of task 2");
+        let mut was_busy = vec![(1, false), (2, false)];
         assert!(
             !crowded(&snap, &cpus, period, &was_busy),
             "task 2 slept when it last ran"
         );
-        was_busy.insert(2, true);
+        was_busy[1] = (2, true);
         assert!(crowded(&snap, &cpus, period, &was_busy));
         // The CPUs full: no idle to lose.
         let mut full = snap.clone();

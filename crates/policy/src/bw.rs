@@ -450,10 +450,9 @@ impl BwCosched {
         target: f64,
     ) -> FxHashSet<JobId> {
         let order = self.turns.least_served(threads);
-        let counts: Vec<usize> = threads.values().copied().collect();
         // Slots in programs: the machine's CPUs over the mean thread count,
         // so multithreaded programs take their share.
-        let mean_threads = order.iter().map(|&i| counts[i]).sum::<usize>() as f64 / order.len().max(1) as f64;
+        let mean_threads = order.iter().map(|&i| threads.at(i).1).sum::<usize>() as f64 / order.len().max(1) as f64;
         let slots = ((capacity as f64 / mean_threads).floor() as usize).max(1);
         let pool: Vec<usize> = order.iter().copied().take(self.window * slots).collect();
         let values: Vec<f64> = pool.iter().map(|&i| demand[i].unwrap_or(0.0)).collect();

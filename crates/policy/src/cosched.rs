@@ -142,6 +142,10 @@ impl JobCounts {
     pub(crate) fn entries(&self) -> impl Iterator<Item = &(JobId, usize)> + '_ {
         self.0.iter()
     }
+    /// The `i`th (job, count) in job order.
+    pub(crate) fn at(&self, i: usize) -> (JobId, usize) {
+        self.0[i]
+    }
 }
 
 impl std::ops::Index<&JobId> for JobCounts {
@@ -378,7 +382,7 @@ pub(crate) fn admit(
     let mut admitted = FxHashSet::default();
     let mut used = 0;
     for i in order {
-        let (j, n) = threads.0[i];
+        let (j, n) = threads.at(i);
         if admitted.is_empty() || used + n <= capacity {
             used += n;
             admitted.insert(j);
