@@ -32,6 +32,7 @@ use herd_topo::CpuSet;
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::guard_accs::JobAccs;
+use crate::guard_crowd::{WasBusy, crowded};
 pub use crate::guard_report::{Comparison, GuardConfig, GuardReport, InCharge, Signal};
 
 /// How every note the guard writes on a plan begins, for traces and
@@ -96,10 +97,8 @@ pub struct Guard {
     /// per mix, so that a placement that idles CPUs by design and wins its
     /// probes back is not backed off every few periods.
     early_spent: bool,
-    /// Whether each task was busy the last period it was not paused, in
-    /// the last full snapshot's task order (a pass beside the tasks each
-    /// turn, not a map insert per task).
-    was_busy: Vec<(TaskId, bool)>,
+    /// Whether each task was busy the last period it was not paused.
+    was_busy: WasBusy,
     report: GuardReport,
 }
 
@@ -107,57 +106,6 @@ pub struct Guard {
 /// guard backs the policy off without a probe: two, so that one period in
 /// which a thread had just woken does not.
 const CROWDED_TURNS: u32 = 2;
-
-/// Whether, over the last `elapsed_ns`, the workload's threads waited for
-/// a CPU (schedstat's wait; a paused thread, below) for more than a quarter
-/// of the period while the CPUs it may use (`cpus`) stood idle for more
-/// than half a CPU's period. The kernel balances such a state away within
-/// milliseconds; a placement that keeps it is losing capacity, though its
-/// total progress may have looked as good as the kernel's at the last
-/// probe (when the mix of jobs was another). Idle is measured where the
-/// sensor can (live, `/proc/stat`), so other programs' use of a CPU is not
-/// taken for idle.
-///
-/// A task the policy paused waits for a CPU as surely as one the kernel
-/// keeps waiting, if it was busy when it last ran (`was_busy`, beside
-/// `snap.tasks` in its order): a
-/// co-scheduler that pauses a program while CPUs idle has misjudged what
-/// the running ones use (stress-ng's switch stressor: two copies, each a
-/// pair of processes handing a pipe back and forth, took turns on the two
-/// CPUs here at 1.7x plain Linux's time, each copy alone using 0.7-0.8 of
-/// the two CPUs).
-fn crowded(snap: &Snapshot, cpus: &CpuSet, elapsed_ns: u64, was_busy: &[(TaskId, bool)]) -> bool {
-    if elapsed_ns == 0 || snap.progress_only {
-        return false;
-    }
-    let known = was_busy.len() == snap.tasks.len();
-    let waited: u64 = snap
-        .tasks
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            if t.state != TaskState::Paused {
-                t.obs.wait_ns
-            } else if known && was_busy[i] == (t.id, true) {
-                elapsed_ns
-            } else {
-                0
-            }
-        })
-        .sum();
-    // Measured where the sensor reads it (live: other programs' use of a
-    // CPU is not idle); else the CPUs' time less the workload's.
-    let idle = match &snap.system.idle_ns_by_cpu {
-        Some(by_cpu) => cpus.iter().filter_map(|c| by_cpu.get(c as usize)).sum(),
-        None => {
-            let used: u64 = snap.tasks.iter().map(|t| t.obs.cpu_time_ns).sum();
-            (cpus.len() as u64)
-                .saturating_mul(elapsed_ns)
-                .saturating_sub(used)
-        }
-    };
-    waited > elapsed_ns / 4 && idle > elapsed_ns / 2
-}
 
 /// How many comparisons a verdict looks back on.
 const HISTORY: usize = 6;
@@ -181,7 +129,7 @@ impl Guard {
             crowded_turns: 0,
             tasks_seen: (0, 0),
             early_spent: false,
-            was_busy: Vec::new(),
+            was_busy: WasBusy::default(),
             report: GuardReport::default(),
         }
     }
@@ -228,25 +176,7 @@ impl Guard {
             snap.tasks.iter().fold(0u64, |a, t| a.wrapping_add(t.id)),
         );
         let same_tasks = std::mem::replace(&mut self.tasks_seen, tasks_now) == tasks_now;
-        // Whether each task was busy (runnable, or a tenth of the period on
-        // a CPU) the last time it ran: what a paused one would use.
-        if !snap.progress_only && elapsed > 0 {
-            let aligned = self.was_busy.len() == snap.tasks.len()
-                && self.was_busy.iter().zip(&snap.tasks).all(|(w, t)| w.0 == t.id);
-            if !aligned {
-                let before: HashMap<TaskId, bool> = self.was_busy.drain(..).collect();
-                self.was_busy = snap
-                    .tasks
-                    .iter()
-                    .map(|t| (t.id, before.get(&t.id).copied().unwrap_or(false)))
-                    .collect();
-            }
-            for (w, t) in self.was_busy.iter_mut().zip(&snap.tasks) {
-                if t.state != TaskState::Paused {
-                    w.1 = t.state == TaskState::Runnable || t.obs.cpu_time_ns.saturating_mul(10) >= elapsed;
-                }
-            }
-        }
+        self.was_busy.update(snap, elapsed);
         self.crowded_turns = if trusted_span && same_tasks {
             let cpus = policy
                 .allowed_cpus()
@@ -841,48 +771,6 @@ mod tests {
         // of the time.
         let share = g.kernel_ns as f64 / (g.kernel_ns + g.policy_ns) as f64;
         assert!(share < 0.07, "{share}");
-    }
-
-    /// A program paused while the CPUs it could use stood idle is crowding
-    /// if it was busy when it last ran; one that slept then is not.
-    #[test]
-    fn a_busy_program_paused_beside_idle_cpus_is_crowding() {
-        let period = 100_000_000;
-        let task = |id: u64, state: TaskState, cpu_ns: u64| TaskView {
-            id,
-            job: id as u32,
-            rank: 0,
-            state,
-            cpu: Some(0),
-            obs: Obs {
-                cpu_time_ns: cpu_ns,
-                ..Obs::default()
-            },
-            heartbeats: None,
-        };
-        // Two CPUs; the running program uses 0.8 of one, the other waits
-        // paused: 1.2 CPUs' periods idle.
-        let snap = Snapshot {
-            now_ns: period,
-            tasks: vec![
-                task(1, TaskState::Blocked, 80_000_000),
-                task(2, TaskState::Paused, 0),
-            ],
-            ..Snapshot::default()
-        };
-        let cpus: CpuSet = [0, 1].into_iter().collect();
-        assert!(!crowded(&snap, &cpus, period, &[]), "nothing known of task 2");
-        let mut was_busy = vec![(1, false), (2, false)];
-        assert!(
-            !crowded(&snap, &cpus, period, &was_busy),
-            "task 2 slept when it last ran"
-        );
-        was_busy[1] = (2, true);
-        assert!(crowded(&snap, &cpus, period, &was_busy));
-        // The CPUs full: no idle to lose.
-        let mut full = snap.clone();
-        full.tasks[0].obs.cpu_time_ns = 2 * period;
-        assert!(!crowded(&full, &cpus, period, &was_busy));
     }
 
     #[test]

@@ -10,6 +10,7 @@
 
 pub mod guard;
 mod guard_accs;
+mod guard_crowd;
 mod guard_report;
 pub mod learn;
 pub mod replay;
