@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A/B benchmark of herd's policies against plain Linux on real programs, in
 the manner of the sched_ext schedulers' CI: each workload (a batch of real
-programs) runs under plain Linux and under each policy, alternating A B A B
+programs) runs under plain Linux and under each policy, alternating A B B A
 (`herd batch --compare linux --repeat N` does the alternating), and the
 table reports medians, the ratio to Linux with a 95% confidence interval,
 and herd's own CPU. Measured on this machine, live: nothing here is

@@ -9,11 +9,14 @@
 //! bench-smoke`). Prints, per size, the median CPU time of a steady turn's
 //! observation (turns back to back); the mean over turns paced 100 ms
 //! apart, as herd runs them (with its look for forked processes every
-//! 250 ms) and the share of threads whose sample was kept (they slept);
+//! 250 ms), the share of threads whose sample was kept (they slept) and of
+//! those left unread altogether (taskstats said none of the process's
+//! threads ran);
 //! the first (which opens every file), a moving plan and an empty one, the
 //! cost per thread, and the floor: one read of each thread's schedstat and
 //! nothing else, back to back and paced (100 ms apart, the caches cold as
-//! a paced turn finds them).
+//! a paced turn finds them); and one taskstats request for the whole
+//! process, paced (NaN without taskstats).
 
 use std::io::{BufRead, Write};
 use std::process::{Command, Stdio};
@@ -77,17 +80,19 @@ fn main() {
         "live turn, herd's CPU per turn (median of {turns}), process of N sleeping threads on {cpus} CPUs"
     );
     println!(
-        "{:>6} {:>12} {:>12} {:>8} {:>12} {:>12} {:>12} {:>14} {:>12} {:>12}",
+        "{:>6} {:>12} {:>12} {:>8} {:>8} {:>12} {:>12} {:>12} {:>14} {:>12} {:>12} {:>12}",
         "N",
         "observe ms",
         "paced ms",
         "kept",
+        "unread",
         "first ms",
         "move-all ms",
         "no-op ms",
         "observe us/thr",
         "floor ms",
-        "paced floor"
+        "paced floor",
+        "taskstats ms"
     );
     for n in sizes {
         let mut child = Command::new(std::env::current_exe().unwrap())
@@ -142,7 +147,7 @@ fn main() {
         // Paced as herd paces it (a 100 ms period): every turn, amortized,
         // including the look for forked processes every 250 ms; and the
         // share of threads whose sample was kept.
-        let kept_before = world.stats.threads_kept;
+        let (kept_before, unread_before) = (world.stats.threads_kept, world.stats.threads_unread);
         let mut paced = 0.0;
         for _ in 0..turns {
             std::thread::sleep(std::time::Duration::from_millis(100));
@@ -152,6 +157,7 @@ fn main() {
         }
         let paced = paced / turns as f64;
         let kept = (world.stats.threads_kept - kept_before) as f64 / (turns * (n + 1)) as f64;
+        let unread = (world.stats.threads_unread - unread_before) as f64 / (turns * (n + 1)) as f64;
         // The floor: one read of each thread's schedstat through a kept
         // descriptor, nothing else (what a turn cannot do without).
         let files: Vec<std::fs::File> = std::fs::read_dir(format!("/proc/{}/task", child.id()))
@@ -178,13 +184,30 @@ fn main() {
                 }
             }
         }
+        // One taskstats request for the whole process, paced (NaN where
+        // the kernel or privileges give none).
+        let mut group_paced = f64::NAN;
+        if let Ok(mut ts) = herd_runtime::taskstats::Taskstats::open() {
+            group_paced = 0.0;
+            for _ in 0..turns {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                let t = thread_cpu_ns();
+                let answered = ts.group(child.id() as i32).is_ok();
+                group_paced += (thread_cpu_ns() - t) as f64 / 1e6 / turns as f64;
+                if !answered {
+                    group_paced = f64::NAN;
+                    break;
+                }
+            }
+        }
         world.restore();
         drop(child.stdin.take());
         child.wait().unwrap();
         let obs = median(observe);
         println!(
-            "{n:>6} {obs:>12.3} {paced:>12.3} {:>7.0}% {first:>12.3} {:>12.3} {:>12.4} {:>14.2} {:>12.3} {floor_paced:>12.3}",
+            "{n:>6} {obs:>12.3} {paced:>12.3} {:>7.0}% {:>7.0}% {first:>12.3} {:>12.3} {:>12.4} {:>14.2} {:>12.3} {floor_paced:>12.3} {group_paced:>12.4}",
             kept * 100.0,
+            unread * 100.0,
             median(moves),
             median(noop),
             obs * 1e3 / (n + 1) as f64,

@@ -214,6 +214,11 @@ pub fn probe(machine: &Machine, roots: &Roots) -> Report {
             None,
         ),
     });
+    let taskstats = crate::taskstats::Taskstats::open().and_then(|mut t| t.group(std::process::id() as i32));
+    caps.push(match taskstats {
+        Ok(_) => cap("taskstats", true, "taskstats answers: a live turn skips every thread of a process none of whose threads ran (one request, not a read per thread)", None),
+        Err(e) => cap("taskstats", false, format!("taskstats refused ({e}; it needs root and CONFIG_TASKSTATS): a live turn reads each thread's schedstat"), None),
+    });
     // SAFETY: geteuid has no preconditions and cannot fail.
     let euid = unsafe { libc::geteuid() };
     caps.push(cap(

@@ -11,14 +11,15 @@
 //! crates that wrap it are small, little used and unmaintained.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use crate::netlink::{self, NLMSG_HDR_LEN, u32_at};
 use std::time::Duration;
 
 const NETLINK_CONNECTOR: i32 = 11;
 const CN_IDX_PROC: u32 = 1;
 const CN_VAL_PROC: u32 = 1;
 const PROC_CN_MCAST_LISTEN: u32 = 1;
-const NLMSG_HDR_LEN: usize = 16;
 const CN_MSG_LEN: usize = 20;
 const NLMSG_DONE: u16 = 3;
 const PROC_EVENT_FORK: u32 = 0x1;
@@ -57,41 +58,9 @@ pub struct ProcEvents {
 impl ProcEvents {
     /// Subscribes: fails without `CAP_NET_ADMIN` or the connector.
     pub fn open() -> io::Result<ProcEvents> {
-        // SAFETY: socket(2) with constant arguments; the descriptor is owned at once.
-        let raw = unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
-                NETLINK_CONNECTOR,
-            )
-        };
-        if raw < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `raw` is a new descriptor nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        // SAFETY: sockaddr_nl is plain data; all zeros is valid.
-        let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        addr.nl_family = libc::AF_NETLINK as u16;
-        addr.nl_pid = 0;
-        addr.nl_groups = CN_IDX_PROC;
-        // SAFETY: `addr` is a live sockaddr_nl of the size passed.
-        let rc = unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                (&addr as *const libc::sockaddr_nl).cast(),
-                std::mem::size_of::<libc::sockaddr_nl>() as u32,
-            )
-        };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let fd = netlink::socket(libc::SOCK_DGRAM, NETLINK_CONNECTOR, CN_IDX_PROC)?;
         let msg = listen_message(std::process::id());
-        // SAFETY: `msg` is a live buffer of the length passed.
-        let sent = unsafe { libc::send(fd.as_raw_fd(), msg.as_ptr().cast(), msg.len(), 0) };
-        if sent < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        netlink::send(&fd, &msg)?;
         Ok(ProcEvents {
             fd,
             buf: vec![0; 64 * 1024],
@@ -121,23 +90,11 @@ impl ProcEvents {
             return Ok(out);
         }
         loop {
-            // SAFETY: `buf` is live and as long as passed.
-            let got = unsafe {
-                libc::recv(
-                    self.fd.as_raw_fd(),
-                    self.buf.as_mut_ptr().cast(),
-                    self.buf.len(),
-                    libc::MSG_DONTWAIT,
-                )
-            };
-            if got < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::WouldBlock {
-                    return Ok(out);
-                }
-                return Err(e);
+            match netlink::recv_now(&self.fd, &mut self.buf) {
+                Ok(got) => parse(&self.buf[..got], &mut out),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(out),
+                Err(e) => return Err(e),
             }
-            parse(&self.buf[..got as usize], &mut out);
         }
     }
 }
@@ -160,10 +117,6 @@ fn listen_message(pid: u32) -> Vec<u8> {
     m.extend_from_slice(&0u16.to_ne_bytes()); // flags
     m.extend_from_slice(&PROC_CN_MCAST_LISTEN.to_ne_bytes());
     m
-}
-
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }
 
 /// The events in one datagram (netlink messages back to back), appended

@@ -45,8 +45,14 @@ impl LiveWorld {
             // turn's samples would miss a fork since). The turn's sampling
             // then takes these times rather than reading them again.
             // Threads not watched yet have no times: their lists are read.
+            // A thread of a process none of whose threads ran since the
+            // last turn (`quiet`) has the times of its last sample.
             for t in self.tasks.values_mut() {
-                t.pre_times = t.files.times(&mut self.buf);
+                t.pre_times = if self.quiet.is_quiet(t.pid) && t.last.run_ns > 0 {
+                    Some((t.last.run_ns, t.last.wait_ns))
+                } else {
+                    t.files.times(&mut self.buf)
+                };
             }
             let (root, tasks, lists) = (&self.proc_root, &self.tasks, &mut self.thread_lists);
             let times = |tid: i32| tasks.get(&tid)?.pre_times;

@@ -23,6 +23,7 @@ mod family;
 mod learned;
 pub mod memory;
 mod progress_turn;
+mod quiet;
 mod session;
 mod stats;
 mod thread_lists;
@@ -101,6 +102,8 @@ struct Track {
     lane: herd_policy::Lane,
     /// The last turn (`LiveWorld::turns`) that found it alive.
     seen_turn: u64,
+    /// Its process.
+    pid: i32,
     /// Its schedstat times, read this turn by the look for forked
     /// processes (`family`) and not read again.
     pre_times: Option<(u64, u64)>,
@@ -238,6 +241,8 @@ pub struct LiveWorld {
     keeper_exe: Option<std::path::PathBuf>,
     /// The watched processes' thread ids, listed again only when changed.
     thread_lists: thread_lists::ThreadLists,
+    /// Processes none of whose threads ran since the last turn.
+    quiet: quiet::QuietGroups,
     /// Full snapshots taken.
     turns: u64,
     /// Threads' lists of the processes they forked, as last read.
@@ -345,6 +350,7 @@ impl LiveWorld {
             keeper: None,
             keeper_exe: None,
             thread_lists: thread_lists::ThreadLists::default(),
+            quiet: quiet::QuietGroups::default(),
             turns: 0,
             children_seen: procfs::ChildrenSeen::default(),
         }
@@ -481,6 +487,17 @@ impl Sensor for LiveWorld {
             now_ns.saturating_sub(self.full_ns),
         );
         let mut tasks = Vec::new();
+        // Which processes had no thread run, asked before the look for
+        // forked processes reads any thread.
+        // Each process's threads are listed once a turn, here.
+        let mut listed: HashMap<i32, Vec<i32>> = HashMap::new();
+        for (job, p) in self.programs.iter().enumerate().filter(|(_, p)| p.alive()) {
+            for pid in std::iter::once(p.pid).chain(forked(&self.family, job).iter().copied()) {
+                listed.insert(pid, self.thread_lists.of(&self.proc_root, pid));
+            }
+        }
+        let counts: Vec<(i32, usize)> = listed.iter().map(|(pid, tids)| (*pid, tids.len())).collect();
+        self.quiet.turn(&counts);
         self.rescan_family_if_due(now_ns);
         // Descriptors for watching threads: the limit less what the rest
         // of herd needs; those the threads alive last period hold.
@@ -505,14 +522,14 @@ impl Sensor for LiveWorld {
             let mut threads = Vec::new();
             for pid in std::iter::once(p.pid).chain(family.iter().copied()) {
                 live_pids.insert(pid);
-                threads.extend(
-                    self.thread_lists
-                        .of(&self.proc_root, pid)
-                        .into_iter()
-                        .map(|tid| (pid, tid)),
-                );
+                let quiet = self.quiet.is_quiet(pid);
+                // A process the look for forked ones found is listed now.
+                let tids = listed
+                    .remove(&pid)
+                    .unwrap_or_else(|| self.thread_lists.of(&self.proc_root, pid));
+                threads.extend(tids.into_iter().map(|tid| (pid, tid, quiet)));
             }
-            for (pid, tid) in threads {
+            for (pid, tid, quiet) in threads {
                 // Tracks stay where they are, marked with the turn that saw
                 // them (moving each between maps every turn was a tenth of
                 // a turn at 1,024 threads).
@@ -566,6 +583,7 @@ impl Sensor for LiveWorld {
                         };
                         Track {
                             job,
+                            pid,
                             rank,
                             files,
                             counters,
@@ -594,7 +612,15 @@ impl Sensor for LiveWorld {
                 let allowed = track.placed.as_ref().or(track.original.as_ref());
                 let keep =
                     (track.last.run_ns > 0 && rule.keeps(self.turns, tid, allowed)).then_some(&track.last);
-                let pre = track.pre_times.take();
+                // In a process none of whose threads ran, its schedstat
+                // is the last one read: not read again.
+                let looked = track.pre_times.take();
+                let unread = quiet && keep.is_some();
+                let pre = if unread {
+                    Some((track.last.run_ns, track.last.wait_ns))
+                } else {
+                    looked
+                };
                 let Some((sample, read)) = track.files.sample_or_keep(&mut self.buf, keep, pre) else {
                     self.thread_lists.vanished(pid);
                     continue;
@@ -607,6 +633,7 @@ impl Sensor for LiveWorld {
                     counters::CountedObs::read(&mut track.counters)
                 } else {
                     self.stats.threads_kept += 1;
+                    self.stats.threads_unread += u64::from(unread);
                     counters::CountedObs::still(&track.counters)
                 };
                 // The kernel's count when perf gives it; otherwise a changed

@@ -25,6 +25,9 @@ pub struct LiveStats {
     /// Thread samples carried over from the last period because the thread
     /// slept throughout (no `stat` or counter read).
     pub threads_kept: u64,
+    /// Of those, samples kept without reading the thread's `schedstat`
+    /// either: taskstats said none of its process's threads ran.
+    pub threads_unread: u64,
     /// Threads that went without some perf counter the machine has, for
     /// want of open-file descriptors (their jobs learn from the others).
     pub uncounted_threads: u64,
