@@ -407,10 +407,11 @@ pub fn run(args: &BatchArgs) -> Result<u8, Failure> {
     let started = Instant::now();
     let mut runs: Vec<RunResult> = Vec::new();
     // A B B A A B ...: alternating spreads the machine's noise over both
-    // variants, and swapping which goes first each round keeps a cost of
-    // going first (a cold page cache, the run before's stragglers) off
-    // one variant: with A always first, plain Linux beat herd's `linux`
-    // loop, which does nothing, in 7 of 8 rounds here.
+    // variants, and swapping which goes first each round spreads the cost
+    // of going first too. With A always first, herd's `linux` loop (which
+    // places nothing) lost to plain Linux in 7 of 8 rounds here; swapped,
+    // going first cost 1.0% and herd's loop 0.7% (10 rounds, 2 copies of
+    // stress-ng --cpu).
     for round in 0..args.repeat {
         let mut variants: Vec<Option<&PolicySpec>> = vec![Some(&args.policy)];
         if args.compare.is_some() {

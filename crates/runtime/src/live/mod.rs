@@ -487,9 +487,9 @@ impl Sensor for LiveWorld {
             now_ns.saturating_sub(self.full_ns),
         );
         let mut tasks = Vec::new();
-        // Which processes had no thread run, asked before the look for
-        // forked processes reads any thread.
-        // Each process's threads are listed once a turn, here.
+        // Each process's threads, listed once a turn, here; and which
+        // processes had no thread run, asked before the look for forked
+        // processes reads any thread.
         let mut listed: HashMap<i32, Vec<i32>> = HashMap::new();
         for (job, p) in self.programs.iter().enumerate().filter(|(_, p)| p.alive()) {
             for pid in std::iter::once(p.pid).chain(forked(&self.family, job).iter().copied()) {
