@@ -167,11 +167,33 @@ pub(crate) fn is_busy(t: &TaskView, period_ns: u64) -> bool {
     t.state == TaskState::Runnable || t.obs.cpu_time_ns.saturating_mul(10) >= period_ns.max(1)
 }
 
+/// A wait for a CPU shorter than this, on average each time a task got
+/// one, is a hand-off, not a want of a CPU. Two processes handing a pipe
+/// back and forth (stress-ng's switch stressor) each wait about 1 us each
+/// time the other passes the work over, while a thread sharing a CPU with
+/// a busy one waits about a time slice (about 4 ms each time on this
+/// 2-CPU VM; the kernel's smallest slice is 0.75 ms): counted as wanting a
+/// CPU, the pair looked like two CPUs' worth (its CPU time plus its
+/// waits, 1.5 periods in 1) and took turns that left a CPU idle.
+const HANDOFF_WAIT_NS: u64 = 100_000;
+
+/// The time a busy task wanted a CPU over the period: its CPU time, plus
+/// its waits for one unless they were hand-offs ([`HANDOFF_WAIT_NS`]; a
+/// sensor that does not count times on a CPU counts every wait).
+fn wanted_ns(t: &TaskView) -> u64 {
+    let handoffs = t
+        .obs
+        .timeslices
+        .is_some_and(|n| n > 0 && t.obs.wait_ns < n.saturating_mul(HANDOFF_WAIT_NS));
+    t.obs.cpu_time_ns + if handoffs { 0 } else { t.obs.wait_ns }
+}
+
 impl Turns {
     /// Adds the last period's CPU time; returns how many CPUs each present
     /// job needs, in job order (BTreeMap: deterministic): where it ran last
     /// period, the CPUs its threads kept busy (each thread's CPU time plus
-    /// its wait for a CPU over the period, at most one, summed and rounded
+    /// its wait for a CPU over the period ([`wanted_ns`]: not the short
+    /// waits of work handed between its own threads), at most one, summed and rounded
     /// to the nearest, at least one: a helper's occasional wake-up and the
     /// waits other programs cause do not add a CPU); else
     /// what it needed when it last ran; else one per thread (a job not
@@ -196,7 +218,7 @@ impl Turns {
             if busy.peek().is_some() {
                 let mut w = 0.0;
                 for t in busy {
-                    let ns = (t.obs.cpu_time_ns + t.obs.wait_ns) as f64;
+                    let ns = wanted_ns(t) as f64;
                     w += (ns / period_ns.max(1) as f64).min(1.0);
                 }
                 wanted.push((job, w));
@@ -238,7 +260,7 @@ impl Turns {
             if busy.peek().is_some() {
                 let w = wanted.entry(job).or_insert(0.0);
                 for t in busy {
-                    let ns = (t.obs.cpu_time_ns + t.obs.wait_ns) as f64;
+                    let ns = wanted_ns(t) as f64;
                     *w += (ns / period_ns.max(1) as f64).min(1.0);
                 }
             }
@@ -543,6 +565,46 @@ mod tests {
         assert!(counts[0].0.values().all(|&n| n == 1), "{:?}", counts[0].0);
         assert_eq!(counts[0], counts[1]);
         assert_eq!(counts[0], counts[2]);
+    }
+
+    /// Two programs of two processes on two CPUs, each process 50 ms of
+    /// CPU and `wait_ms` of waits over `slices` times on a CPU in a 100 ms
+    /// period (`None`: a sensor that does not count them).
+    fn pairs(wait_ms: u64, slices: Option<u64>, now_ns: u64) -> Snapshot {
+        let mut snap = main_and_worker(2, now_ns);
+        for t in &mut snap.tasks {
+            t.state = TaskState::Runnable;
+            t.obs = Obs {
+                cpu_time_ns: 50_000_000,
+                wait_ns: wait_ms * 1_000_000,
+                timeslices: slices,
+                ..Obs::default()
+            };
+        }
+        snap
+    }
+
+    #[test]
+    fn work_handed_between_a_programs_processes_asks_one_cpu_not_two() {
+        let m = herd_topo::Machine::synthetic("core:2").unwrap();
+        let paused = |wait_ms, slices| {
+            let mut p = CoschedFair::new(None);
+            let plans: Vec<Plan> = (0..3)
+                .map(|t| decide_once(&mut p, &m, &pairs(wait_ms, slices, t * 100_000_000)))
+                .collect();
+            let at = standing(&plans.iter().collect::<Vec<_>>());
+            at.values().filter(|&&n| n == 0).count()
+        };
+        // stress-ng's switch stressor: 25 ms of waits over 16,000 times on
+        // a CPU (1.6 us each), hand-offs. Each program wants one CPU: both
+        // run, nobody waits its turn.
+        assert_eq!(paused(25, Some(16_000)), 0);
+        // The same waits over 12 times on a CPU (2 ms each, a time slice):
+        // both processes want a CPU at once, two per program; they take
+        // turns.
+        assert_eq!(paused(25, Some(12)), 2);
+        // Without the count every wait is a want of a CPU, as before.
+        assert_eq!(paused(25, None), 2);
     }
 
     #[test]

@@ -31,6 +31,10 @@ pub struct Obs {
     pub cpu_time_ns: u64,
     /// Time spent runnable but waiting for a CPU (schedstat).
     pub wait_ns: u64,
+    /// Times it was put on a CPU (schedstat), where the sensor counts
+    /// them: with `wait_ns`, how long each wait was.
+    #[serde(default)]
+    pub timeslices: Option<u64>,
     /// Retired instructions.
     pub instructions: Option<u64>,
     /// Core cycles.

@@ -20,8 +20,20 @@ pub struct ThreadSample {
     pub run_ns: u64,
     /// Time spent runnable but waiting for a CPU (schedstat), ns.
     pub wait_ns: u64,
+    /// Times it was put on a CPU (schedstat's third field; 0 where the
+    /// kernel gives none).
+    pub slices: u64,
+    /// When it started, in clock ticks after boot (`stat`'s field 22).
+    pub start_ticks: u64,
     /// Moves between CPUs (`se.nr_migrations` in `sched`), when readable.
     pub migrations: Option<u64>,
+}
+
+impl ThreadSample {
+    /// Its schedstat times.
+    pub fn times(&self) -> Times {
+        (self.run_ns, self.wait_ns, self.slices)
+    }
 }
 
 /// Parses `/proc/<pid>/numa_maps`: the process's memory per NUMA node (OS
@@ -57,14 +69,16 @@ pub fn numa_memory_kb(proc_root: &Path, pid: i32) -> Option<Vec<(u32, u64)>> {
 
 /// Parses `/proc/.../stat`: (state, last CPU). The command name may hold
 /// spaces and parentheses, so fields are counted after the last ')'.
-pub fn parse_stat(text: &str) -> Option<(char, u32)> {
+pub fn parse_stat(text: &str) -> Option<(char, u32, u64)> {
     let rest = &text[text.rfind(')')? + 1..];
-    // rest starts at field 3 (state); field 39 (processor) is 36 after it.
-    // Walked, not collected: this runs for every thread every period.
+    // rest starts at field 3 (state); field 22 (starttime) is 19 after it,
+    // field 39 (processor) 17 after that. Walked, not collected: this runs
+    // for every thread every period.
     let mut fields = rest.split_ascii_whitespace();
     let state = fields.next()?.chars().next()?;
-    let cpu = fields.nth(35)?.parse().ok()?;
-    Some((state, cpu))
+    let start_ticks = fields.nth(18)?.parse().ok()?;
+    let cpu = fields.nth(16)?.parse().ok()?;
+    Some((state, cpu, start_ticks))
 }
 
 /// Parses `/proc/stat`'s per-CPU lines into (CPU, idle + iowait ticks).
@@ -98,10 +112,14 @@ pub fn parse_runnable(text: &str) -> Option<(u32, u32)> {
     Some((running, cpus as u32))
 }
 
-/// Parses `/proc/.../schedstat`: (run ns, wait ns).
-pub fn parse_schedstat(text: &str) -> Option<(u64, u64)> {
+/// A thread's schedstat: (run ns, wait ns, times put on a CPU).
+pub type Times = (u64, u64, u64);
+
+/// Parses `/proc/.../schedstat`: (run ns, wait ns, times put on a CPU; 0
+/// when the kernel writes only two fields).
+pub fn parse_schedstat(text: &str) -> Option<Times> {
     let mut f = text.split_whitespace().map(|x| x.parse::<u64>().ok());
-    Some((f.next()??, f.next()??))
+    Some((f.next()??, f.next()??, f.next().flatten().unwrap_or(0)))
 }
 
 /// Parses `se.nr_migrations` out of `/proc/.../sched`.
@@ -232,9 +250,9 @@ pub fn subtree(proc_root: &Path, root: i32) -> Vec<i32> {
 }
 
 /// Threads' `children` lists as last read, each with the thread's
-/// schedstat times (run, wait) read just before it.
+/// schedstat times read just before it.
 #[derive(Debug, Default)]
-pub struct ChildrenSeen(std::collections::HashMap<i32, ((u64, u64), Vec<i32>)>);
+pub struct ChildrenSeen(std::collections::HashMap<i32, (Times, Vec<i32>)>);
 
 /// [`subtree`], reading again only the lists of threads that ran since
 /// they were last read: a thread that has not run has forked nothing, and
@@ -249,7 +267,7 @@ pub fn subtree_since(
     proc_root: &Path,
     root: i32,
     tids: &mut dyn FnMut(i32) -> Vec<i32>,
-    times: &dyn Fn(i32) -> Option<(u64, u64)>,
+    times: &dyn Fn(i32) -> Option<Times>,
     seen: &mut ChildrenSeen,
 ) -> Vec<i32> {
     let any_kept = std::cell::Cell::new(false);
@@ -341,7 +359,7 @@ pub fn state(proc_root: &Path, pid: i32) -> Option<char> {
     let text = fs::read_to_string(dir.join("task").join(pid.to_string()).join("stat"))
         .or_else(|_| fs::read_to_string(dir.join("stat")))
         .ok()?;
-    parse_stat(&text).map(|(st, _)| st)
+    parse_stat(&text).map(|(st, _, _)| st)
 }
 
 /// When process or thread `id` started, in clock ticks since boot (`stat`
@@ -419,9 +437,9 @@ impl ThreadFiles {
             .map_or(0, |(_, s)| 1 + usize::from(s.is_some()))
     }
 
-    /// The thread's schedstat times (run, wait) now, where its schedstat is
-    /// kept open; `None` otherwise or once it is gone.
-    pub fn times(&self, buf: &mut Vec<u8>) -> Option<(u64, u64)> {
+    /// The thread's schedstat times now, where its schedstat is kept open;
+    /// `None` otherwise or once it is gone.
+    pub fn times(&self, buf: &mut Vec<u8>) -> Option<Times> {
         let (_, Some(schedstat)) = self.kept.as_ref()? else {
             return None;
         };
@@ -446,7 +464,7 @@ impl ThreadFiles {
         &self,
         buf: &mut Vec<u8>,
         last: Option<&ThreadSample>,
-        times_now: Option<(u64, u64)>,
+        times_now: Option<Times>,
     ) -> Option<(ThreadSample, bool)> {
         let last = last.filter(|l| l.state != 'R');
         let Some((stat, Some(schedstat))) = &self.kept else {
@@ -461,7 +479,7 @@ impl ThreadFiles {
             },
         };
         if let Some(last) = last
-            && times == (last.run_ns, last.wait_ns)
+            && times == last.times()
         {
             return Some((*last, false));
         }
@@ -478,14 +496,14 @@ impl ThreadFiles {
                 schedstat
                     .as_ref()
                     .and_then(|f| parse_schedstat(read_all(f, buf)?))
-                    .unwrap_or((0, 0)),
+                    .unwrap_or((0, 0, 0)),
             ),
             None => (
                 parse_stat(&fs::read_to_string(self.dir.join("stat")).ok()?)?,
                 fs::read_to_string(self.dir.join("schedstat"))
                     .ok()
                     .and_then(|t| parse_schedstat(&t))
-                    .unwrap_or((0, 0)),
+                    .unwrap_or((0, 0, 0)),
             ),
         };
         Some(self.made(stat, times))
@@ -493,13 +511,19 @@ impl ThreadFiles {
 
     /// A sample of this thread from its stat's (state, CPU) and its
     /// schedstat's (run, wait).
-    fn made(&self, (state, cpu): (char, u32), (run_ns, wait_ns): (u64, u64)) -> ThreadSample {
+    fn made(
+        &self,
+        (state, cpu, start_ticks): (char, u32, u64),
+        (run_ns, wait_ns, slices): Times,
+    ) -> ThreadSample {
         ThreadSample {
             tid: self.tid,
             state,
             cpu,
             run_ns,
             wait_ns,
+            slices,
+            start_ticks,
             migrations: None,
         }
     }
@@ -612,7 +636,7 @@ mod tests {
         children(12, 12, "");
         stat(12, 10);
         let ran = std::cell::Cell::new(1u64);
-        let times = |tid: i32| Some(if tid == 15 { (ran.get(), 0) } else { (1, 0) });
+        let times = |tid: i32| Some(if tid == 15 { (ran.get(), 0, 1) } else { (1, 0, 1) });
         let mut tids = |pid: i32| threads(dir.path(), pid);
         let mut seen = ChildrenSeen::default();
         assert_eq!(
@@ -719,7 +743,7 @@ mod tests {
     fn stat_survives_odd_command_names() {
         let text = "4242 (my (odd) prog) R 1 4242 4242 0 -1 4194304 100 0 0 0 7 3 0 0 20 0 3 0 100 \
                     1000 10 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0";
-        assert_eq!(parse_stat(text), Some(('R', 1)));
+        assert_eq!(parse_stat(text), Some(('R', 1, 100)));
         assert_eq!(parse_stat("garbage"), None);
     }
 
@@ -727,9 +751,11 @@ mod tests {
     fn schedstat_sched_and_status() {
         assert_eq!(
             parse_schedstat("739276038 122338455 1616\n"),
-            Some((739276038, 122338455))
+            Some((739276038, 122338455, 1616))
         );
         assert_eq!(parse_schedstat(""), None);
+        // A kernel that writes two fields: no count of times on a CPU.
+        assert_eq!(parse_schedstat("5 6"), Some((5, 6, 0)));
         let sched = "bash (1412, #threads: 1)\n---\nse.exec_start : 1.0\nse.nr_migrations                             :                  321\n";
         assert_eq!(parse_migrations(sched), Some(321));
         let status = "Name:\tbash\nCpus_allowed:\t3\nCpus_allowed_list:\t0-1\n";

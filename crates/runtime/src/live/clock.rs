@@ -104,3 +104,57 @@ impl LiveWorld {
         self.programs.iter().map(|p| p.status).collect()
     }
 }
+
+/// Time since boot (`CLOCK_BOOTTIME`, the clock of `stat`'s start times),
+/// in ns.
+pub(super) fn boot_ns() -> u64 {
+    // SAFETY: timespec is plain data that clock_gettime fills.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: `ts` is a live timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The share of a thread's times since it started that fall in a period of
+/// `period_ns` ending `boot_now_ns`, for a thread first seen now: (period,
+/// its age) when it is older than the period, else `None` (all of them).
+/// A thread found late (by the look for forked processes, up to 250 ms
+/// after it started, or running before herd attached) has run since it
+/// started: counted as one period's, two processes that each used 0.7 of
+/// a CPU over their life read as two whole CPUs.
+pub(super) fn first_sight_share(
+    start_ticks: u64,
+    tick_ns: u64,
+    boot_now_ns: u64,
+    period_ns: u64,
+) -> Option<(u64, u64)> {
+    let age_ns = boot_now_ns.saturating_sub(start_ticks.saturating_mul(tick_ns));
+    (period_ns > 0 && age_ns > period_ns).then_some((period_ns, age_ns))
+}
+
+/// `v` scaled by `share` ([`first_sight_share`]).
+pub(super) fn scaled(v: u64, share: Option<(u64, u64)>) -> u64 {
+    share.map_or(v, |(part, whole)| {
+        (u128::from(v) * u128::from(part) / u128::from(whole.max(1))) as u64
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_older_than_the_period_counts_its_period_share() {
+        // Started at tick 100 (10 ms ticks: 1 s after boot); now 1.5 s.
+        let share = first_sight_share(100, 10_000_000, 1_500_000_000, 100_000_000);
+        assert_eq!(share, Some((100_000_000, 500_000_000)));
+        // 350 ms of CPU over a 500 ms life: 70 ms of a 100 ms period.
+        assert_eq!(scaled(350_000_000, share), 70_000_000);
+        // Born within the period: all of its times are the period's.
+        assert_eq!(
+            first_sight_share(145, 10_000_000, 1_500_000_000, 100_000_000),
+            None
+        );
+        assert_eq!(scaled(7, None), 7);
+    }
+}

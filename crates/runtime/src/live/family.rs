@@ -49,7 +49,7 @@ impl LiveWorld {
             // last turn (`quiet`) has the times of its last sample.
             for t in self.tasks.values_mut() {
                 t.pre_times = if self.quiet.is_quiet(t.pid) && t.last.run_ns > 0 {
-                    Some((t.last.run_ns, t.last.wait_ns))
+                    Some(t.last.times())
                 } else {
                     t.files.times(&mut self.buf)
                 };

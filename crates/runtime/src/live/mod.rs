@@ -106,7 +106,7 @@ struct Track {
     pid: i32,
     /// Its schedstat times, read this turn by the look for forked
     /// processes (`family`) and not read again.
-    pre_times: Option<(u64, u64)>,
+    pre_times: Option<procfs::Times>,
 }
 
 impl Track {
@@ -487,6 +487,8 @@ impl Sensor for LiveWorld {
             now_ns.saturating_sub(self.full_ns),
         );
         let mut tasks = Vec::new();
+        let (boot_now_ns, tick, period_ns) =
+            (clock::boot_ns(), tick_ns(), now_ns.saturating_sub(self.full_ns));
         // Each process's threads, listed once a turn, here; and which
         // processes had no thread run, asked before the look for forked
         // processes reads any thread.
@@ -616,11 +618,7 @@ impl Sensor for LiveWorld {
                 // is the last one read: not read again.
                 let looked = track.pre_times.take();
                 let unread = quiet && keep.is_some();
-                let pre = if unread {
-                    Some((track.last.run_ns, track.last.wait_ns))
-                } else {
-                    looked
-                };
+                let pre = if unread { Some(track.last.times()) } else { looked };
                 let Some((sample, read)) = track.files.sample_or_keep(&mut self.buf, keep, pre) else {
                     self.thread_lists.vanished(pid);
                     continue;
@@ -653,6 +651,10 @@ impl Sensor for LiveWorld {
                     'R' => TaskState::Runnable,
                     _ => TaskState::Blocked,
                 };
+                // First seen: the period's share of its times since it started.
+                let first = (prev.run_ns == 0 && prev.slices == 0)
+                    .then(|| clock::first_sight_share(sample.start_ticks, tick, boot_now_ns, period_ns))
+                    .flatten();
                 tasks.push(TaskView {
                     id: tid as u64,
                     job: job as u32,
@@ -660,8 +662,11 @@ impl Sensor for LiveWorld {
                     state,
                     cpu: Some(sample.cpu),
                     obs: Obs {
-                        cpu_time_ns: sample.run_ns.saturating_sub(prev.run_ns),
-                        wait_ns: sample.wait_ns.saturating_sub(prev.wait_ns),
+                        cpu_time_ns: clock::scaled(sample.run_ns.saturating_sub(prev.run_ns), first),
+                        wait_ns: clock::scaled(sample.wait_ns.saturating_sub(prev.wait_ns), first),
+                        // Where the kernel counts them (a third schedstat field).
+                        timeslices: (sample.slices > 0)
+                            .then(|| clock::scaled(sample.slices.saturating_sub(prev.slices), first)),
                         migrations: migrations as u32,
                         // Hardware signals the PMU does not give stay None.
                         instructions: counted.instructions,

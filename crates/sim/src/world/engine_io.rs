@@ -213,6 +213,9 @@ impl World<'_> {
                     .then(|| whole(mem / herd_model::params::LINE_BYTES * self.jitter.factor(t, now_ns))),
                 mem_bytes: bw.then(|| whole(mem)),
                 migrations: d.migrations - s.migrations,
+                // The simulator models rates, not each wake-up: how often a
+                // thread got a CPU is not known here.
+                timeslices: None,
                 // The simulator models rates, not code: phases are found
                 // from the counters, as where IP sampling is refused.
                 code_samples: None,
