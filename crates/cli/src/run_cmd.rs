@@ -155,7 +155,12 @@ pub(crate) fn warn_after_live(s: &herd_runtime::live::LiveStats, policy: &str, h
     }
     let limit = herd_runtime::fds::limits().map_or(String::from("?"), |(soft, _)| soft.to_string());
     for d in s.degradations() {
-        eprintln!("herd: warning: {d} (open-file limit {limit})");
+        // The limit matters to the shortfalls of descriptors only.
+        if d.contains("descriptors") {
+            eprintln!("herd: warning: {d} (open-file limit {limit})");
+        } else {
+            eprintln!("herd: warning: {d}");
+        }
     }
 }
 

@@ -655,6 +655,14 @@ impl Sensor for LiveWorld {
                 let first = (prev.run_ns == 0 && prev.slices == 0)
                     .then(|| clock::first_sight_share(sample.start_ticks, tick, boot_now_ns, period_ns))
                     .flatten();
+                let slices = clock::scaled(sample.slices.saturating_sub(prev.slices), first);
+                if (!track.counters.is_empty() || track.sampler.is_some())
+                    && counters::switches_too_often(slices, period_ns)
+                {
+                    track.counters.clear();
+                    track.sampler = None;
+                    self.stats.switchy_threads += 1;
+                }
                 tasks.push(TaskView {
                     id: tid as u64,
                     job: job as u32,
@@ -665,8 +673,7 @@ impl Sensor for LiveWorld {
                         cpu_time_ns: clock::scaled(sample.run_ns.saturating_sub(prev.run_ns), first),
                         wait_ns: clock::scaled(sample.wait_ns.saturating_sub(prev.wait_ns), first),
                         // Where the kernel counts them (a third schedstat field).
-                        timeslices: (sample.slices > 0)
-                            .then(|| clock::scaled(sample.slices.saturating_sub(prev.slices), first)),
+                        timeslices: (sample.slices > 0).then_some(slices),
                         migrations: migrations as u32,
                         // Hardware signals the PMU does not give stay None.
                         instructions: counted.instructions,

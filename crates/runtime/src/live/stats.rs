@@ -36,6 +36,10 @@ pub struct LiveStats {
     pub uncached_threads: u64,
     /// Threads the kernel refused counters to while others had them.
     pub refused_threads: u64,
+    /// Threads whose counters were closed because they switched CPUs in
+    /// and out too often for counting to be cheap
+    /// (`counters::SWITCHES_PER_S_LIMIT`).
+    pub switchy_threads: u64,
     /// Times a job's memory was moved onto the nodes it runs on
     /// (`--memory-follow`), and the memory that was away when they started.
     pub memory_moves: u64,
@@ -82,6 +86,14 @@ impl LiveStats {
                 "{} thread(s) were refused perf counters the others had; their jobs learned from the threads \
                  that had them",
                 self.refused_threads
+            ));
+        }
+        if self.switchy_threads > 0 {
+            out.push(format!(
+                "{} thread(s) went without perf counters: they were put on a CPU over {} times a second, and \
+                 counting would have cost them every switch; their jobs learned from CPU time and the other threads",
+                self.switchy_threads,
+                super::counters::SWITCHES_PER_S_LIMIT
             ));
         }
         if self.memory_moves_refused > 0 {
