@@ -59,6 +59,29 @@ pub fn switches_too_often(slices: u64, period_ns: u64) -> bool {
         && u128::from(slices) * 1_000_000_000 > u128::from(SWITCHES_PER_S_LIMIT) * u128::from(period_ns)
 }
 
+/// The shortest window a thread's switches are judged over: a program's
+/// start (exec, loading) switches a few times within a millisecond, and a
+/// fast loop's first turn comes that soon.
+const JUDGED_OVER_NS: u64 = 10_000_000;
+
+/// Whether a thread whose count of times on a CPU is `slices` at `now_ns`
+/// switches too often, judged over at least [`JUDGED_OVER_NS`] since
+/// `mark` (its count and time when last judged, (0, 0) before its first
+/// sample), which this moves on.
+pub fn judge_switches(mark: &mut (u64, u64), slices: u64, now_ns: u64) -> bool {
+    let (since, at) = *mark;
+    if at == 0 {
+        *mark = (slices, now_ns.max(1));
+        return false;
+    }
+    let window = now_ns.saturating_sub(at);
+    if window < JUDGED_OVER_NS {
+        return false;
+    }
+    *mark = (slices, now_ns);
+    switches_too_often(slices.saturating_sub(since), window)
+}
+
 impl PerfBudget {
     /// Nothing known yet.
     pub fn new() -> Self {
@@ -218,6 +241,19 @@ mod tests {
         assert!(!switches_too_often(500, period));
         assert!(switches_too_often(501, period));
         assert!(!switches_too_often(1, 0));
+    }
+
+    #[test]
+    fn switches_are_judged_over_ten_ms_at_least_from_the_first_sample() {
+        let mut mark = (0, 0);
+        // A program's start: its lifetime count is not judged.
+        assert!(!judge_switches(&mut mark, 40, 600_000));
+        // 1 ms later, 20 more: too soon to judge (20,000 a second).
+        assert!(!judge_switches(&mut mark, 60, 1_600_000));
+        // 10 ms after the first sample, 30 more in all: 3,000 a second.
+        assert!(!judge_switches(&mut mark, 70, 10_600_000));
+        // The next 100 ms, 2,500 more: 25,000 a second.
+        assert!(judge_switches(&mut mark, 2_570, 110_600_000));
     }
 
     /// Issue 24: a counter refused to one thread after others had it costs

@@ -104,6 +104,9 @@ struct Track {
     seen_turn: u64,
     /// Its process.
     pid: i32,
+    /// Its count of times on a CPU and the time it was taken, for
+    /// [`counters::judge_switches`]; (0, 0) until its first sample.
+    switch_mark: (u64, u64),
     /// Its schedstat times, read this turn by the look for forked
     /// processes (`family`) and not read again.
     pre_times: Option<procfs::Times>,
@@ -586,6 +589,7 @@ impl Sensor for LiveWorld {
                         Track {
                             job,
                             pid,
+                            switch_mark: (0, 0),
                             rank,
                             files,
                             counters,
@@ -656,8 +660,8 @@ impl Sensor for LiveWorld {
                     .then(|| clock::first_sight_share(sample.start_ticks, tick, boot_now_ns, period_ns))
                     .flatten();
                 let slices = clock::scaled(sample.slices.saturating_sub(prev.slices), first);
-                if (!track.counters.is_empty() || track.sampler.is_some())
-                    && counters::switches_too_often(slices, period_ns)
+                if counters::judge_switches(&mut track.switch_mark, sample.slices, now_ns)
+                    && (!track.counters.is_empty() || track.sampler.is_some())
                 {
                     track.counters.clear();
                     track.sampler = None;
