@@ -153,14 +153,8 @@ pub(crate) fn warn_after_live(s: &herd_runtime::live::LiveStats, policy: &str, h
              {how}; they were ignored"
         );
     }
-    let limit = herd_runtime::fds::limits().map_or(String::from("?"), |(soft, _)| soft.to_string());
     for d in s.degradations() {
-        // The limit matters to the shortfalls of descriptors only.
-        if d.contains("descriptors") {
-            eprintln!("herd: warning: {d} (open-file limit {limit})");
-        } else {
-            eprintln!("herd: warning: {d}");
-        }
+        eprintln!("herd: warning: {d}");
     }
 }
 

@@ -34,34 +34,34 @@ impl QuietGroups {
     /// not quiet.
     pub(super) fn turn(&mut self, pids: &[(i32, usize)]) {
         self.quiet.clear();
-        self.last
-            .retain(|pid, _| pids.iter().any(|(p, n)| p == pid && *n >= MIN_THREADS));
-        if !pids.iter().any(|(_, n)| *n >= MIN_THREADS) {
-            return;
-        }
-        if !self.tried {
+        let mut big = pids
+            .iter()
+            .filter(|(_, n)| *n >= MIN_THREADS)
+            .map(|(pid, _)| *pid)
+            .peekable();
+        if big.peek().is_some() && !self.tried {
             self.tried = true;
             self.socket = Taskstats::open().ok();
         }
-        for &(pid, _) in pids.iter().filter(|(_, n)| *n >= MIN_THREADS) {
+        // Figures kept for the processes asked this turn only.
+        let mut last = HashMap::with_capacity(self.last.len());
+        for pid in big {
             let Some(socket) = self.socket.as_mut() else {
-                return;
+                break;
             };
             match socket.group(pid) {
                 Ok(now) => {
-                    if self.last.insert(pid, now) == Some(now) {
+                    if self.last.get(&pid) == Some(&now) {
                         self.quiet.insert(pid);
                     }
+                    last.insert(pid, now);
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                    // Not root: every request would be refused.
-                    self.socket = None;
-                }
-                Err(_) => {
-                    self.last.remove(&pid);
-                }
+                // Not root: every request would be refused.
+                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => self.socket = None,
+                Err(_) => {}
             }
         }
+        self.last = last;
     }
 
     /// Whether none of process `pid`'s threads ran since the last turn.

@@ -74,11 +74,14 @@ impl LiveStats {
     /// `degraded` (empty when nothing was).
     pub fn degradations(&self) -> Vec<String> {
         let mut out = Vec::new();
+        // The limit matters to the shortfalls of descriptors only.
+        let limit = || crate::fds::limits().map_or(String::from("?"), |(soft, _)| soft.to_string());
         if self.uncounted_threads > 0 {
             out.push(format!(
                 "{} thread(s) went without perf counters for want of open-file descriptors (`ulimit -n`); \
-                 their jobs learned from the threads that had them",
-                self.uncounted_threads
+                 their jobs learned from the threads that had them (open-file limit {})",
+                self.uncounted_threads,
+                limit()
             ));
         }
         if self.refused_threads > 0 {
@@ -104,8 +107,10 @@ impl LiveStats {
         }
         if self.uncached_threads > 0 {
             out.push(format!(
-                "{} thread(s) had their /proc files read by path each period for want of descriptors",
-                self.uncached_threads
+                "{} thread(s) had their /proc files read by path each period for want of descriptors \
+                 (open-file limit {})",
+                self.uncached_threads,
+                limit()
             ));
         }
         out
