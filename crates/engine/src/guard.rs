@@ -99,6 +99,9 @@ pub struct Guard {
     early_spent: bool,
     /// Whether each task was busy the last period it was not paused.
     was_busy: WasBusy,
+    /// Tasks a kernel span's first turn started on one node, to let go of
+    /// at its next (see [`Guard::release`]).
+    spread: Vec<TaskId>,
     report: GuardReport,
 }
 
@@ -130,6 +133,7 @@ impl Guard {
             tasks_seen: (0, 0),
             early_spent: false,
             was_busy: WasBusy::default(),
+            spread: Vec::new(),
             report: GuardReport::default(),
         }
     }
@@ -202,6 +206,7 @@ impl Guard {
                 let mut out = if before == InCharge::Kernel {
                     // Back from the kernel: the policy's placements again,
                     // then what it decided now.
+                    self.spread.clear();
                     let mut p = self.restore(snap);
                     p.tasks.extend(plan.tasks);
                     p.lanes.extend(plan.lanes);
@@ -221,7 +226,7 @@ impl Guard {
                 let mut out = if before == InCharge::Policy {
                     self.release(view, policy.allowed_cpus())
                 } else {
-                    Plan::default()
+                    self.widen(view, policy.allowed_cpus())
                 };
                 out.next_period_ns = Some(self.period_ns);
                 out.note = Some(note.unwrap_or_else(|| self.kernel_note()).into());
@@ -445,23 +450,38 @@ impl Guard {
 
     /// Lets go of every present task the policy placed, paused or put in a
     /// lane: each may run on every CPU (every CPU the user allowed, see
-    /// [`Policy::allowed_cpus`]), in the fair lane; or, on a machine
-    /// with several NUMA nodes, on the CPUs of the node that holds most of
-    /// its job's memory, as Linux's NUMA balancing (on by default) steers a
-    /// task to its memory, as far as the node's share of the load allows. A
-    /// probe cannot move memory back, so without this a policy that
-    /// stranded a job's memory would be compared with a kernel that
-    /// inherits the stranding (S3's ND set on NUMA: 1.2x behind Linux
-    /// while every probe read even).
-    fn release(&self, view: &View<'_>, allowed: Option<CpuSet>) -> Plan {
+    /// [`Policy::allowed_cpus`]), in the fair lane. On a machine with
+    /// several NUMA nodes, a runnable task first goes to one node's CPUs
+    /// for the span's first turn:
+    /// - the node that holds most of its job's memory, as Linux's NUMA
+    ///   balancing (on by default) steers a task to its memory, as far as
+    ///   the node's share of the load allows (such a task stays there for
+    ///   the span). A probe cannot move memory back, so without this a
+    ///   policy that stranded a job's memory would be compared with a
+    ///   kernel that inherits the stranding (S3's ND set on NUMA: 1.2x
+    ///   behind Linux while every probe read even);
+    /// - else the least loaded node for its CPUs, which spreads each job
+    ///   over the nodes as Linux spreads a program's threads when they
+    ///   start on an idle machine; the next turn lets it go
+    ///   ([`Guard::widen`]). Only let go, a task the policy packed onto
+    ///   one node stays there when every CPU is busy (nothing is
+    ///   imbalanced), and the probe compares the policy with itself
+    ///   (`s2-node`'s static:compact read 1.000 at 1.03x Linux's time).
+    fn release(&mut self, view: &View<'_>, allowed: Option<CpuSet>) -> Plan {
         let mut plan = Plan::default();
         let m = view.machine;
         let restricted = allowed.is_some();
         let all = &allowed.unwrap_or_else(|| m.all_cpus().clone());
         let snap = view.snapshot;
         // Within a budget the user set, Linux balances over its CPUs alone.
-        let several_nodes = m.numa_nodes().iter().filter(|n| !n.cpus.is_empty()).count() > 1;
-        let home_of: HashMap<JobId, u32> = if several_nodes && !restricted {
+        let nodes: Vec<(u32, &CpuSet)> = m
+            .numa_nodes()
+            .iter()
+            .filter(|n| !n.cpus.is_empty())
+            .map(|n| (n.os, &n.cpus))
+            .collect();
+        let several_nodes = nodes.len() > 1 && !restricted;
+        let home_of: HashMap<JobId, u32> = if several_nodes {
             snap.jobs
                 .iter()
                 .filter_map(|j| Some((j.id, j.home_node()?)))
@@ -469,11 +489,25 @@ impl Guard {
         } else {
             HashMap::default()
         };
-        let node_cpus = |os: u32| m.numa_nodes().iter().find(|n| n.os == os).map(|n| &n.cpus);
-        let mut wanting: HashMap<u32, usize> = HashMap::default();
-        for t in snap.tasks.iter().filter(|t| t.state != TaskState::Blocked) {
-            if let Some(&h) = home_of.get(&t.job) {
-                *wanting.entry(h).or_default() += 1;
+        let runnable = |t: &&herd_policy::TaskView| t.state != TaskState::Blocked;
+        let busy = snap
+            .tasks
+            .iter()
+            .filter(runnable)
+            .filter(|t| home_of.contains_key(&t.job))
+            .count();
+        let total_cpus = all.len().max(1);
+        // Runnable tasks on each node (by index into `nodes`): those the
+        // policy never placed where they run now, then as placed here.
+        let mut load = vec![0usize; nodes.len()];
+        let node_at = |cpu: u32| nodes.iter().position(|(_, cpus)| cpus.contains(cpu));
+        if several_nodes {
+            for t in snap.tasks.iter().filter(runnable) {
+                if !self.intended.contains_key(&t.id)
+                    && let Some(i) = t.cpu.and_then(node_at)
+                {
+                    load[i] += 1;
+                }
             }
         }
         // Linux balances load before locality: a node takes as many of the
@@ -481,16 +515,19 @@ impl Guard {
         // tasks (by its CPUs); the rest may run anywhere. (S2's node: a job
         // compact on one of two nodes stayed there at 1.03x Linux's time
         // while a node could take as many tasks as it had CPUs.)
-        let busy = wanting.values().sum::<usize>();
-        let total_cpus = all.len().max(1);
         let mut taken: HashMap<u32, usize> = HashMap::default();
+        let mut unplaced = Vec::new();
         for t in &snap.tasks {
             if self.intended.contains_key(&t.id) {
                 let near = home_of.get(&t.job).and_then(|&h| {
-                    let cpus = node_cpus(h).filter(|c| !c.is_empty())?;
+                    let i = nodes.iter().position(|(os, _)| *os == h)?;
+                    let cpus = nodes[i].1;
                     let n = taken.entry(h).or_default();
                     (*n < (busy * cpus.len()).div_ceil(total_cpus)).then(|| {
                         *n += 1;
+                        if runnable(&t) {
+                            load[i] += 1;
+                        }
                         cpus
                     })
                 });
@@ -498,12 +535,41 @@ impl Guard {
                     Some(cpus) => {
                         plan.run(t.id, cpus.clone(), "guard: the kernel places it, near its memory")
                     }
+                    None if several_nodes && runnable(&t) => unplaced.push(t.id),
                     None => plan.run(t.id, all.clone(), "guard: the kernel places it"),
                 }
             }
             if self.lanes.get(&t.id).is_some_and(|l| *l != Lane::Fair) {
                 plan.lane(t.id, Lane::Fair);
             }
+        }
+        for id in unplaced {
+            let share = |i: usize| (load[i] + 1) as f64 / nodes[i].1.len() as f64;
+            let i = (0..nodes.len())
+                .min_by(|&a, &b| share(a).total_cmp(&share(b)).then(a.cmp(&b)))
+                .expect("several nodes");
+            load[i] += 1;
+            plan.run(
+                id,
+                nodes[i].1.clone(),
+                "guard: the kernel starts it on the least loaded node",
+            );
+            self.spread.push(id);
+        }
+        plan
+    }
+
+    /// The kernel span's second turn: lets go of the tasks [`Guard::release`]
+    /// started on one node.
+    fn widen(&mut self, view: &View<'_>, allowed: Option<CpuSet>) -> Plan {
+        let mut plan = Plan::default();
+        if self.spread.is_empty() {
+            return plan;
+        }
+        let all = allowed.unwrap_or_else(|| view.machine.all_cpus().clone());
+        let spread: rustc_hash::FxHashSet<TaskId> = std::mem::take(&mut self.spread).into_iter().collect();
+        for t in view.snapshot.tasks.iter().filter(|t| spread.contains(&t.id)) {
+            plan.run(t.id, all.clone(), "guard: the kernel places it");
         }
         plan
     }
