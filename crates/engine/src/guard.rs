@@ -485,7 +485,8 @@ impl Guard {
     ///   ([`Guard::widen`]). Only let go, a task the policy packed onto
     ///   one node stays there when every CPU is busy (nothing is
     ///   imbalanced), and the probe compares the policy with itself
-    ///   (`s2-node`'s static:compact read 1.000 at 1.03x Linux's time).
+    ///   (`s2-node`'s static:compact read 0.996-1.000 at 1.03x Linux's
+    ///   time).
     fn release(&mut self, view: &View<'_>, allowed: Option<CpuSet>) -> Plan {
         let mut plan = Plan::default();
         let m = view.machine;
@@ -876,8 +877,8 @@ mod tests {
     #[test]
     fn a_confirmed_large_difference_is_probed_at_once_rarely() {
         let mut g = Guard::new(GuardConfig::default(), 10_000_000);
-        // Losing 29%: a 3-period probe costs 0.87 periods, half the 2%
-        // margin of 87 periods; the gap goes to the 64 most at once.
+        // Losing 29%: a 3-period probe costs 0.87 periods, 1% (half the
+        // margin) of 87; the gap goes at once to its most, 64.
         g.history = vec![0.71, 0.71];
         assert_eq!(g.confirmed_gap(), 64);
         // Losing 10%: 30 periods would do; doubling from 8 gives 16.
