@@ -470,8 +470,8 @@ impl Guard {
     /// Lets go of every present task the policy placed, paused or put in a
     /// lane: each may run on every CPU (every CPU the user allowed, see
     /// [`Policy::allowed_cpus`]), in the fair lane. On a machine with
-    /// several NUMA nodes, a runnable task first goes to one node's CPUs
-    /// for the span's first turn:
+    /// several NUMA nodes, a busy task first goes to one node's CPUs for
+    /// the span's first turn:
     /// - the node that holds most of its job's memory, as Linux's NUMA
     ///   balancing (on by default) steers a task to its memory, as far as
     ///   the node's share of the load allows (such a task stays there for
@@ -509,24 +509,34 @@ impl Guard {
         } else {
             HashMap::default()
         };
-        let runnable = |t: &&herd_policy::TaskView| t.state != TaskState::Blocked;
-        let busy = snap
-            .tasks
-            .iter()
-            .filter(runnable)
-            .filter(|t| home_of.contains_key(&t.job))
+        // Busy: runnable now or a tenth of the last period on a CPU. A
+        // thread that sleeps (a program's waiting main thread, a helper)
+        // takes no share of a node and is let go at once: it wakes where
+        // the kernel puts it. Counted by the instant's state, a sleeping
+        // main thread took its node's one slot near the memory and sent a
+        // busy worker off it (the 2-socket guest's static:compact trace).
+        let busy_now = self.was_busy.of(snap);
+        let busy_at = |i: usize| {
+            busy_now
+                .get(i)
+                .copied()
+                .unwrap_or(snap.tasks[i].state != TaskState::Blocked)
+        };
+        let busy = (0..snap.tasks.len())
+            .filter(|&i| busy_at(i) && home_of.contains_key(&snap.tasks[i].job))
             .count();
         let total_cpus = all.len().max(1);
-        // Runnable tasks on each node (by index into `nodes`): those the
+        // Busy tasks on each node (by index into `nodes`): those the
         // policy never placed where they run now, then as placed here.
         let mut load = vec![0usize; nodes.len()];
         let node_at = |cpu: u32| nodes.iter().position(|(_, cpus)| cpus.contains(cpu));
         if several_nodes {
-            for t in snap.tasks.iter().filter(runnable) {
-                if !self.intended.contains_key(&t.id)
-                    && let Some(i) = t.cpu.and_then(node_at)
+            for (i, t) in snap.tasks.iter().enumerate() {
+                if busy_at(i)
+                    && !self.intended.contains_key(&t.id)
+                    && let Some(k) = t.cpu.and_then(node_at)
                 {
-                    load[i] += 1;
+                    load[k] += 1;
                 }
             }
         }
@@ -537,17 +547,15 @@ impl Guard {
         // while a node could take as many tasks as it had CPUs.)
         let mut taken: HashMap<u32, usize> = HashMap::default();
         let mut unplaced = Vec::new();
-        for t in &snap.tasks {
+        for (i, t) in snap.tasks.iter().enumerate() {
             if self.intended.contains_key(&t.id) {
-                let near = home_of.get(&t.job).and_then(|&h| {
-                    let i = nodes.iter().position(|(os, _)| *os == h)?;
-                    let cpus = nodes[i].1;
+                let near = home_of.get(&t.job).filter(|_| busy_at(i)).and_then(|&h| {
+                    let k = nodes.iter().position(|(os, _)| *os == h)?;
+                    let cpus = nodes[k].1;
                     let n = taken.entry(h).or_default();
                     (*n < (busy * cpus.len()).div_ceil(total_cpus)).then(|| {
                         *n += 1;
-                        if runnable(&t) {
-                            load[i] += 1;
-                        }
+                        load[k] += 1;
                         cpus
                     })
                 });
@@ -555,7 +563,7 @@ impl Guard {
                     Some(cpus) => {
                         plan.run(t.id, cpus.clone(), "guard: the kernel places it, near its memory")
                     }
-                    None if several_nodes && runnable(&t) => unplaced.push(t.id),
+                    None if several_nodes && busy_at(i) => unplaced.push(t.id),
                     None => plan.run(t.id, all.clone(), "guard: the kernel places it"),
                 }
             }
@@ -715,180 +723,4 @@ struct Reading {
 const FLOOR: f64 = 0.05;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::{Actuator, Clock, Config, NoMeter, Sensor};
-    use herd_policy::{Estimates, JobView, Obs, TaskView};
-    use herd_topo::Machine;
-
-    /// Two threads of one job on a 2-CPU machine, each needing `work_ns` of
-    /// CPU; two confined to the same single CPU share it.
-    struct Pair {
-        now_ns: u64,
-        cpus: [CpuSet; 2],
-        done_ns: [u64; 2],
-        since_ns: [u64; 2],
-        work_ns: u64,
-        snapshot: Snapshot,
-    }
-
-    impl Pair {
-        fn new(work_ns: u64) -> Self {
-            let all: CpuSet = [0, 1].into_iter().collect();
-            Pair {
-                now_ns: 0,
-                cpus: [all.clone(), all],
-                done_ns: [0; 2],
-                since_ns: [0; 2],
-                work_ns,
-                snapshot: Snapshot::default(),
-            }
-        }
-    }
-
-    impl Sensor for Pair {
-        fn observe(&mut self) -> &Snapshot {
-            let tasks = (0..2)
-                .filter(|&i| self.done_ns[i] < self.work_ns)
-                .map(|i| TaskView {
-                    id: i as u64 + 1,
-                    job: 0,
-                    rank: i as u32,
-                    state: TaskState::Runnable,
-                    cpu: Some(i as u32),
-                    obs: Obs {
-                        cpu_time_ns: std::mem::take(&mut self.since_ns[i]),
-                        ..Obs::default()
-                    },
-                    heartbeats: None,
-                })
-                .collect();
-            self.snapshot = Snapshot {
-                now_ns: self.now_ns,
-                tasks,
-                jobs: vec![JobView {
-                    id: 0,
-                    name: "pair".into(),
-                    program: "pair".into(),
-                    arrival_ns: 0,
-                    memory_hint: None,
-                    memory_kb: None,
-                    threads_declared: None,
-                }],
-                ..Snapshot::default()
-            };
-            &self.snapshot
-        }
-        fn finished(&self) -> bool {
-            self.done_ns.iter().all(|&d| d >= self.work_ns)
-        }
-    }
-    impl Actuator for Pair {
-        fn apply(&mut self, plan: &Plan) {
-            for (id, p) in &plan.tasks {
-                if let Placement::Run { cpus, .. } = p {
-                    self.cpus[*id as usize - 1] = cpus.clone();
-                }
-            }
-        }
-    }
-    impl Clock for Pair {
-        fn now_ns(&self) -> u64 {
-            self.now_ns
-        }
-        fn advance_to(&mut self, t_ns: u64) {
-            let dt = t_ns - self.now_ns;
-            let crowded = self.cpus[0].len() == 1 && self.cpus[0] == self.cpus[1];
-            let running = self.done_ns.iter().filter(|&&d| d < self.work_ns).count();
-            let share = if crowded && running == 2 { dt / 2 } else { dt };
-            for i in 0..2 {
-                if self.done_ns[i] < self.work_ns {
-                    self.done_ns[i] += share;
-                    self.since_ns[i] += share;
-                }
-            }
-            self.now_ns = t_ns;
-        }
-    }
-
-    fn guarded(policy: &str, work_ns: u64) -> (u64, GuardReport) {
-        let mut p = herd_policy::build(policy).unwrap();
-        let machine = Machine::synthetic("core:2").unwrap();
-        let mut cfg = Config::with_period(10_000_000, 0);
-        cfg.guard = Some(GuardConfig::default());
-        let mut world = Pair::new(work_ns);
-        let ran = crate::run(
-            p.as_mut(),
-            &machine,
-            &Estimates::new(),
-            None,
-            &mut world,
-            &mut NoMeter,
-            &cfg,
-            |_, _| {},
-        );
-        (world.now_ns, ran.guard.unwrap())
-    }
-
-    #[test]
-    fn crowding_is_caught_at_the_first_probe_and_handed_back() {
-        // 2 s of work per thread: 2 s alone, 4 s crowded.
-        let (end_ns, g) = guarded("static:compact:cpus=1", 2_000_000_000);
-        assert_eq!(g.backoffs, 1, "{g:?}");
-        assert_eq!(g.in_charge_at_end, Some(InCharge::Kernel));
-        assert!((g.comparisons[0].ratio - 0.5).abs() < 0.05, "{g:?}");
-        assert_eq!(g.comparisons[0].signal, Signal::CpuTime);
-        // Crowded for the first 8 periods only.
-        assert!(end_ns < 2_150_000_000, "{end_ns}");
-        assert!(
-            g.summary().contains("the kernel had the workload back"),
-            "{}",
-            g.summary()
-        );
-    }
-
-    #[test]
-    fn a_policy_that_does_no_harm_keeps_its_place_and_is_probed_ever_less() {
-        let (end_ns, g) = guarded("static:compact", 20_000_000_000);
-        assert_eq!(g.backoffs, 0, "{g:?}");
-        assert_eq!(end_ns, 20_000_000_000);
-        assert!(g.comparisons.iter().all(|c| (c.ratio - 1.0).abs() < 1e-9));
-        // The spans between probes double to 64 periods: probes end under 5%
-        // of the time.
-        let share = g.kernel_ns as f64 / (g.kernel_ns + g.policy_ns) as f64;
-        assert!(share < 0.07, "{share}");
-    }
-
-    #[test]
-    fn one_comparison_decides_only_a_large_difference() {
-        assert_eq!(verdict(&[0.5], 0.02), Verdict::Losing);
-        assert_eq!(verdict(&[0.85], 0.02), Verdict::Unsure);
-        assert_eq!(verdict(&[1.25], 0.02), Verdict::NotLosing);
-    }
-
-    #[test]
-    fn several_decide_beyond_the_margin_by_two_standard_errors() {
-        assert_eq!(verdict(&[0.95, 0.96, 0.94], 0.02), Verdict::Losing);
-        assert_eq!(verdict(&[1.0, 0.99, 1.01], 0.02), Verdict::NotLosing);
-        // Noisy around the margin: not yet.
-        assert_eq!(verdict(&[0.90, 1.05], 0.02), Verdict::Unsure);
-    }
-
-    #[test]
-    fn a_confirmed_large_difference_is_probed_at_once_rarely() {
-        let mut g = Guard::new(GuardConfig::default(), 10_000_000);
-        // Losing 29%: a 3-period probe costs 0.87 periods, 1% (half the
-        // margin) of 87; the gap goes at once to its most, 64.
-        g.history = vec![0.71, 0.71];
-        assert_eq!(g.confirmed_gap(), 64);
-        // Losing 10%: 30 periods would do; doubling from 8 gives 16.
-        g.history = vec![0.90, 0.90];
-        assert_eq!(g.confirmed_gap(), 30);
-        // A close call is probed at the doubling pace.
-        g.history = vec![1.01, 1.0];
-        assert_eq!(g.confirmed_gap(), 16);
-        // A win of 25% costs the kernel's probe 20% of its periods.
-        g.history = vec![1.25];
-        assert_eq!(g.confirmed_gap(), 60);
-    }
-}
+mod tests;

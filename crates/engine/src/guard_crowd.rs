@@ -15,6 +15,18 @@ use rustc_hash::FxHashMap as HashMap;
 pub(crate) struct WasBusy(Vec<(TaskId, bool)>);
 
 impl WasBusy {
+    /// Each of `snap`'s tasks' flag, in its order; empty when the flags
+    /// are not of this snapshot's tasks.
+    pub(crate) fn of(&self, snap: &Snapshot) -> Vec<bool> {
+        let aligned =
+            self.0.len() == snap.tasks.len() && self.0.iter().zip(&snap.tasks).all(|(w, t)| w.0 == t.id);
+        if aligned {
+            self.0.iter().map(|w| w.1).collect()
+        } else {
+            Vec::new()
+        }
+    }
+
     /// Takes in a full snapshot `elapsed_ns` after the last.
     pub(crate) fn update(&mut self, snap: &Snapshot, elapsed_ns: u64) {
         if snap.progress_only || elapsed_ns == 0 {

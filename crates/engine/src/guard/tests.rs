@@ -1,0 +1,255 @@
+//! The guard's unit tests (a file of their own: guard.rs holds the logic).
+
+use super::*;
+use crate::{Actuator, Clock, Config, NoMeter, Sensor};
+use herd_policy::{Estimates, JobView, Obs, TaskView};
+use herd_topo::Machine;
+
+/// Two threads of one job on a 2-CPU machine, each needing `work_ns` of
+/// CPU; two confined to the same single CPU share it.
+struct Pair {
+    now_ns: u64,
+    cpus: [CpuSet; 2],
+    done_ns: [u64; 2],
+    since_ns: [u64; 2],
+    work_ns: u64,
+    snapshot: Snapshot,
+}
+
+impl Pair {
+    fn new(work_ns: u64) -> Self {
+        let all: CpuSet = [0, 1].into_iter().collect();
+        Pair {
+            now_ns: 0,
+            cpus: [all.clone(), all],
+            done_ns: [0; 2],
+            since_ns: [0; 2],
+            work_ns,
+            snapshot: Snapshot::default(),
+        }
+    }
+}
+
+impl Sensor for Pair {
+    fn observe(&mut self) -> &Snapshot {
+        let tasks = (0..2)
+            .filter(|&i| self.done_ns[i] < self.work_ns)
+            .map(|i| TaskView {
+                id: i as u64 + 1,
+                job: 0,
+                rank: i as u32,
+                state: TaskState::Runnable,
+                cpu: Some(i as u32),
+                obs: Obs {
+                    cpu_time_ns: std::mem::take(&mut self.since_ns[i]),
+                    ..Obs::default()
+                },
+                heartbeats: None,
+            })
+            .collect();
+        self.snapshot = Snapshot {
+            now_ns: self.now_ns,
+            tasks,
+            jobs: vec![JobView {
+                id: 0,
+                name: "pair".into(),
+                program: "pair".into(),
+                arrival_ns: 0,
+                memory_hint: None,
+                memory_kb: None,
+                threads_declared: None,
+            }],
+            ..Snapshot::default()
+        };
+        &self.snapshot
+    }
+    fn finished(&self) -> bool {
+        self.done_ns.iter().all(|&d| d >= self.work_ns)
+    }
+}
+impl Actuator for Pair {
+    fn apply(&mut self, plan: &Plan) {
+        for (id, p) in &plan.tasks {
+            if let Placement::Run { cpus, .. } = p {
+                self.cpus[*id as usize - 1] = cpus.clone();
+            }
+        }
+    }
+}
+impl Clock for Pair {
+    fn now_ns(&self) -> u64 {
+        self.now_ns
+    }
+    fn advance_to(&mut self, t_ns: u64) {
+        let dt = t_ns - self.now_ns;
+        let crowded = self.cpus[0].len() == 1 && self.cpus[0] == self.cpus[1];
+        let running = self.done_ns.iter().filter(|&&d| d < self.work_ns).count();
+        let share = if crowded && running == 2 { dt / 2 } else { dt };
+        for i in 0..2 {
+            if self.done_ns[i] < self.work_ns {
+                self.done_ns[i] += share;
+                self.since_ns[i] += share;
+            }
+        }
+        self.now_ns = t_ns;
+    }
+}
+
+fn guarded(policy: &str, work_ns: u64) -> (u64, GuardReport) {
+    let mut p = herd_policy::build(policy).unwrap();
+    let machine = Machine::synthetic("core:2").unwrap();
+    let mut cfg = Config::with_period(10_000_000, 0);
+    cfg.guard = Some(GuardConfig::default());
+    let mut world = Pair::new(work_ns);
+    let ran = crate::run(
+        p.as_mut(),
+        &machine,
+        &Estimates::new(),
+        None,
+        &mut world,
+        &mut NoMeter,
+        &cfg,
+        |_, _| {},
+    );
+    (world.now_ns, ran.guard.unwrap())
+}
+
+#[test]
+fn crowding_is_caught_at_the_first_probe_and_handed_back() {
+    // 2 s of work per thread: 2 s alone, 4 s crowded.
+    let (end_ns, g) = guarded("static:compact:cpus=1", 2_000_000_000);
+    assert_eq!(g.backoffs, 1, "{g:?}");
+    assert_eq!(g.in_charge_at_end, Some(InCharge::Kernel));
+    assert!((g.comparisons[0].ratio - 0.5).abs() < 0.05, "{g:?}");
+    assert_eq!(g.comparisons[0].signal, Signal::CpuTime);
+    // Crowded for the first 8 periods only.
+    assert!(end_ns < 2_150_000_000, "{end_ns}");
+    assert!(
+        g.summary().contains("the kernel had the workload back"),
+        "{}",
+        g.summary()
+    );
+}
+
+#[test]
+fn a_policy_that_does_no_harm_keeps_its_place_and_is_probed_ever_less() {
+    let (end_ns, g) = guarded("static:compact", 20_000_000_000);
+    assert_eq!(g.backoffs, 0, "{g:?}");
+    assert_eq!(end_ns, 20_000_000_000);
+    assert!(g.comparisons.iter().all(|c| (c.ratio - 1.0).abs() < 1e-9));
+    // The spans between probes double to 64 periods: probes end under 5%
+    // of the time.
+    let share = g.kernel_ns as f64 / (g.kernel_ns + g.policy_ns) as f64;
+    assert!(share < 0.07, "{share}");
+}
+
+#[test]
+fn one_comparison_decides_only_a_large_difference() {
+    assert_eq!(verdict(&[0.5], 0.02), Verdict::Losing);
+    assert_eq!(verdict(&[0.85], 0.02), Verdict::Unsure);
+    assert_eq!(verdict(&[1.25], 0.02), Verdict::NotLosing);
+}
+
+#[test]
+fn several_decide_beyond_the_margin_by_two_standard_errors() {
+    assert_eq!(verdict(&[0.95, 0.96, 0.94], 0.02), Verdict::Losing);
+    assert_eq!(verdict(&[1.0, 0.99, 1.01], 0.02), Verdict::NotLosing);
+    // Noisy around the margin: not yet.
+    assert_eq!(verdict(&[0.90, 1.05], 0.02), Verdict::Unsure);
+}
+
+#[test]
+fn a_confirmed_large_difference_is_probed_at_once_rarely() {
+    let mut g = Guard::new(GuardConfig::default(), 10_000_000);
+    // Losing 29%: a 3-period probe costs 0.87 periods, 1% (half the
+    // margin) of 87; the gap goes at once to its most, 64.
+    g.history = vec![0.71, 0.71];
+    assert_eq!(g.confirmed_gap(), 64);
+    // Losing 10%: 30 periods would do; doubling from 8 gives 16.
+    g.history = vec![0.90, 0.90];
+    assert_eq!(g.confirmed_gap(), 30);
+    // A close call is probed at the doubling pace.
+    g.history = vec![1.01, 1.0];
+    assert_eq!(g.confirmed_gap(), 16);
+    // A win of 25% costs the kernel's probe 20% of its periods.
+    g.history = vec![1.25];
+    assert_eq!(g.confirmed_gap(), 60);
+}
+
+#[test]
+fn a_probe_leaves_a_sleeping_thread_free_and_its_node_to_the_busy_ones() {
+    // Two nodes of two CPUs; a job's four threads, its memory on node
+    // 0, all placed there by the policy: its main thread asleep (no CPU
+    // last period), one worker blocked at a barrier for the instant
+    // (a third of the period on a CPU), two running.
+    let m = Machine::synthetic("package:2 numa:1 core:2").unwrap();
+    let node0: CpuSet = m.numa_nodes()[0].cpus.clone();
+    let node1: CpuSet = m.numa_nodes()[1].cpus.clone();
+    let states = [
+        TaskState::Blocked,
+        TaskState::Blocked,
+        TaskState::Runnable,
+        TaskState::Runnable,
+    ];
+    let cpu_ns = [0, 30_000_000, 100_000_000, 100_000_000];
+    let snap = Snapshot {
+        now_ns: 100_000_000,
+        period_ns: 100_000_000,
+        tasks: (0..4)
+            .map(|i| TaskView {
+                id: i as u64 + 1,
+                job: 0,
+                rank: i as u32,
+                state: states[i],
+                cpu: node0.iter().nth(i % 2),
+                obs: Obs {
+                    cpu_time_ns: cpu_ns[i],
+                    ..Obs::default()
+                },
+                heartbeats: None,
+            })
+            .collect(),
+        jobs: vec![JobView {
+            id: 0,
+            name: "omp".into(),
+            program: "omp".into(),
+            arrival_ns: 0,
+            memory_hint: None,
+            memory_kb: Some(vec![(m.numa_nodes()[0].os, 1000)]),
+            threads_declared: None,
+        }],
+        ..Snapshot::default()
+    };
+    let mut g = Guard::new(GuardConfig::default(), 100_000_000);
+    let mut placed = Plan::default();
+    for t in &snap.tasks {
+        placed.run(t.id, node0.clone(), "packed");
+    }
+    g.remember(&placed);
+    g.was_busy.update(&snap, 100_000_000);
+    let (estimates, learned) = (Estimates::default(), herd_policy::Knowledge::default());
+    let view = View {
+        machine: &m,
+        snapshot: &snap,
+        estimates: &estimates,
+        learned: &learned,
+        oracle: None,
+        seed: 0,
+        decision: 0,
+    };
+    let plan = g.release(&view, None);
+    let cpus_of = |id: u64| {
+        plan.tasks.iter().find(|(t, _)| *t == id).map(|(_, p)| match p {
+            Placement::Run { cpus, .. } => cpus.clone(),
+            Placement::Pause { .. } => panic!("a probe pauses nothing"),
+        })
+    };
+    // The sleeper is let go; three busy threads on four CPUs: node 0
+    // keeps two near their memory, the third starts on node 1.
+    assert_eq!(cpus_of(1), Some(m.all_cpus().clone()));
+    let on = |set: &CpuSet| (2..=4).filter(|&t| cpus_of(t).as_ref() == Some(set)).count();
+    assert_eq!((on(&node0), on(&node1)), (2, 1), "{plan:?}");
+    // The next turn lets the one started on node 1 go.
+    let widened = g.widen(&view, None);
+    assert_eq!(widened.tasks.len(), 1, "{widened:?}");
+}
