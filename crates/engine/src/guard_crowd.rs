@@ -18,13 +18,16 @@ impl WasBusy {
     /// Each of `snap`'s tasks' flag, in its order; empty when the flags
     /// are not of this snapshot's tasks.
     pub(crate) fn of(&self, snap: &Snapshot) -> Vec<bool> {
-        let aligned =
-            self.0.len() == snap.tasks.len() && self.0.iter().zip(&snap.tasks).all(|(w, t)| w.0 == t.id);
-        if aligned {
+        if self.aligned(snap) {
             self.0.iter().map(|w| w.1).collect()
         } else {
             Vec::new()
         }
+    }
+
+    /// Whether the flags are of `snap`'s tasks, in its order.
+    fn aligned(&self, snap: &Snapshot) -> bool {
+        self.0.len() == snap.tasks.len() && self.0.iter().zip(&snap.tasks).all(|(w, t)| w.0 == t.id)
     }
 
     /// Takes in a full snapshot `elapsed_ns` after the last.
@@ -32,9 +35,7 @@ impl WasBusy {
         if snap.progress_only || elapsed_ns == 0 {
             return;
         }
-        let aligned =
-            self.0.len() == snap.tasks.len() && self.0.iter().zip(&snap.tasks).all(|(w, t)| w.0 == t.id);
-        if !aligned {
+        if !self.aligned(snap) {
             let before: HashMap<TaskId, bool> = self.0.drain(..).collect();
             self.0 = snap
                 .tasks
