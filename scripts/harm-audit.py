@@ -61,6 +61,56 @@ def completion(runs, base):
     return math.exp(mean([math.log(t[n] / b[n]) for n in t]))
 
 
+def samples(name, d):
+    """Per policy, {sample: cost ratio} for each run (S1) or seed (the
+    rest): the pairs the guard-on and guard-off results are compared by."""
+    out = {}
+    if "learning" in d:
+        for pt in d["learning"]["points"]:
+            if pt["policy"] != "linux":
+                out.setdefault(pt["policy"], {})[pt["run"]] = 1.0 / (1.0 + pt["speedup_pct"] / 100.0)
+        return out
+    pols = by_policy(d)
+    if name.startswith("s4-"):
+        base = next((runs for p, runs in pols.items() if p.startswith("pack:tp")), None)
+        wanted = [p for p in pols if p.startswith("pack:palm")]
+    else:
+        base = pols.get("linux")
+        wanted = [p for p in pols if p != "linux"]
+    if not base:
+        return out
+    by_seed = {r["seed"]: r for r in base}
+    for p in wanted:
+        for r in pols[p]:
+            b = by_seed.get(r["seed"])
+            if b is None:
+                continue
+            if name.startswith("s3-"):
+                ratio = completion([r], [b])
+            elif r.get("consolidation"):
+                ratio = b["consolidation"]["batch_ginstr_per_s"] / r["consolidation"]["batch_ginstr_per_s"]
+            else:
+                ratio = r["makespan_s"] / b["makespan_s"]
+            out.setdefault(p, {})[r["seed"]] = ratio
+    return out
+
+
+# Two-sided 95% Student t quantiles by degrees of freedom (then 1.96).
+T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26,
+       10: 2.23, 15: 2.13, 20: 2.09, 30: 2.04, 40: 2.02}
+
+
+def half_width(diffs):
+    """95% half-width of the mean of paired differences (None for < 2)."""
+    n = len(diffs)
+    if n < 2:
+        return None
+    m = mean(diffs)
+    sd = math.sqrt(sum((x - m) ** 2 for x in diffs) / (n - 1))
+    t = next((v for k, v in sorted(T95.items()) if k >= n - 1), 1.96)
+    return t * sd / math.sqrt(n)
+
+
 def losses(name, d):
     """(policy, cost ratio against its baseline: > 1 is worse) per policy."""
     if "learning" in d:
@@ -100,30 +150,47 @@ def main():
         name = os.path.basename(f)[:-5]
         if args.only not in name or "cluster" in name:
             continue
-        off = dict(losses(name, sim(f, "off")))
-        on = dict(losses(name, sim(f, "on")))
+        d_off, d_on = sim(f, "off"), sim(f, "on")
+        off, on = dict(losses(name, d_off)), dict(losses(name, d_on))
+        s_off, s_on = samples(name, d_off), samples(name, d_on)
         for p in off:
             o, g = off[p], on.get(p, float("nan"))
-            kept = None
+            kept = kept_hw = None
             if o < 1.0 - 1e-9:
                 kept = (1.0 - g) / (1.0 - o)
-            rows.append({"scenario": name, "policy": p, "off": o, "on": g, "kept": kept})
+                a, b = s_off.get(p, {}), s_on.get(p, {})
+                hw = half_width([b[k] - a[k] for k in a if k in b])
+                kept_hw = None if hw is None else hw / (1.0 - o)
+            rows.append({"scenario": name, "policy": p, "off": o, "on": g, "kept": kept,
+                         "kept_hw": kept_hw})
         print(f"{name}: done", file=sys.stderr)
     if args.json:
         print(json.dumps(rows, indent=1))
         return
-    print(f"{'scenario':<18} {'policy':<34} {'guard off':>10} {'guard on':>9} {'kept':>6}")
+    print(f"{'scenario':<18} {'policy':<34} {'guard off':>10} {'guard on':>9} {'kept':>6} {'95% interval':>13}")
     for r in rows:
         flag = " behind" if r["on"] > 1 + MARGIN else ""
-        flag += " (lost >10% of its gain)" if r["kept"] is not None and r["kept"] < 0.9 else ""
+        if r["kept"] is not None and r["kept"] < 0.9:
+            flag += " (lost >10% of its gain)" if shown_lost(r) else " (kept < 90%, within the runs' noise)"
         kept = "" if r["kept"] is None else f"{100 * r['kept']:.0f}%"
-        print(f"{r['scenario']:<18} {r['policy']:<34} {r['off']:>10.3f} {r['on']:>9.3f} {kept:>6}{flag}")
+        ci = ""
+        if r["kept_hw"] is not None:
+            ci = f"{100 * (r['kept'] - r['kept_hw']):.0f}-{100 * (r['kept'] + r['kept_hw']):.0f}%"
+        print(f"{r['scenario']:<18} {r['policy']:<34} {r['off']:>10.3f} {r['on']:>9.3f} {kept:>6} {ci:>13}{flag}")
     behind_off = sum(r["off"] > 1 + MARGIN for r in rows)
     behind_on = sum(r["on"] > 1 + MARGIN for r in rows)
     wins = [r for r in rows if r["kept"] is not None]
     kept90 = sum(r["kept"] >= 0.9 for r in wins)
+    lost = sum(r["kept"] < 0.9 and shown_lost(r) for r in wins)
     print(f"cost against the baseline (lower is better); behind by more than 2%: {behind_off} pairs with the guard off, "
-          f"{behind_on} with it on; of {len(wins)} wins, {kept90} keep >= 90% of their gain with the guard on")
+          f"{behind_on} with it on; of {len(wins)} wins, {kept90} keep >= 90% of their gain with the guard on, "
+          f"{lost} shown to keep less (the whole 95% interval below 90%)")
+
+
+def shown_lost(r):
+    """Whether a win is shown to keep under 90% of its gain: the whole 95%
+    interval of the paired runs or seeds below it, or one sample only."""
+    return r["kept_hw"] is None or r["kept"] + r["kept_hw"] < 0.9
 
 
 if __name__ == "__main__":
