@@ -18,9 +18,9 @@ use herd_sim::Scenario;
 /// The first job does not restart and has more work than an hour holds:
 /// a run whose every job restarts ends once each has finished one run
 /// (S3's method), so without it the run stopped after 493 s.
-fn scenario(horizon_s: f64) -> Scenario {
+fn scenario(horizon_s: f64, guard: bool) -> Scenario {
     let mut text = format!(
-        "name = \"scale\"\nperiod_ms = 10\nhorizon_s = {horizon_s}\n\
+        "name = \"scale\"\nperiod_ms = 10\nhorizon_s = {horizon_s}\nguard = {guard}\n\
          [machine]\nsynthetic = \"package:4 numa:1 l3:1 core:32 pu:2\"\n",
     );
     for j in 0..250 {
@@ -46,11 +46,15 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(3600.0);
-    let s = scenario(horizon_s);
+    // HERD_BENCH_GUARD=off runs each policy as published, without the
+    // guard's probes and accounting (on by default, as users get them).
+    let guard = std::env::var("HERD_BENCH_GUARD").map_or(true, |v| v != "off");
+    let s = scenario(horizon_s, guard);
     let tasks: u32 = s.jobs.iter().map(|j| j.threads).sum();
     println!(
-        "machine: {} CPUs; tasks: {tasks}; horizon: {horizon_s} s; period: 10 ms",
-        s.machine.cpus().len()
+        "machine: {} CPUs; tasks: {tasks}; horizon: {horizon_s} s; period: 10 ms; guard {}",
+        s.machine.cpus().len(),
+        if guard { "on" } else { "off" }
     );
     let policies: Vec<String> = {
         let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
