@@ -253,3 +253,66 @@ fn a_probe_leaves_a_sleeping_thread_free_and_its_node_to_the_busy_ones() {
     let widened = g.widen(&view, None);
     assert_eq!(widened.tasks.len(), 1, "{widened:?}");
 }
+
+#[test]
+fn a_job_leaving_mid_span_costs_no_probe_that_could_not_be_compared() {
+    // Two single-thread jobs; the second leaves during the first policy
+    // span (8 periods). A probe after that span could not be compared with
+    // it: none is run, and the next probe ends a fresh 8-period span.
+    let m = Machine::synthetic("core:2").unwrap();
+    let period_ns = 10_000_000;
+    let snap_at = |turn: u64, both: bool| Snapshot {
+        now_ns: turn * period_ns,
+        period_ns,
+        tasks: (0..if both { 2 } else { 1 })
+            .map(|i| TaskView {
+                id: i + 1,
+                job: i as u32,
+                rank: 0,
+                state: TaskState::Runnable,
+                cpu: Some(i as u32),
+                obs: Obs {
+                    cpu_time_ns: period_ns,
+                    ..Obs::default()
+                },
+                heartbeats: None,
+            })
+            .collect(),
+        jobs: (0..if both { 2 } else { 1 })
+            .map(|i| JobView {
+                id: i,
+                name: format!("j{i}"),
+                program: "p".into(),
+                arrival_ns: 0,
+                memory_hint: None,
+                memory_kb: None,
+                threads_declared: None,
+            })
+            .collect(),
+        ..Snapshot::default()
+    };
+    let mut policy = herd_policy::build("static:compact").unwrap();
+    let mut g = Guard::new(GuardConfig::default(), period_ns);
+    let (estimates, learned) = (Estimates::default(), herd_policy::Knowledge::default());
+    let mut kernel_turns = Vec::new();
+    for turn in 0..30u64 {
+        let snap = snap_at(turn, turn < 4);
+        let view = View {
+            machine: &m,
+            snapshot: &snap,
+            estimates: &estimates,
+            learned: &learned,
+            oracle: None,
+            seed: 0,
+            decision: turn,
+        };
+        g.turn(&view, policy.as_mut());
+        if g.now_placing == InCharge::Kernel {
+            kernel_turns.push(turn);
+        }
+    }
+    // The span of turns 0-8 saw the job leave: no probe at its end; the
+    // first probe ends the span of turns 8-16.
+    assert_eq!(kernel_turns.first(), Some(&16), "{kernel_turns:?}");
+    assert_eq!(g.report().comparisons.len(), 1, "{:?}", g.report());
+}
