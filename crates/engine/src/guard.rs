@@ -317,9 +317,10 @@ impl Guard {
                         note = self.judge(now, reading);
                     }
                 } else {
-                    // A new mix of jobs: what was learned of the old one no
-                    // longer holds, and the next probe comes soon.
-                    self.history.clear();
+                    // A new mix of jobs: what was learned of the old one
+                    // holds while most of it remains; the next probe comes
+                    // soon.
+                    self.forget_if_new_mix(&prev.jobs_at_start, snap);
                     self.gap_periods = self.cfg.gap_periods.max(1);
                 }
             }
@@ -330,7 +331,7 @@ impl Guard {
             // the count afresh, and the probe comes after it (a batch's
             // programs leaving one by one voided a probe at each exit).
             self.last = None;
-            self.history.clear();
+            self.forget_if_new_mix(&ended.jobs_at_start, snap);
             self.gap_periods = self.cfg.gap_periods.max(1);
             self.span = Some(Span::open(now, snap));
             return note;
@@ -345,6 +346,21 @@ impl Guard {
         };
         self.span = Some(Span::open(now, snap));
         note
+    }
+
+    /// Forgets the comparisons so far when fewer than half of the jobs
+    /// present at `start` or now were present at both: they were of
+    /// another workload. Those of most of the same jobs still say how the
+    /// policy treats them (S2's node: a job packed on one node read 0.88,
+    /// then 0.94 once a second job came, and each arrival wiped the first
+    /// reading, so the loss was never judged).
+    fn forget_if_new_mix(&mut self, start: &[JobId], snap: &Snapshot) {
+        let now: rustc_hash::FxHashSet<JobId> = snap.jobs.iter().map(|j| j.id).collect();
+        let both = start.iter().filter(|j| now.contains(j)).count();
+        let either = start.len() + now.len() - both;
+        if 2 * both < either {
+            self.history.clear();
+        }
     }
 
     /// Hands the workload to the kernel without a probe: the policy has

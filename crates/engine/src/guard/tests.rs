@@ -316,3 +316,33 @@ fn a_job_leaving_mid_span_costs_no_probe_that_could_not_be_compared() {
     assert_eq!(kernel_turns.first(), Some(&16), "{kernel_turns:?}");
     assert_eq!(g.report().comparisons.len(), 1, "{:?}", g.report());
 }
+
+#[test]
+fn readings_survive_a_change_of_a_minority_of_the_jobs() {
+    let mut g = Guard::new(GuardConfig::default(), 10_000_000);
+    let snap = |jobs: &[u32]| Snapshot {
+        jobs: jobs
+            .iter()
+            .map(|&id| JobView {
+                id,
+                name: format!("j{id}"),
+                program: "p".into(),
+                arrival_ns: 0,
+                memory_hint: None,
+                memory_kb: None,
+                threads_declared: None,
+            })
+            .collect(),
+        ..Snapshot::default()
+    };
+    // One job of four arrives: three of four were there before.
+    g.history = vec![0.88];
+    g.forget_if_new_mix(&[0, 1, 2], &snap(&[0, 1, 2, 3]));
+    assert_eq!(g.history, vec![0.88]);
+    // One job of two leaves: one of two remains (half: still the same).
+    g.forget_if_new_mix(&[0, 1], &snap(&[0]));
+    assert_eq!(g.history, vec![0.88]);
+    // Two jobs come to one: a different workload.
+    g.forget_if_new_mix(&[0], &snap(&[0, 1, 2]));
+    assert!(g.history.is_empty());
+}
