@@ -23,6 +23,15 @@ fn run(s: &Scenario, policy: &str, guard: bool, seed: u64) -> PolicyResult {
     herd_sim::run_one(&s, &p, seed).unwrap()
 }
 
+/// A policy's makespan, averaged over the scenario's seeds.
+fn mean_makespan(s: &Scenario, policy: &str, guard: bool) -> f64 {
+    s.seeds
+        .iter()
+        .map(|&seed| run(s, policy, guard, seed).makespan_s)
+        .sum::<f64>()
+        / s.seeds.len() as f64
+}
+
 /// S3's completion measure: the geometric mean over tasks of turnaround
 /// over linux's, turnarounds averaged over the scenario's seeds.
 fn completion(s: &Scenario, policy: &str, guard: bool) -> f64 {
@@ -139,13 +148,7 @@ fn a_policy_that_wins_keeps_most_of_its_win() {
     // PALM on S4's barrier set (cost against pack:tp at the same cores),
     // and SMT-aware spreading that compact pinning lacks.
     let s = load("s4-sync-7");
-    let mean = |p: &str, guard: bool| {
-        s.seeds
-            .iter()
-            .map(|&seed| run(&s, p, guard, seed).makespan_s)
-            .sum::<f64>()
-            / s.seeds.len() as f64
-    };
+    let mean = |p: &str, guard: bool| mean_makespan(&s, p, guard);
     let tp = mean("pack:tp:cores=7", false);
     let off = mean("pack:palm:cores=7", false) / tp;
     let on = mean("pack:palm:cores=7", true) / mean("pack:tp:cores=7", true);
@@ -175,13 +178,7 @@ fn a_probe_starts_a_job_packed_on_one_node_spread_over_the_nodes() {
 #[test]
 fn a_loss_seen_before_a_job_arrives_still_counts_after() {
     let s = load("s2-node");
-    let mean = |p: &str, guard: bool| {
-        s.seeds
-            .iter()
-            .map(|&seed| run(&s, p, guard, seed).makespan_s)
-            .sum::<f64>()
-            / s.seeds.len() as f64
-    };
+    let mean = |p: &str, guard: bool| mean_makespan(&s, p, guard);
     let linux = mean("linux", false);
     let off = mean("static:compact", false) / linux;
     let on = mean("static:compact", true) / linux;

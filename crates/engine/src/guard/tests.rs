@@ -254,6 +254,19 @@ fn a_probe_leaves_a_sleeping_thread_free_and_its_node_to_the_busy_ones() {
     assert_eq!(widened.tasks.len(), 1, "{widened:?}");
 }
 
+/// A job of one program, known by its id alone.
+fn job(id: u32) -> JobView {
+    JobView {
+        id,
+        name: format!("j{id}"),
+        program: "p".into(),
+        arrival_ns: 0,
+        memory_hint: None,
+        memory_kb: None,
+        threads_declared: None,
+    }
+}
+
 #[test]
 fn a_job_leaving_mid_span_costs_no_probe_that_could_not_be_compared() {
     // Two single-thread jobs; the second leaves during the first policy
@@ -278,17 +291,7 @@ fn a_job_leaving_mid_span_costs_no_probe_that_could_not_be_compared() {
                 heartbeats: None,
             })
             .collect(),
-        jobs: (0..if both { 2 } else { 1 })
-            .map(|i| JobView {
-                id: i,
-                name: format!("j{i}"),
-                program: "p".into(),
-                arrival_ns: 0,
-                memory_hint: None,
-                memory_kb: None,
-                threads_declared: None,
-            })
-            .collect(),
+        jobs: (0..if both { 2 } else { 1 }).map(job).collect(),
         ..Snapshot::default()
     };
     let mut policy = herd_policy::build("static:compact").unwrap();
@@ -321,18 +324,7 @@ fn a_job_leaving_mid_span_costs_no_probe_that_could_not_be_compared() {
 fn readings_survive_a_change_of_a_minority_of_the_jobs() {
     let mut g = Guard::new(GuardConfig::default(), 10_000_000);
     let snap = |jobs: &[u32]| Snapshot {
-        jobs: jobs
-            .iter()
-            .map(|&id| JobView {
-                id,
-                name: format!("j{id}"),
-                program: "p".into(),
-                arrival_ns: 0,
-                memory_hint: None,
-                memory_kb: None,
-                threads_declared: None,
-            })
-            .collect(),
+        jobs: jobs.iter().map(|&id| job(id)).collect(),
         ..Snapshot::default()
     };
     // One job of four arrives: three of four were there before.
