@@ -7,10 +7,7 @@ Usage: scripts/record-traces.py OUTDIR [SCALE [POLICY...]]
 
 SCALE (default 1) multiplies each program's work: an emulated guest runs
 herd's loop with periods stretched to 0.3-1 s (its share of a slow CPU),
-so its programs must run longer for as many decisions (5 there). The
-batch policies' traces need more for the guard to probe at all (it pays for
-no probe after a span in which a program started or ended): 2 on the host,
-25 in the guest, each recorded alone by naming its POLICY.
+so its programs must run longer for as many decisions (5 there).
 
 Re-record when a policy or the guard changes what it decides: the replay
 test checks that the code decides now as it did when the trace was made.

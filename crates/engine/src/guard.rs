@@ -24,8 +24,11 @@
 //! probe costs half the margin at most; a change of state starts over. A
 //! comparison is only made when the same jobs were present from the start of
 //! the first span to the end of the probe: a job's arrival or exit changes
-//! everyone's share, which is no fault of the policy. No probe is paid for
-//! after a span that saw one: the count starts afresh.
+//! everyone's share, which is no fault of the policy. The probe is run all
+//! the same: while jobs come and go too fast for any comparison, the
+//! kernel's share of the time is what bounds a policy's harm (200 programs
+//! of 40 ms under cosched:fair took 1.14x Linux's time without those
+//! probes, 1.05x with them).
 //!
 //! Pure: time comes from the snapshot.
 
@@ -324,17 +327,6 @@ impl Guard {
                     self.gap_periods = self.cfg.gap_periods.max(1);
                 }
             }
-        }
-        if !was_probe && ended.changed {
-            // A job arrived or left during the span: no probe after it could
-            // be compared with it, so none is paid for. The next span starts
-            // the count afresh, and the probe comes after it (a batch's
-            // programs leaving one by one voided a probe at each exit).
-            self.last = None;
-            self.forget_if_new_mix(&ended.jobs_at_start, snap);
-            self.gap_periods = self.cfg.gap_periods.max(1);
-            self.span = Some(Span::open(now, snap));
-            return note;
         }
         self.last = Some((ended_kind, ended));
         // After a probe, whoever is in charge (perhaps newly); after an
