@@ -95,7 +95,7 @@ def samples(name, d):
     return out
 
 
-# Two-sided 95% Student t quantiles by degrees of freedom (then 1.96).
+# Two-sided 95% Student t quantiles by degrees of freedom.
 T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26,
        10: 2.23, 15: 2.13, 20: 2.09, 30: 2.04, 40: 2.02}
 
@@ -107,7 +107,9 @@ def half_width(diffs):
         return None
     m = mean(diffs)
     sd = math.sqrt(sum((x - m) ** 2 for x in diffs) / (n - 1))
-    t = next((v for k, v in sorted(T95.items()) if k >= n - 1), 1.96)
+    # The tabled degrees of freedom at or below n - 1: a wider interval,
+    # never a narrower one, between the tabled values.
+    t = max(((k, v) for k, v in T95.items() if k <= n - 1), default=(1, T95[1]))[1]
     return t * sd / math.sqrt(n)
 
 
