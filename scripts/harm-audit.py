@@ -13,7 +13,9 @@ baseline, by the scenario's own measure:
   - the rest: mean makespan over seeds against linux.
 A pair is "behind" when it is more than 2% worse than its baseline. Where a
 policy wins with the guard off, "kept" is the share of that gain it keeps
-with the guard on (the issue asks for >= 90%).
+with the guard on (the issue asks for >= 90%), with a 95% interval from the
+paired runs (S1) or seeds (the rest): a win is shown to keep less only when
+the whole interval is below 90% (or it has one sample).
 
 Usage (after `cargo build --release`):
   scripts/harm-audit.py [--only PATTERN] [--json]
