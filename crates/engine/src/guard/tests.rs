@@ -227,16 +227,8 @@ fn a_probe_leaves_a_sleeping_thread_free_and_its_node_to_the_busy_ones() {
     }
     g.remember(&placed);
     g.was_busy.update(&snap, 100_000_000);
-    let (estimates, learned) = (Estimates::default(), herd_policy::Knowledge::default());
-    let view = View {
-        machine: &m,
-        snapshot: &snap,
-        estimates: &estimates,
-        learned: &learned,
-        oracle: None,
-        seed: 0,
-        decision: 0,
-    };
+    let nothing = Nothing::default();
+    let view = nothing.view(&m, &snap, 0);
     let plan = g.release(&view, None);
     let cpus_of = |id: u64| {
         plan.tasks.iter().find(|(t, _)| *t == id).map(|(_, p)| match p {
@@ -252,6 +244,27 @@ fn a_probe_leaves_a_sleeping_thread_free_and_its_node_to_the_busy_ones() {
     // The next turn lets the one started on node 1 go.
     let widened = g.widen(&view, None);
     assert_eq!(widened.tasks.len(), 1, "{widened:?}");
+}
+
+/// Nothing estimated or learned: what a policy sees on a first run.
+#[derive(Default)]
+struct Nothing {
+    estimates: Estimates,
+    learned: herd_policy::Knowledge,
+}
+
+impl Nothing {
+    fn view<'a>(&'a self, machine: &'a Machine, snapshot: &'a Snapshot, decision: u64) -> View<'a> {
+        View {
+            machine,
+            snapshot,
+            estimates: &self.estimates,
+            learned: &self.learned,
+            oracle: None,
+            seed: 0,
+            decision,
+        }
+    }
 }
 
 /// A job of one program, known by its id alone.
@@ -298,20 +311,11 @@ fn a_job_leaving_mid_span_still_gives_the_kernel_its_probe() {
     };
     let mut policy = herd_policy::build("static:compact").unwrap();
     let mut g = Guard::new(GuardConfig::default(), period_ns);
-    let (estimates, learned) = (Estimates::default(), herd_policy::Knowledge::default());
+    let nothing = Nothing::default();
     let mut kernel_turns = Vec::new();
     for turn in 0..30u64 {
         let snap = snap_at(turn, turn < 4);
-        let view = View {
-            machine: &m,
-            snapshot: &snap,
-            estimates: &estimates,
-            learned: &learned,
-            oracle: None,
-            seed: 0,
-            decision: turn,
-        };
-        g.turn(&view, policy.as_mut());
+        g.turn(&nothing.view(&m, &snap, turn), policy.as_mut());
         if g.now_placing == InCharge::Kernel {
             kernel_turns.push(turn);
         }
