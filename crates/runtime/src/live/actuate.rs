@@ -339,6 +339,9 @@ impl LiveWorld {
                     {
                         k.pinned(tid, original);
                     }
+                    // Noted before the call: a thread the program makes
+                    // meanwhile may inherit the mask even if the call fails.
+                    self.pins_given.entry(job).or_default().insert(cpus.clone());
                     match control::set_affinity(tid, cpus) {
                         Ok(()) => {
                             track.placed = Some(cpus.clone());

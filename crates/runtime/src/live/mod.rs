@@ -177,8 +177,8 @@ impl Program {
     }
 }
 
-/// Per job, its tracks and the masks herd pinned them to (`observe`).
-type Census = (HashMap<usize, u32>, HashMap<usize, HashSet<CpuSet>>);
+/// Per job, how many of its threads herd tracks (`observe`).
+type Census = HashMap<usize, u32>;
 
 /// Bytes per LLC miss: a cache line (memory traffic = misses x line size).
 const LINE_BYTES: u64 = 64;
@@ -244,6 +244,10 @@ pub struct LiveWorld {
     keeper_exe: Option<std::path::PathBuf>,
     /// The watched processes' thread ids, listed again only when changed.
     thread_lists: thread_lists::ThreadLists,
+    /// Per job, every mask herd has given one of its threads this run: a
+    /// new thread found on one inherited it from its creator, even after
+    /// herd moved the creator on (its current mask alone misses that).
+    pins_given: HashMap<usize, HashSet<CpuSet>>,
     /// Processes none of whose threads ran since the last turn.
     quiet: quiet::QuietGroups,
     /// Full snapshots taken.
@@ -353,6 +357,7 @@ impl LiveWorld {
             keeper: None,
             keeper_exe: None,
             thread_lists: thread_lists::ThreadLists::default(),
+            pins_given: HashMap::new(),
             quiet: quiet::QuietGroups::default(),
             turns: 0,
             children_seen: procfs::ChildrenSeen::default(),
@@ -511,11 +516,9 @@ impl Sensor for LiveWorld {
             .saturating_sub(counters::RESERVED_FDS + 3 * self.programs.len());
         let mut used: usize = self.tasks.values().map(Track::descriptors).sum();
         let mut live_pids = HashSet::new();
-        // Per job: its tracks (a new thread's rank is their count) and the
-        // masks herd pinned them to (a new thread with one inherited it),
-        // counted at the first new thread of a turn and kept up to date
-        // after, not searched per new thread (4,096 new threads: 16
-        // million steps).
+        // Per job, its tracks (a new thread's rank is their count), counted
+        // at the first new thread of a turn and kept up to date after, not
+        // searched per new thread (4,096 new threads: 16 million steps).
         let mut census: Option<Census> = None;
         for (job, p) in self.programs.iter().enumerate() {
             if !p.alive() {
@@ -558,21 +561,17 @@ impl Sensor for LiveWorld {
                         // it: then its original is its program's mask, so
                         // that a restore (or the keeper) does not keep it.
                         let own = control::affinity(tid).ok();
-                        let (tracks_of, pins_of) = census.get_or_insert_with(|| {
-                            let mut c: (HashMap<usize, u32>, HashMap<usize, HashSet<CpuSet>>) =
-                                Default::default();
+                        let tracks_of = census.get_or_insert_with(|| {
+                            let mut c = Census::new();
                             for t in self.tasks.values() {
-                                *c.0.entry(t.job).or_default() += 1;
-                                if let Some(p) = &t.placed {
-                                    c.1.entry(t.job).or_default().insert(p.clone());
-                                }
+                                *c.entry(t.job).or_default() += 1;
                             }
                             c
                         });
                         let rank = tracks_of.get(&job).copied().unwrap_or(0);
                         let inherited = own
                             .as_ref()
-                            .is_some_and(|o| pins_of.get(&job).is_some_and(|p| p.contains(o)));
+                            .is_some_and(|o| self.pins_given.get(&job).is_some_and(|p| p.contains(o)));
                         let (counters, sampler) = self.perf.open_for(tid, fd_room.saturating_sub(used));
                         used += counters.len() + usize::from(sampler.is_some());
                         // A thread born inside herd's cpuset has that
@@ -584,8 +583,15 @@ impl Sensor for LiveWorld {
                         let program_main = self.tasks.get(&p.pid);
                         let original = match program_main {
                             Some(m) if (inherited || confined) && m.original.is_some() => m.original.clone(),
-                            _ => own,
+                            _ => own.clone(),
                         };
+                        // An inherited pin is herd's doing: restored at the
+                        // end like one it set, and the keeper told now.
+                        let placed = own.filter(|o| inherited && original.as_ref() != Some(o));
+                        if let (Some(_), Some(original), Some(k)) = (&placed, &original, self.keeper.as_mut())
+                        {
+                            k.pinned(tid, original);
+                        }
                         Track {
                             job,
                             pid,
@@ -599,14 +605,14 @@ impl Sensor for LiveWorld {
                                 ..ThreadSample::default()
                             },
                             original,
-                            placed: None,
+                            placed,
                             lane: herd_policy::Lane::Fair,
                             seen_turn: 0,
                             pre_times: None,
                         }
                     };
                     self.tasks.insert(tid, track);
-                    if let Some((tracks_of, _)) = census.as_mut() {
+                    if let Some(tracks_of) = census.as_mut() {
                         *tracks_of.entry(job).or_default() += 1;
                     }
                 }
@@ -838,6 +844,70 @@ impl LiveWorld {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use herd_engine::Actuator;
+    use herd_policy::{Placement, Plan};
+
+    /// A thread made while its creator sat on a mask herd gave it, that
+    /// herd sees only after moving the creator on, inherited a pin, not a
+    /// choice of its program: a restore gives it its program's mask (a
+    /// 2-socket guest's `sigkill` check once found a worker left on a
+    /// node's CPUs this way).
+    #[test]
+    fn a_thread_born_on_an_old_pin_gets_its_programs_mask_back() {
+        let all = control::affinity(0).unwrap();
+        let cpus: Vec<u32> = all.iter().collect();
+        if cpus.len() < 2 {
+            return;
+        }
+        let go = std::env::temp_dir().join(format!("herd-old-pin-{}", std::process::id()));
+        let _ = std::fs::remove_file(&go);
+        let script = format!(
+            "import os, threading, time\nwhile not os.path.exists({:?}): time.sleep(0.01)\n\
+             threading.Thread(target=time.sleep, args=(30,)).start()\ntime.sleep(30)",
+            go.display().to_string()
+        );
+        let child = spawn(&["python3".into(), "-c".into(), script]).unwrap();
+        let pid = child.id() as i32;
+        let mut world = LiveWorld::new(
+            vec![Program::new("py".into(), "python3".into(), pid, Some(child))],
+            Arc::default(),
+        );
+        let pin = |cpu: u32| Plan {
+            tasks: vec![(
+                pid as u64,
+                Placement::Run {
+                    cpus: CpuSet::single(cpu),
+                    why: "test".into(),
+                },
+            )],
+            ..Plan::default()
+        };
+        world.observe();
+        world.apply(&pin(cpus[0]));
+        // The thread is born on the first pin, then herd moves its creator
+        // before it looks again.
+        std::fs::write(&go, "").unwrap();
+        let deadline = Instant::now() + std::time::Duration::from_secs(5);
+        while procfs::threads(Path::new("/proc"), pid).len() < 2 && Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let _ = std::fs::remove_file(&go);
+        world.apply(&pin(cpus[1]));
+        world.observe();
+        let threads = procfs::threads(Path::new("/proc"), pid);
+        world.restore();
+        let masks: Vec<(i32, CpuSet)> = threads
+            .iter()
+            .map(|&t| (t, control::affinity(t).unwrap()))
+            .collect();
+        // SAFETY: kill(2) on our own child's pid; no memory is involved.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        world.wait_all();
+        assert_eq!(threads.len(), 2, "{threads:?}");
+        for (t, m) in masks {
+            assert_eq!(m, all, "thread {t} of {pid} was left pinned");
+        }
+    }
 
     #[test]
     fn the_sensor_sees_cpu_time_and_says_which_counters_exist() {
