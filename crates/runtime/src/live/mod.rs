@@ -246,7 +246,9 @@ pub struct LiveWorld {
     thread_lists: thread_lists::ThreadLists,
     /// Per job, every mask herd has given one of its threads this run: a
     /// new thread found on one inherited it from its creator, even after
-    /// herd moved the creator on (its current mask alone misses that).
+    /// herd moved the creator on (its current mask alone misses that). A
+    /// thread its program set to such a mask itself is taken for one that
+    /// inherited it: at the end it gets its program's mask, not that one.
     pins_given: HashMap<usize, HashSet<CpuSet>>,
     /// Processes none of whose threads ran since the last turn.
     quiet: quiet::QuietGroups,
@@ -580,11 +582,27 @@ impl Sensor for LiveWorld {
                         // keeper restored such threads to the cpuset's one
                         // CPU after the guard had moved them home).
                         let confined = self.cgroups.as_ref().is_some_and(|c| c.has(job));
-                        let program_main = self.tasks.get(&p.pid);
-                        let original = match program_main {
-                            Some(m) if (inherited || confined) && m.original.is_some() => m.original.clone(),
-                            _ => own.clone(),
+                        // The program's mask: its main thread's first, else
+                        // (a main thread that has exited) another of its
+                        // threads' that is no pin of herd's.
+                        let program_mask = || {
+                            let pins = self.pins_given.get(&job);
+                            self.tasks
+                                .get(&p.pid)
+                                .and_then(|m| m.original.clone())
+                                .or_else(|| {
+                                    self.tasks
+                                        .values()
+                                        .filter(|t| t.job == job)
+                                        .filter_map(|t| t.original.as_ref())
+                                        .find(|o| !pins.is_some_and(|p| p.contains(*o)))
+                                        .cloned()
+                                })
                         };
+                        let original = (inherited || confined)
+                            .then(program_mask)
+                            .flatten()
+                            .or_else(|| own.clone());
                         // An inherited pin is herd's doing: restored at the
                         // end like one it set, and the keeper told now.
                         let placed = own.filter(|o| inherited && original.as_ref() != Some(o));
