@@ -158,21 +158,28 @@ fn several_decide_beyond_the_margin_by_two_standard_errors() {
     assert_eq!(verdict(&[0.90, 1.05], 0.02), Verdict::Unsure);
 }
 
+fn past(ratio: f64) -> Past {
+    Past {
+        ratio,
+        jobs: Vec::new(),
+    }
+}
+
 #[test]
 fn a_confirmed_large_difference_is_probed_at_once_rarely() {
     let mut g = Guard::new(GuardConfig::default(), 10_000_000);
     // Losing 29%: a 3-period probe costs 0.87 periods, 1% (half the
     // margin) of 87; the gap goes at once to its most, 64.
-    g.history = vec![0.71, 0.71];
+    g.history = vec![past(0.71), past(0.71)];
     assert_eq!(g.confirmed_gap(), 64);
     // Losing 10%: 30 periods would do; doubling from 8 gives 16.
-    g.history = vec![0.90, 0.90];
+    g.history = vec![past(0.90), past(0.90)];
     assert_eq!(g.confirmed_gap(), 30);
     // A close call is probed at the doubling pace.
-    g.history = vec![1.01, 1.0];
+    g.history = vec![past(1.01), past(1.0)];
     assert_eq!(g.confirmed_gap(), 16);
     // A win of 25% costs the kernel's probe 20% of its periods.
-    g.history = vec![1.25];
+    g.history = vec![past(1.25)];
     assert_eq!(g.confirmed_gap(), 60);
 }
 
@@ -333,14 +340,45 @@ fn readings_survive_a_change_of_a_minority_of_the_jobs() {
         jobs: jobs.iter().map(|&id| job(id)).collect(),
         ..Snapshot::default()
     };
+    let taken_over = |ratio: f64, jobs: &[u32]| Past {
+        ratio,
+        jobs: jobs.to_vec(),
+    };
     // One job of four arrives: three of four were there before.
-    g.history = vec![0.88];
-    g.forget_if_new_mix(&[0, 1, 2], &snap(&[0, 1, 2, 3]));
-    assert_eq!(g.history, vec![0.88]);
+    g.history = vec![taken_over(0.88, &[0, 1, 2])];
+    g.forget_if_new_mix(&snap(&[0, 1, 2, 3]));
+    assert_eq!(g.ratios(), vec![0.88]);
+    // Two of the three leave: one of three remains, another workload.
+    g.forget_if_new_mix(&snap(&[0]));
+    assert!(g.history.is_empty());
     // One job of two leaves: one of two remains (half: still the same).
-    g.forget_if_new_mix(&[0, 1], &snap(&[0]));
-    assert_eq!(g.history, vec![0.88]);
-    // Two jobs come to one: a different workload.
-    g.forget_if_new_mix(&[0], &snap(&[0, 1, 2]));
+    g.history = vec![taken_over(0.88, &[0, 1])];
+    g.forget_if_new_mix(&snap(&[0]));
+    assert_eq!(g.ratios(), vec![0.88]);
+}
+
+#[test]
+fn readings_of_jobs_that_left_one_by_one_are_forgotten() {
+    // Eighteen jobs read well; they leave one at a time, each a minority
+    // of the mix before it. Once fewer than half remain, the readings of
+    // all eighteen no longer speak for the rest (S1's group 6).
+    let mut g = Guard::new(GuardConfig::default(), 10_000_000);
+    let all: Vec<u32> = (0..18).collect();
+    g.history = vec![Past {
+        ratio: 1.3,
+        jobs: all.clone(),
+    }];
+    let mut kept_with = Vec::new();
+    for left in 1..=12usize {
+        let snap = Snapshot {
+            jobs: all[left..].iter().map(|&id| job(id)).collect(),
+            ..Snapshot::default()
+        };
+        g.forget_if_new_mix(&snap);
+        if !g.history.is_empty() {
+            kept_with.push(18 - left);
+        }
+    }
+    assert_eq!(kept_with.last(), Some(&9), "{kept_with:?}");
     assert!(g.history.is_empty());
 }
