@@ -167,7 +167,7 @@ fn a_binary_replaced_during_a_run_still_gets_its_keeper() {
     kill_while_pinned(common::herd_at(&copy), "static:compact", Some(&copy));
 }
 
-/// Runs a program of two sleeping threads under `herd` (a command with
+/// Runs a program of two working threads under `herd` (a command with
 /// herd's test environment) and `policy`, deletes `delete` once herd has
 /// started, kills herd once every thread is pinned, and checks every
 /// thread has its mask back.
@@ -178,8 +178,11 @@ fn kill_while_pinned(mut herd: std::process::Command, policy: &str, delete: Opti
     if !mine.contains(['-', ',']) {
         return; // One CPU: nothing to pin apart.
     }
+    // The threads work (spin): the pinning policies place a thread once it
+    // works, and the program is killed as soon as herd is.
     let program = "import threading, time\n\
-                   ts = [threading.Thread(target=time.sleep, args=(4,)) for _ in range(2)]\n\
+                   def spin(s):\n    end = time.time() + s\n    while time.time() < end: pass\n\
+                   ts = [threading.Thread(target=spin, args=(4,)) for _ in range(2)]\n\
                    [t.start() for t in ts]\n[t.join() for t in ts]";
     let mut h = herd
         .args([

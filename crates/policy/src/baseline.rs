@@ -7,6 +7,7 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet};
 use herd_topo::CpuSet;
 
 use crate::param::{Accepts, Entry, Param, Value};
+use crate::working::Working;
 use crate::{Plan, Policy, TaskId, View, order};
 
 /// The baseline's name: every comparison is against it.
@@ -93,11 +94,22 @@ pub enum Layout {
     Scatter,
 }
 
-/// `static:compact` and `static:scatter`: each thread pinned once, in order.
+/// `static:compact` and `static:scatter`: each working thread pinned once,
+/// in order.
 ///
 /// Jobs take consecutive stretches of the CPU order, in order of arrival,
 /// wrapping around when there are more threads than CPUs. With
 /// `places=cores` a thread may use every sibling of its core.
+///
+/// A job's main thread takes the first place of its stretch when first
+/// seen; its other threads take places as they start to work
+/// ([`Working`]), each the first place no present thread of the job holds:
+/// an OpenMP team, all working from the start, takes them in rank order,
+/// as OpenMP's `close` and `spread` bind it. A process tree is no team: a
+/// Python pool's sleeping helper threads, or the shell and `cc` between
+/// `make` and each compiler, would otherwise take places by their rank
+/// and leave the workers sharing one CPU of two (a Python pool took 1.23x
+/// and `make -j2` 1.3x plain Linux's time that way).
 #[derive(Debug)]
 pub struct Static {
     layout: Layout,
@@ -107,10 +119,18 @@ pub struct Static {
     order: Option<Vec<u32>>,
     job_start: HashMap<u32, usize>,
     next_start: usize,
-    placed: HashMap<TaskId, u32>,
+    /// Each placed task's job and place in its job's stretch.
+    placed: HashMap<TaskId, (u32, usize)>,
+    /// Per job, how many present placed tasks hold each place of its
+    /// stretch.
+    held: HashMap<u32, Vec<u32>>,
+    working: Working,
+    /// Whether a task present last turn was left unplaced (not working
+    /// yet): it is looked at again even if the tasks are the same.
+    waiting: bool,
     /// The tasks of the last snapshot, in its order: when they are the
-    /// same, every one is placed and there is nothing to do (a thousand
-    /// map lookups a turn otherwise).
+    /// same and none waits, every one is placed and there is nothing to do
+    /// (a thousand map lookups a turn otherwise).
     last_ids: crate::view::SeenTasks,
 }
 
@@ -125,6 +145,9 @@ impl Static {
             job_start: HashMap::default(),
             next_start: 0,
             placed: HashMap::default(),
+            held: HashMap::default(),
+            working: Working::default(),
+            waiting: false,
             last_ids: Default::default(),
         }
     }
@@ -170,18 +193,44 @@ impl Policy for Static {
             o
         });
         let mut plan = Plan::default();
-        let tasks = &view.snapshot.tasks;
-        if !self.last_ids.changed(tasks) {
+        let snap = view.snapshot;
+        let tasks = &snap.tasks;
+        let changed = self.last_ids.changed(tasks);
+        if !changed && !self.waiting {
             return plan;
         }
-        let mut threads_of: Option<HashMap<u32, usize>> = None;
-        for t in &view.snapshot.tasks {
-            if self.placed.contains_key(&t.id) {
-                continue;
+        // Tasks that left free their places (looked for only when the
+        // tasks changed and fewer placed ones remain than are held).
+        if changed {
+            let present = tasks.iter().filter(|t| self.placed.contains_key(&t.id)).count();
+            if present < self.placed.len() {
+                let ids: FxHashSet<TaskId> = tasks.iter().map(|t| t.id).collect();
+                let held = &mut self.held;
+                self.placed.retain(|id, (job, place)| {
+                    let keep = ids.contains(id);
+                    if !keep && let Some(h) = held.get_mut(job) {
+                        h[*place] -= 1;
+                    }
+                    keep
+                });
+                let jobs: FxHashSet<u32> = self.placed.values().map(|&(j, _)| j).collect();
+                self.held.retain(|j, _| jobs.contains(j));
             }
+        }
+        let placed = &self.placed;
+        // A program's main thread is pinned from the first look, as
+        // `taskset` would start it: it is the program (and an OpenMP
+        // team's first member).
+        let mut new = self
+            .working
+            .unplaced(snap, |id| placed.contains_key(&id), |t| t.rank == 0);
+        self.waiting = new.len() < tasks.len().saturating_sub(self.placed.len());
+        new.sort_by_key(|t| (t.job, t.rank, t.id));
+        let mut threads_of: Option<HashMap<u32, usize>> = None;
+        for t in new {
             let counts = threads_of.get_or_insert_with(|| {
                 let mut c = HashMap::default();
-                for o in &view.snapshot.tasks {
+                for o in tasks {
                     *c.entry(o.job).or_insert(0) += 1;
                 }
                 c
@@ -192,8 +241,14 @@ impl Policy for Static {
                 self.next_start += threads;
                 s
             });
-            let cpu = order[(start + t.rank as usize) % order.len()];
-            self.placed.insert(t.id, cpu);
+            let held = self.held.entry(t.job).or_default();
+            let place = held.iter().position(|&n| n == 0).unwrap_or(held.len());
+            if place == held.len() {
+                held.push(0);
+            }
+            held[place] += 1;
+            let cpu = order[(start + place) % order.len()];
+            self.placed.insert(t.id, (t.job, place));
             let cpus = if self.whole_cores {
                 m.siblings(cpu).cloned().unwrap_or_default()
             } else {
@@ -204,11 +259,6 @@ impl Policy for Static {
                 Layout::Scatter => "scatter: next place spread over packages, nodes and cores",
             };
             plan.run(t.id, cpus, why);
-        }
-        // Forget tasks that left, so the map does not grow without bound.
-        if self.placed.len() > 2 * view.snapshot.tasks.len() + 64 {
-            let present: FxHashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
-            self.placed.retain(|id, _| present.contains(id));
         }
         plan
     }

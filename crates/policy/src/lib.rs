@@ -19,6 +19,7 @@ mod param;
 mod plan;
 mod spec;
 mod view;
+mod working;
 
 /// Declares the policy modules and lists the entries each declares, in the
 /// order `herd policies` shows them. Adding a policy: a module that declares

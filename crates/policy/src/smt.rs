@@ -13,6 +13,7 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet};
 use herd_topo::{CpuSet, Machine};
 
 use crate::param::Entry;
+use crate::working::Working;
 use crate::{JobId, Plan, Policy, TaskId, View, order};
 
 /// Registry entry: `smt:speed`.
@@ -32,11 +33,6 @@ pub(crate) const SMT_SPN: Entry = Entry {
     build: |_| Box::new(SmtPlace::new(SmtGoal::Spn)),
     check: None,
 };
-
-/// A thread works when it used at least 1/WORKING_SHARE_INV of the
-/// period's CPU time: a tenth, well above a sleeper's wake-ups and below a
-/// busy thread that shares its CPU with a few others.
-const WORKING_SHARE_INV: u64 = 10;
 
 /// Which of S0's two orders.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,8 +56,8 @@ pub struct SmtPlace {
     placed: HashMap<TaskId, (usize, JobId)>,
     /// Each job's most recently given unit.
     last_unit: HashMap<JobId, usize>,
-    /// Unplaced tasks that were busy over the last full period.
-    busy_before: FxHashSet<TaskId>,
+    /// Which unplaced tasks work.
+    working: Working,
     note: Option<String>,
 }
 
@@ -75,7 +71,7 @@ impl SmtPlace {
             load: Vec::new(),
             placed: HashMap::default(),
             last_unit: HashMap::default(),
-            busy_before: FxHashSet::default(),
+            working: Working::default(),
             note: None,
         }
     }
@@ -168,46 +164,10 @@ impl Policy for SmtPlace {
             self.setup(m);
         }
         // New tasks in rank order, so a job's threads take its units in
-        // order. Only working threads take units: a program's main thread
-        // waiting in join, or a helper asleep, would hold a hardware thread
-        // it never uses and push the workers apart (on a real SMT kernel,
-        // smt:spn's two workers landed on two cores because the sleeping
-        // main thread took the first sibling). Such a thread takes a unit
-        // the period it works.
-        let snap = &view.snapshot;
-        // Busy over the period where it was measured, and either runnable
-        // now or busy the period before too. A main thread's first period
-        // includes its start-up before it waits in join: it is then
-        // asleep, and not busy again. A barrier worker that blocks
-        // between phases is busy every period but often asleep at the
-        // instant of the snapshot: on a slow (emulated) machine smt:speed
-        // left one unplaced for good while the state alone decided.
-        let busy = |t: &crate::TaskView| {
-            snap.period_ns == 0
-                || snap.progress_only
-                || t.obs.cpu_time_ns.saturating_mul(WORKING_SHARE_INV) >= snap.period_ns
-        };
-        let busy_before = &self.busy_before;
-        let working = |t: &&crate::TaskView| {
-            busy(t) && (t.state == crate::TaskState::Runnable || busy_before.contains(&t.id))
-        };
-        let mut new: Vec<_> = view
-            .snapshot
-            .tasks
-            .iter()
-            .filter(|t| !self.placed.contains_key(&t.id))
-            .filter(working)
-            .collect();
-        // What the next full period compares with (a progress-only turn
-        // measures nothing: the last full one stands).
-        if !snap.progress_only && snap.period_ns > 0 {
-            self.busy_before = snap
-                .tasks
-                .iter()
-                .filter(|t| !self.placed.contains_key(&t.id) && busy(t))
-                .map(|t| t.id)
-                .collect();
-        }
+        // order. Only working threads take units ([`Working`]): such a
+        // thread takes a unit the period it works.
+        let placed = &self.placed;
+        let mut new = self.working.unplaced(view.snapshot, |id| placed.contains_key(&id), |_| false);
         new.sort_by_key(|t| (t.job, t.rank, t.id));
         // Present tasks not placed: new ones, and those not working yet.
         let unplaced = view

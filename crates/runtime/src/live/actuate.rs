@@ -387,8 +387,12 @@ impl LiveWorld {
 
     /// Sets each cgrouped program's cpuset to the union of its threads'
     /// placements after `plan`, before any thread is placed (a thread cannot
-    /// be given CPUs outside its cpuset). A program with a thread herd has
-    /// not placed keeps its cpuset, so that thread is not squeezed.
+    /// be given CPUs outside its cpuset). A program in its group with a
+    /// thread herd has not placed gets every CPU herd was given back, so
+    /// that thread is not squeezed: the kernel places it. (A thread born
+    /// into a cpuset narrowed to its siblings' CPUs ran there: a Python
+    /// program's three new threads shared its main thread's one CPU under
+    /// static:compact, which places a thread once it works.)
     fn confine(&mut self, plan: &Plan) {
         if !self.cgroups.as_ref().is_some_and(|c| c.confines()) {
             return;
@@ -410,12 +414,17 @@ impl LiveWorld {
             }
         }
         for (job, union) in want.into_iter().enumerate() {
-            let Some(Some(cpus)) = union else {
-                continue;
+            let joined = self.cgroups.as_ref().is_some_and(|c| c.has(job));
+            let cpus = match union {
+                Some(Some(cpus)) => cpus,
+                None if joined => match &self.own_cpus {
+                    Some(all) => all.clone(),
+                    None => continue,
+                },
+                _ => continue,
             };
             // A program its plan lets run everywhere needs no cpuset; one
             // confined for the first time joins its group now.
-            let joined = self.cgroups.as_ref().is_some_and(|c| c.has(job));
             if !joined && (self.own_cpus.as_ref() == Some(&cpus) || !self.adopt_for(job)) {
                 continue;
             }

@@ -4,6 +4,72 @@ use super::*;
 use herd_engine::Actuator;
 use herd_policy::{Placement, Plan};
 
+/// A Python program that starts one (sleeping) thread when told
+/// ([`Starter::start_thread`]), under a live world: as `make` forks a
+/// compiler, the thread inherits its creator's mask.
+struct Starter {
+    world: LiveWorld,
+    pid: i32,
+    go: PathBuf,
+}
+
+impl Starter {
+    fn new(tag: &str) -> Starter {
+        let go = std::env::temp_dir().join(format!("herd-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_file(&go);
+        let script = format!(
+            "import os, threading, time\nwhile not os.path.exists({:?}): time.sleep(0.01)\n\
+             threading.Thread(target=time.sleep, args=(30,)).start()\ntime.sleep(30)",
+            go.display().to_string()
+        );
+        let child = spawn(&["python3".into(), "-c".into(), script]).unwrap();
+        let pid = child.id() as i32;
+        let world = LiveWorld::new(
+            vec![Program::new("py".into(), "python3".into(), pid, Some(child))],
+            Arc::default(),
+        );
+        Starter { world, pid, go }
+    }
+
+    /// Pins the main thread to `cpu`.
+    fn pin(&mut self, cpu: u32) {
+        self.world.apply(&Plan {
+            tasks: vec![(
+                self.pid as u64,
+                Placement::Run {
+                    cpus: CpuSet::single(cpu),
+                    why: "test".into(),
+                },
+            )],
+            ..Plan::default()
+        });
+    }
+
+    /// Has the program start its thread, and waits until it has.
+    fn start_thread(&self) {
+        std::fs::write(&self.go, "").unwrap();
+        let deadline = Instant::now() + std::time::Duration::from_secs(5);
+        while procfs::threads(Path::new("/proc"), self.pid).len() < 2 && Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let _ = std::fs::remove_file(&self.go);
+    }
+
+    /// Each thread's mask after a restore; the program is killed.
+    fn restore_and_end(mut self) -> Vec<(i32, CpuSet)> {
+        let threads = procfs::threads(Path::new("/proc"), self.pid);
+        self.world.restore();
+        let masks = threads
+            .iter()
+            .map(|&t| (t, control::affinity(t).unwrap()))
+            .collect();
+        // SAFETY: kill(2) on our own child's pid; no memory is involved.
+        unsafe { libc::kill(self.pid, libc::SIGKILL) };
+        self.world.wait_all();
+        masks
+    }
+}
+
 /// A thread made while its creator sat on a mask herd gave it, that
 /// herd sees only after moving the creator on, inherited a pin, not a
 /// choice of its program: a restore gives it its program's mask (a
@@ -16,53 +82,52 @@ fn a_thread_born_on_an_old_pin_gets_its_programs_mask_back() {
     if cpus.len() < 2 {
         return;
     }
-    let go = std::env::temp_dir().join(format!("herd-old-pin-{}", std::process::id()));
-    let _ = std::fs::remove_file(&go);
-    let script = format!(
-        "import os, threading, time\nwhile not os.path.exists({:?}): time.sleep(0.01)\n\
-         threading.Thread(target=time.sleep, args=(30,)).start()\ntime.sleep(30)",
-        go.display().to_string()
-    );
-    let child = spawn(&["python3".into(), "-c".into(), script]).unwrap();
-    let pid = child.id() as i32;
-    let mut world = LiveWorld::new(
-        vec![Program::new("py".into(), "python3".into(), pid, Some(child))],
-        Arc::default(),
-    );
-    let pin = |cpu: u32| Plan {
-        tasks: vec![(
-            pid as u64,
-            Placement::Run {
-                cpus: CpuSet::single(cpu),
-                why: "test".into(),
-            },
-        )],
-        ..Plan::default()
-    };
-    world.observe();
-    world.apply(&pin(cpus[0]));
+    let mut p = Starter::new("old-pin");
+    p.world.observe();
+    p.pin(cpus[0]);
     // The thread is born on the first pin, then herd moves its creator
     // before it looks again.
-    std::fs::write(&go, "").unwrap();
-    let deadline = Instant::now() + std::time::Duration::from_secs(5);
-    while procfs::threads(Path::new("/proc"), pid).len() < 2 && Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    let _ = std::fs::remove_file(&go);
-    world.apply(&pin(cpus[1]));
-    world.observe();
-    let threads = procfs::threads(Path::new("/proc"), pid);
-    world.restore();
-    let masks: Vec<(i32, CpuSet)> = threads
-        .iter()
-        .map(|&t| (t, control::affinity(t).unwrap()))
-        .collect();
-    // SAFETY: kill(2) on our own child's pid; no memory is involved.
-    unsafe { libc::kill(pid, libc::SIGKILL) };
-    world.wait_all();
-    assert_eq!(threads.len(), 2, "{threads:?}");
+    p.start_thread();
+    p.pin(cpus[1]);
+    p.world.observe();
+    let masks = p.restore_and_end();
+    assert_eq!(masks.len(), 2, "{masks:?}");
     for (t, m) in masks {
-        assert_eq!(m, all, "thread {t} of {pid} was left pinned");
+        assert_eq!(m, all, "thread {t} was left pinned");
+    }
+}
+
+/// A thread born on a pin herd gave its creator is no placement of
+/// herd's: it gets its program's mask as soon as herd sees it, and the
+/// kernel places it until the policy does (`make -j2` under
+/// static:compact ran each compiler on make's one CPU).
+#[test]
+fn a_thread_born_on_its_creators_pin_runs_on_its_programs_mask_until_placed() {
+    let all = control::affinity(0).unwrap();
+    if all.len() < 2 {
+        return;
+    }
+    let first = all.iter().next().unwrap();
+    let mut p = Starter::new("born-pinned");
+    p.world.observe();
+    p.pin(first);
+    p.start_thread();
+    // herd sees the thread; no policy has placed it.
+    p.world.observe();
+    let pid = p.pid;
+    let now: Vec<(i32, CpuSet)> = procfs::threads(Path::new("/proc"), pid)
+        .into_iter()
+        .map(|t| (t, control::affinity(t).unwrap()))
+        .collect();
+    p.restore_and_end();
+    assert_eq!(now.len(), 2, "{now:?}");
+    for (t, m) in now {
+        let want = if t == pid {
+            CpuSet::single(first)
+        } else {
+            all.clone()
+        };
+        assert_eq!(m, want, "thread {t} (main: {pid})");
     }
 }
 

@@ -1,0 +1,67 @@
+//! Which threads work: the ones a placement policy gives a CPU of their
+//! own. A program's main thread waiting in join, a pool's helper threads,
+//! a shell or `make` waiting for its children would each hold a hardware
+//! thread they never use and push the workers onto shared ones (on a real
+//! SMT kernel, smt:spn's two workers landed on two cores because the
+//! sleeping main thread took the first sibling; a Python pool's workers
+//! shared one CPU of two under static:compact behind its helpers).
+
+use rustc_hash::FxHashSet;
+
+use crate::{Snapshot, TaskId, TaskState, TaskView};
+
+/// A thread works when it used at least 1/WORKING_SHARE_INV of the
+/// period's CPU time: a tenth, well above a sleeper's wake-ups and below a
+/// busy thread that shares its CPU with a few others.
+const WORKING_SHARE_INV: u64 = 10;
+
+/// Tells which threads not yet placed work, from one snapshot to the next.
+#[derive(Debug, Default)]
+pub(crate) struct Working {
+    /// Unplaced tasks that were busy over the last full period.
+    busy_before: FxHashSet<TaskId>,
+}
+
+impl Working {
+    /// The tasks of `snap` that `placed` does not hold and that work now:
+    /// busy over the period where it was measured, and either runnable now
+    /// or busy the period before too. A main thread's first period
+    /// includes its start-up before it waits in join: it is then asleep,
+    /// and not busy again. A barrier worker that blocks between phases is
+    /// busy every period but often asleep at the instant of the snapshot:
+    /// on a slow (emulated) machine smt:speed left one unplaced for good
+    /// while the state alone decided. Every task works in the first
+    /// snapshot (no period measured yet) and in a progress-only one.
+    /// Tasks `always` picks come whether they work or not.
+    pub(crate) fn unplaced<'a>(
+        &mut self,
+        snap: &'a Snapshot,
+        placed: impl Fn(TaskId) -> bool,
+        always: impl Fn(&TaskView) -> bool,
+    ) -> Vec<&'a TaskView> {
+        let busy = |t: &TaskView| {
+            snap.period_ns == 0
+                || snap.progress_only
+                || t.obs.cpu_time_ns.saturating_mul(WORKING_SHARE_INV) >= snap.period_ns
+        };
+        let working: Vec<&TaskView> = snap
+            .tasks
+            .iter()
+            .filter(|t| !placed(t.id))
+            .filter(|t| {
+                always(t) || busy(t) && (t.state == TaskState::Runnable || self.busy_before.contains(&t.id))
+            })
+            .collect();
+        // What the next full period compares with (a progress-only turn
+        // measures nothing: the last full one stands).
+        if !snap.progress_only && snap.period_ns > 0 {
+            self.busy_before = snap
+                .tasks
+                .iter()
+                .filter(|t| !placed(t.id) && busy(t))
+                .map(|t| t.id)
+                .collect();
+        }
+        working
+    }
+}
