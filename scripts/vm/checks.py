@@ -197,7 +197,11 @@ def run_and_watch(policy, program, threads, extra=()):
 def barrier(threads, delay_s=0):
     """An OpenMP-like program: threads that meet at barriers, started
     after delay_s by a parent shell (as a launcher does)."""
-    cmd = f"{W}/barrier --threads {threads} --mode block --work 2e4 --phases 100000"
+    # Workers that work: the pinning policies place a thread once it uses a
+    # tenth of a period. With 2e4 iterations a phase the emulated guest's
+    # workers spent most of each period blocked at the barrier and were
+    # sometimes left to the kernel (smt:spn once left one on every CPU).
+    cmd = f"{W}/barrier --threads {threads} --mode block --work 1e6 --phases 100000"
     return ["sh", "-c", f"sleep {delay_s}; exec {cmd}"] if delay_s else cmd.split()
 
 
@@ -429,7 +433,7 @@ def check_memory_follow(shape):
                                    # Runs until stopped: with one worker (4 nodes of 2 CPUs)
                                    # barrier()'s phases end within the check.
                                    "--", f"{W}/barrier", "--threads", str(len(nodes[home]) - 1), "--mode", "block",
-                                   "--work", "2e4", "--phases", "1000000000"],
+                                   "--work", "1e6", "--phases", "1000000000"],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         # Its main thread and workers: one a CPU of the home node, once
         # herd has pinned them (stable masks may still be the first ones).

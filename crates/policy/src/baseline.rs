@@ -47,7 +47,7 @@ fn places(a: &crate::param::Args) -> Option<usize> {
 /// Registry entry: `static:compact`.
 pub(crate) const STATIC_COMPACT: Entry = Entry {
     name: "static:compact",
-    about: "pin threads to neighbouring hardware threads, job after job (OpenMP close)",
+    about: "pin each main thread, and other threads once they work, to neighbouring hardware threads, job after job (OpenMP close)",
     params: &[PLACES, CPUS],
     build: |a| Box::new(Static::new(Layout::Compact, a.word("places") == Some("cores")).using(places(a))),
     check: None,
@@ -56,7 +56,7 @@ pub(crate) const STATIC_COMPACT: Entry = Entry {
 /// Registry entry: `static:scatter`.
 pub(crate) const STATIC_SCATTER: Entry = Entry {
     name: "static:scatter",
-    about: "pin threads spread over packages, NUMA nodes and cores (OpenMP spread)",
+    about: "pin each main thread, and other threads once they work, spread over packages, NUMA nodes and cores (OpenMP spread)",
     params: &[PLACES, CPUS],
     build: |a| Box::new(Static::new(Layout::Scatter, a.word("places") == Some("cores")).using(places(a))),
     check: None,
