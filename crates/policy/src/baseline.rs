@@ -7,7 +7,7 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet};
 use herd_topo::CpuSet;
 
 use crate::param::{Accepts, Entry, Param, Value};
-use crate::working::Working;
+use crate::working::{Working, worked};
 use crate::{Plan, Policy, TaskId, View, order};
 
 /// The baseline's name: every comparison is against it.
@@ -227,6 +227,9 @@ impl Policy for Static {
         self.waiting = new.len() < tasks.len().saturating_sub(self.placed.len());
         new.sort_by_key(|t| (t.job, t.rank, t.id));
         let mut threads_of: Option<HashMap<u32, usize>> = None;
+        // The CPUs each job's placed threads worked on over the last period
+        // (built at the first new thread: most turns place none).
+        let mut working_on: Option<HashMap<u32, FxHashSet<u32>>> = None;
         for t in new {
             let counts = threads_of.get_or_insert_with(|| {
                 let mut c = HashMap::default();
@@ -241,13 +244,35 @@ impl Policy for Static {
                 self.next_start += threads;
                 s
             });
+            let working_on = working_on.get_or_insert_with(|| {
+                let mut w: HashMap<u32, FxHashSet<u32>> = HashMap::default();
+                for o in tasks.iter().filter(|o| worked(snap, o)) {
+                    if let Some(&(job, place)) = self.placed.get(&o.id) {
+                        let start = self.job_start.get(&job).copied().unwrap_or(0);
+                        w.entry(job).or_default().insert(order[(start + place) % order.len()]);
+                    }
+                }
+                w
+            });
+            let busy = working_on.entry(t.job).or_default();
+            let cpu_at = |place: usize| order[(start + place) % order.len()];
             let held = self.held.entry(t.job).or_default();
-            let place = held.iter().position(|&n| n == 0).unwrap_or(held.len());
-            if place == held.len() {
-                held.push(0);
+            // The first place whose CPU none of the job's threads worked on
+            // (a place held by a thread that sleeps, as make does while
+            // its compilers work, is not taken from the next worker); with
+            // every CPU of the stretch worked on, the first place no
+            // present thread holds, wrapping around the stretch as an
+            // oversubscribed OpenMP team does.
+            let place = (0..held.len() + order.len())
+                .find(|&p| !busy.contains(&cpu_at(p)))
+                .or_else(|| held.iter().position(|&n| n == 0))
+                .unwrap_or(held.len());
+            if place >= held.len() {
+                held.resize(place + 1, 0);
             }
             held[place] += 1;
-            let cpu = order[(start + place) % order.len()];
+            let cpu = cpu_at(place);
+            busy.insert(cpu);
             self.placed.insert(t.id, (t.job, place));
             let cpus = if self.whole_cores {
                 m.siblings(cpu).cloned().unwrap_or_default()

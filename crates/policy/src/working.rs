@@ -15,6 +15,15 @@ use crate::{Snapshot, TaskId, TaskState, TaskView};
 /// busy thread that shares its CPU with a few others.
 const WORKING_SHARE_INV: u64 = 10;
 
+/// Whether `t` used a tenth of the snapshot's period: every task does in
+/// the first snapshot (no period measured yet) and in a progress-only one
+/// (nothing measured in it).
+pub(crate) fn worked(snap: &Snapshot, t: &TaskView) -> bool {
+    snap.period_ns == 0
+        || snap.progress_only
+        || t.obs.cpu_time_ns.saturating_mul(WORKING_SHARE_INV) >= snap.period_ns
+}
+
 /// Tells which threads not yet placed work, from one snapshot to the next.
 #[derive(Debug, Default)]
 pub(crate) struct Working {
@@ -39,11 +48,7 @@ impl Working {
         placed: impl Fn(TaskId) -> bool,
         always: impl Fn(&TaskView) -> bool,
     ) -> Vec<&'a TaskView> {
-        let busy = |t: &TaskView| {
-            snap.period_ns == 0
-                || snap.progress_only
-                || t.obs.cpu_time_ns.saturating_mul(WORKING_SHARE_INV) >= snap.period_ns
-        };
+        let busy = |t: &TaskView| worked(snap, t);
         let working: Vec<&TaskView> = snap
             .tasks
             .iter()

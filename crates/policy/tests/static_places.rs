@@ -126,3 +126,29 @@ fn a_place_freed_by_a_thread_that_left_is_taken_by_the_next() {
     );
     assert_eq!(next, vec![(3, 1)]);
 }
+
+#[test]
+fn threads_that_wait_for_their_children_leave_the_cpu_to_them() {
+    // make -j2 on two CPUs: make and each `cc` driver work a moment, then
+    // wait while the compiler they started (`cc1`) works. Two compilers
+    // at once must get a CPU each, whatever places the waiting ones hold.
+    let m = Machine::synthetic("package:1 core:2 pu:1").unwrap();
+    let mut p = herd_policy::build("static:compact").unwrap();
+    let (sh, make, cc_a, cc1_a, cc_b, cc1_b) = (1, 2, 3, 4, 5, 6);
+    assert_eq!(decide(p.as_mut(), &m, vec![task(sh, 0, true)], 0), vec![(sh, 0)]);
+    let mut tree = vec![task(sh, 0, false), task(make, 1, true)];
+    assert_eq!(decide(p.as_mut(), &m, tree.clone(), PERIOD_NS).len(), 1);
+    tree[1] = task(make, 1, false);
+    tree.push(task(cc_a, 2, true));
+    assert_eq!(decide(p.as_mut(), &m, tree.clone(), PERIOD_NS).len(), 1);
+    tree[2] = task(cc_a, 2, false);
+    tree.extend([task(cc1_a, 3, true), task(cc_b, 4, true)]);
+    let placed = decide(p.as_mut(), &m, tree.clone(), PERIOD_NS);
+    assert_eq!(placed.len(), 2, "{placed:?}");
+    let cpu_a = placed.iter().find(|(t, _)| *t == cc1_a).unwrap().1;
+    tree[4] = task(cc_b, 4, false);
+    tree.push(task(cc1_b, 5, true));
+    let placed = decide(p.as_mut(), &m, tree, PERIOD_NS);
+    assert_eq!(placed.len(), 1, "{placed:?}");
+    assert_ne!(placed[0].1, cpu_a, "two compilers on one CPU of two");
+}

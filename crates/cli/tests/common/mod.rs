@@ -234,3 +234,39 @@ impl Drop for EndOnDrop {
         let _ = child.wait();
     }
 }
+
+/// A Python program with three worker threads. After `delay` seconds it
+/// prints "tid cpus" for each of its threads (from /proc) in creation
+/// order, which is the order herd discovers and ranks them (sorting thread
+/// ids would not do: ids wrap around), then waits for
+/// its workers (which sleep for `life` seconds) and exits with code 3.
+#[allow(dead_code)]
+pub fn threads_program(delay: f64, life: f64) -> String {
+    python_threads("time.sleep", delay, life)
+}
+
+/// [`threads_program`] with workers that work (spin) for `life` seconds:
+/// the pinning policies place a thread once it works.
+#[allow(dead_code)]
+pub fn working_threads_program(delay: f64, life: f64) -> String {
+    python_threads("spin", delay, life)
+}
+
+#[allow(dead_code)]
+fn python_threads(target: &str, delay: f64, life: f64) -> String {
+    format!(
+        "import os, threading, time, sys\n\
+         def spin(s):\n\
+         \x20   end = time.time() + s\n\
+         \x20   while time.time() < end: pass\n\
+         ts = [threading.Thread(target={target}, args=({life},)) for _ in range(3)]\n\
+         [t.start() for t in ts]\n\
+         time.sleep({delay})\n\
+         pid = os.getpid()\n\
+         for tid in [pid] + [t.native_id for t in ts]:\n\
+         \x20   status = open(f'/proc/{{pid}}/task/{{tid}}/status').read()\n\
+         \x20   print(tid, [l.split(':')[1].strip() for l in status.splitlines() if l.startswith('Cpus_allowed_list')][0], flush=True)\n\
+         [t.join() for t in ts]\n\
+         sys.exit(3)\n"
+    )
+}
