@@ -430,18 +430,20 @@ def check_memory_follow(shape):
         share = lambda node: pages_by_node(prog.pid).get(node, 0) / max(1, sum(pages_by_node(prog.pid).values()))
         expect(share(home) > 0.8, f"first touch: pages by node {pages_by_node(prog.pid)}")
         holder = subprocess.Popen([HERD, "run", "--policy", "static:compact", "--period-ms", "100", "--guard", "off",
-                                   # Runs until stopped: with one worker (4 nodes of 2 CPUs)
-                                   # barrier()'s phases end within the check.
-                                   "--", f"{W}/barrier", "--threads", str(len(nodes[home]) - 1), "--mode", "block",
+                                   # Runs until stopped (barrier()'s phases can end within
+                                   # the check). A worker per CPU of the home node: its main
+                                   # thread sleeps in join, and static:compact lets a worker
+                                   # share the sleeper's CPU.
+                                   "--", f"{W}/barrier", "--threads", str(len(nodes[home])), "--mode", "block",
                                    "--work", "1e6", "--phases", "1000000000"],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        # Its main thread and workers: one a CPU of the home node, once
-        # herd has pinned them (stable masks may still be the first ones).
+        # Its workers: one a CPU of the home node, once herd has pinned
+        # them (stable masks may still be the first ones).
         deadline = time.time() + 60
-        held = settled_masks(holder, len(nodes[home]))
+        held = settled_masks(holder, len(nodes[home]) + 1)
         while time.time() < deadline and not set().union(*held.values()) <= nodes[home]:
             time.sleep(0.5)
-            held = settled_masks(holder, len(nodes[home]))
+            held = settled_masks(holder, len(nodes[home]) + 1)
         expect(set().union(*held.values()) <= nodes[home], f"the holder is not on node {home}: {held}")
         for follow in ["off", "on"]:
             h = subprocess.Popen([HERD, "attach", "--policy", "static:compact", "--period-ms", "100", "--guard", "off",
