@@ -103,13 +103,14 @@ pub enum Layout {
 ///
 /// A job's main thread takes the first place of its stretch when first
 /// seen; its other threads take places as they start to work
-/// ([`Working`]), each the first place no present thread of the job holds:
-/// an OpenMP team, all working from the start, takes them in rank order,
-/// as OpenMP's `close` and `spread` bind it. A process tree is no team: a
-/// Python pool's sleeping helper threads, or the shell and `cc` between
-/// `make` and each compiler, would otherwise take places by their rank
-/// and leave the workers sharing one CPU of two (a Python pool took 1.23x
-/// and `make -j2` 1.3x plain Linux's time that way).
+/// ([`Working`]), each the first place whose CPU none of the job's threads
+/// worked on in the last period: an OpenMP team, all working from the
+/// start, takes them in rank order, as OpenMP's `close` and `spread` bind
+/// it. A process tree is no team: a Python pool's sleeping helper
+/// threads, or the shell and `cc` between `make` and each compiler, would
+/// otherwise take places by their rank and leave the workers sharing one
+/// CPU of two (a Python pool took 1.23x and `make -j2` 1.3x plain Linux's
+/// time that way).
 #[derive(Debug)]
 pub struct Static {
     layout: Layout,
@@ -263,7 +264,11 @@ impl Policy for Static {
             // every CPU of the stretch worked on, the first place no
             // present thread holds, wrapping around the stretch as an
             // oversubscribed OpenMP team does.
-            let place = (0..held.len() + order.len())
+            // Places `len` apart share a CPU: the first `len` places show
+            // every CPU of the order, and once all are worked on none
+            // need be looked at.
+            let place = (0..order.len())
+                .filter(|_| busy.len() < order.len())
                 .find(|&p| !busy.contains(&cpu_at(p)))
                 .or_else(|| held.iter().position(|&n| n == 0))
                 .unwrap_or(held.len());
