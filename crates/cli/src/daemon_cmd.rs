@@ -380,7 +380,9 @@ impl Daemon {
         match got {
             Ok(events) => {
                 for e in events {
-                    let (Event::Fork { pid, .. } | Event::Exec { pid } | Event::Exit { pid }) = e;
+                    let (Event::Fork { pid, .. } | Event::Exec { pid } | Event::Exit { pid }) = e else {
+                        continue;
+                    };
                     if !matches!(self.seen.get(&pid), Some(Seen::Job { .. })) {
                         self.seen.remove(&pid);
                     }
@@ -820,8 +822,15 @@ fn process(f: &Facts, slurm_jobs: &std::collections::BTreeSet<u64>, proc_root: &
 fn forward_events(mut ev: ProcEvents, tx: &std::sync::mpsc::Sender<Result<Vec<Event>, String>>) {
     loop {
         let got = match ev.recv(Duration::from_millis(500)) {
-            Ok(v) if v.is_empty() => continue,
-            Ok(v) => Ok(v),
+            // A new thread is no new process: the daemon's rules match
+            // processes (its sessions follow their own threads).
+            Ok(mut v) => {
+                v.retain(|e| !matches!(e, Event::Thread { .. }));
+                if v.is_empty() {
+                    continue;
+                }
+                Ok(v)
+            }
             // ENOBUFS: the kernel dropped events; the subscription goes on.
             Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => Err(e.to_string()),
             Err(e) => {

@@ -404,13 +404,18 @@ fn summary(
     let mut summary = String::new();
     let _ = write!(
         summary,
-        "herd: {name} under {} for {wall:.2} s: {prog_cpu:.2} s CPU, up to {} threads, {} placements{}, {} migrations{}{}; \
+        "herd: {name} under {} for {wall:.2} s: {prog_cpu:.2} s CPU, up to {} threads, {} placements{}{}, {} migrations{}{}; \
          herd used {:.1} ms CPU ({:.2}% of the program's), {} decisions at {:.1} us each; {mechanism}",
         policy,
         s.max_threads,
         s.placements,
         if s.failed_placements > 0 {
             format!(" ({} refused)", s.failed_placements)
+        } else {
+            String::new()
+        },
+        if s.births_freed > 0 {
+            format!(", {} born on a pin and freed at birth", s.births_freed)
         } else {
             String::new()
         },

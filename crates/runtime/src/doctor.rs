@@ -204,13 +204,13 @@ pub fn probe(machine: &Machine, roots: &Roots) -> Report {
         Ok(_) => cap(
             "proc_connector",
             true,
-            "netlink proc connector subscribed: herd daemon sees every fork and exec as it happens (and scans /proc as well)",
+            "netlink proc connector subscribed: herd daemon sees every fork and exec as it happens (and scans /proc as well), and a child born on a CPU herd pinned its creator to gets its program's CPUs at birth",
             None,
         ),
         Err(e) => cap(
             "proc_connector",
             false,
-            format!("netlink proc connector refused ({e}; it needs root and CONFIG_PROC_EVENTS): herd daemon finds new processes by /proc scans alone"),
+            format!("netlink proc connector refused ({e}; it needs root and CONFIG_PROC_EVENTS): herd daemon finds new processes by /proc scans alone, and a child born on a CPU herd pinned its creator to runs there until herd's next look"),
             None,
         ),
     });

@@ -35,6 +35,17 @@ pub enum Event {
         pid: i32,
         /// Its parent process.
         parent: i32,
+        /// The parent's thread that forked it (its tid).
+        creator: i32,
+    },
+    /// A new thread of an existing process.
+    Thread {
+        /// The new thread.
+        tid: i32,
+        /// Its process.
+        pid: i32,
+        /// The thread that made it (its tid).
+        creator: i32,
     },
     /// Process `pid` exec'd a new program.
     Exec {
@@ -65,6 +76,11 @@ impl ProcEvents {
             fd,
             buf: vec![0; 64 * 1024],
         })
+    }
+
+    /// The socket's descriptor, for a caller that polls it with others.
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        self.fd.as_raw_fd()
     }
 
     /// The events that come within `timeout` (none if none came). An
@@ -137,11 +153,19 @@ pub fn parse(mut b: &[u8], out: &mut Vec<Event>) {
             let data = ev + 16;
             let field = |i: usize| u32_at(msg, data + 4 * i).map(|v| v as i32);
             let event = match u32_at(msg, ev) {
-                // parent pid, parent tgid, child pid, child tgid: a thread
-                // has a child pid other than its tgid.
-                Some(PROC_EVENT_FORK) => match (field(1), field(2), field(3)) {
-                    (Some(parent), Some(child), Some(tgid)) if child == tgid => {
-                        Some(Event::Fork { pid: tgid, parent })
+                // parent pid, parent tgid, child pid, child tgid (the
+                // kernel's "pid" is a thread's id): a thread has a child
+                // pid other than its tgid.
+                Some(PROC_EVENT_FORK) => match (field(0), field(1), field(2), field(3)) {
+                    (Some(creator), Some(parent), Some(child), Some(tgid)) if child == tgid => {
+                        Some(Event::Fork {
+                            pid: tgid,
+                            parent,
+                            creator,
+                        })
+                    }
+                    (Some(creator), Some(_), Some(tid), Some(pid)) => {
+                        Some(Event::Thread { tid, pid, creator })
                     }
                     _ => None,
                 },
@@ -180,8 +204,8 @@ mod tests {
     }
 
     #[test]
-    fn forks_execs_and_exits_parse_and_threads_do_not_count() {
-        let mut b = message(PROC_EVENT_FORK, &[10, 10, 11, 11]);
+    fn forks_threads_execs_and_exits_parse() {
+        let mut b = message(PROC_EVENT_FORK, &[14, 10, 11, 11]); // forked by thread 14
         b.extend(message(PROC_EVENT_FORK, &[10, 10, 12, 10])); // a thread
         b.extend(message(PROC_EVENT_EXEC, &[11, 11]));
         b.extend(message(PROC_EVENT_EXIT, &[11, 11, 0, 17]));
@@ -192,7 +216,16 @@ mod tests {
         assert_eq!(
             out,
             vec![
-                Event::Fork { pid: 11, parent: 10 },
+                Event::Fork {
+                    pid: 11,
+                    parent: 10,
+                    creator: 14
+                },
+                Event::Thread {
+                    tid: 12,
+                    pid: 10,
+                    creator: 10
+                },
                 Event::Exec { pid: 11 },
                 Event::Exit { pid: 11 }
             ]

@@ -263,6 +263,18 @@ impl LiveWorld {
 
     fn apply_placements(&mut self, plan: &Plan) {
         self.confine(plan);
+        // A thread given other CPUs than its own first mask: a child it
+        // makes is born on them, and is freed at birth from now on.
+        let narrows = plan.tasks.iter().any(|(id, p)| match p {
+            Placement::Run { cpus, .. } => self
+                .tasks
+                .get(&(*id as i32))
+                .is_some_and(|t| t.original.as_ref() != Some(cpus)),
+            Placement::Pause { .. } => false,
+        });
+        if narrows {
+            self.watch_births();
+        }
         // Programs this plan pauses that are running now (a held one keeps
         // waiting on its hold, no freeze or stop needed).
         let pausing: std::collections::BTreeSet<usize> = plan

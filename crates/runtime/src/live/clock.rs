@@ -44,8 +44,19 @@ impl Clock for LiveWorld {
                     revents: 0,
                 })
                 .collect();
+            // Fork events: a child born on one of herd's pins is freed at
+            // once (`births`), not at the next look.
+            let births = self.births.fd().map(|fd| {
+                fds.push(libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
+                fds.len() - 1
+            });
             let left = Duration::from_nanos(t_ns - now);
-            let everyone_has_a_pidfd = fds.len() == self.programs.iter().filter(|p| p.alive()).count();
+            let pidfds = fds.len() - usize::from(births.is_some());
+            let everyone_has_a_pidfd = pidfds == self.programs.iter().filter(|p| p.alive()).count();
             let wait = if everyone_has_a_pidfd {
                 left
             } else {
@@ -60,6 +71,9 @@ impl Clock for LiveWorld {
             // SAFETY: fds is a valid array of pollfd of the given length and
             // ts a valid timespec; a null mask leaves signals as they are.
             unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
+            if births.is_some_and(|i| fds[i].revents != 0) {
+                self.free_births();
+            }
         }
     }
 }

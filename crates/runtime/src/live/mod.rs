@@ -16,6 +16,7 @@
 //!   an error.
 
 mod actuate;
+mod births;
 pub mod budget;
 mod clock;
 mod counters;
@@ -250,6 +251,9 @@ pub struct LiveWorld {
     /// thread its program set to such a mask itself is taken for one that
     /// inherited it: at the end it gets its program's mask, not that one.
     pins_given: HashMap<usize, HashSet<CpuSet>>,
+    /// The kernel's fork events, once herd pins: children born on a pin
+    /// are given their program's mask at birth.
+    births: births::Births,
     /// Processes none of whose threads ran since the last turn.
     quiet: quiet::QuietGroups,
     /// Full snapshots taken.
@@ -264,6 +268,25 @@ pub struct LiveWorld {
 fn tick_ns() -> u64 {
     // SAFETY: sysconf has no preconditions.
     1_000_000_000 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64
+}
+
+/// Program `job`'s mask: its main thread's (`main`) first, else (a main
+/// thread that has exited) another of its threads' first that is none of
+/// herd's `pins` (a free function: callers hold other fields mutably).
+fn program_mask(
+    tasks: &BTreeMap<i32, Track>,
+    pins: Option<&HashSet<CpuSet>>,
+    main: i32,
+    job: usize,
+) -> Option<CpuSet> {
+    tasks.get(&main).and_then(|m| m.original.clone()).or_else(|| {
+        tasks
+            .values()
+            .filter(|t| t.job == job)
+            .filter_map(|t| t.original.as_ref())
+            .find(|o| !pins.is_some_and(|p| p.contains(*o)))
+            .cloned()
+    })
 }
 
 /// The processes program `job` forked, as `LiveWorld::family` last found
@@ -360,6 +383,7 @@ impl LiveWorld {
             keeper_exe: None,
             thread_lists: thread_lists::ThreadLists::default(),
             pins_given: HashMap::new(),
+            births: births::Births::default(),
             quiet: quiet::QuietGroups::default(),
             turns: 0,
             children_seen: procfs::ChildrenSeen::default(),
@@ -585,20 +609,8 @@ impl Sensor for LiveWorld {
                         // The program's mask: its main thread's first, else
                         // (a main thread that has exited) another of its
                         // threads' that is no pin of herd's.
-                        let program_mask = || {
-                            let pins = self.pins_given.get(&job);
-                            self.tasks
-                                .get(&p.pid)
-                                .and_then(|m| m.original.clone())
-                                .or_else(|| {
-                                    self.tasks
-                                        .values()
-                                        .filter(|t| t.job == job)
-                                        .filter_map(|t| t.original.as_ref())
-                                        .find(|o| !pins.is_some_and(|p| p.contains(*o)))
-                                        .cloned()
-                                })
-                        };
+                        let program_mask =
+                            || program_mask(&self.tasks, self.pins_given.get(&job), p.pid, job);
                         let original = (inherited || confined)
                             .then(program_mask)
                             .flatten()

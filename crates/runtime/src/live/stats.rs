@@ -10,6 +10,9 @@ pub struct LiveStats {
     pub overlap_warned: bool,
     /// Affinity changes the kernel refused (other than vanished threads).
     pub failed_placements: u64,
+    /// Threads and processes born on a pin herd gave their creator and
+    /// given their program's mask at birth (`births`).
+    pub births_freed: u64,
     /// Migrations seen for managed threads: periods in which a thread's last
     /// CPU changed (a lower bound on the kernel's count).
     pub migrations: u64,
