@@ -44,10 +44,7 @@ impl LiveWorld {
         // one forked since would stay outside and keep running while its
         // program is frozen.
         let family = procfs::subtree(&self.proc_root, p.pid);
-        let joined = std::iter::once(p.pid)
-            .chain(family.iter().copied())
-            .try_for_each(|pid| cg.adopt(job, pid));
-        if let Err(e) = joined {
+        if let Err(e) = cg.adopt_family(job, p.pid, &family) {
             eprintln!(
                 "herd: program '{}' stays out of herd's cgroups ({e}): signals and affinity for it",
                 p.name
