@@ -128,54 +128,6 @@ fn a_stopped_program_continues_when_herd_is_killed() {
     assert_ne!(state, Some('T'), "the program was left stopped");
 }
 
-/// A program that, after `delay` seconds, asks for every CPU itself and
-/// prints the CPUs it got.
-fn escape_program(delay: f64) -> String {
-    format!(
-        "import os, time\ntime.sleep({delay})\ntry:\n    os.sched_setaffinity(0, range(os.cpu_count()))\nexcept OSError:\n    pass\nprint(','.join(map(str, sorted(os.sched_getaffinity(0)))))\n"
-    )
-}
-
-#[test]
-fn a_cgroup_cpuset_keeps_a_program_inside() {
-    let (cpuset, _) = common::mechanisms();
-    if cpuset == "affinity-only" {
-        eprintln!("skipped: no cgroup cpuset on this machine (herd doctor)");
-        return;
-    }
-    let all: Vec<String> = (0..std::thread::available_parallelism().unwrap().get())
-        .map(|c| c.to_string())
-        .collect();
-    for (confine, expected) in [("cgroup", "0".to_string()), ("affinity", all.join(","))] {
-        // One thread, compact: CPU 0. Then the program asks for all CPUs.
-        let out = herd()
-            .args([
-                "run",
-                "--policy",
-                "static:compact",
-                "--period-ms",
-                "20",
-                "--guard",
-                "off",
-                "--confine",
-                confine,
-            ])
-            .args(["--", &common::python(), "-c", &escape_program(0.5)])
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{stderr}");
-        assert_eq!(
-            String::from_utf8_lossy(&out.stdout).trim(),
-            expected,
-            "--confine {confine}: {stderr}"
-        );
-        if confine == "cgroup" {
-            assert!(stderr.contains("confine=cgroup"), "{stderr}");
-        }
-    }
-}
-
 #[test]
 fn threads_flag_sets_omp_and_the_template() {
     let out = herd()

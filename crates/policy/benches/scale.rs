@@ -7,7 +7,10 @@
 //!
 //! Run: cargo bench -p herd-policy --bench scale [-- POLICY...]
 //! (HERD_BENCH_DECISIONS=N decisions a run, default 30; medians of 3;
-//! HERD_BENCH_TASKS=1024 runs that size alone.)
+//! HERD_BENCH_TASKS=1024 runs that size alone; HERD_BENCH_HELPERS=1 has
+//! each job's last thread sleep throughout, as a pool's helper threads
+//! and a build's waiting parents do: the pinning policies never place
+//! it, and look for it to start working each turn.)
 //!
 //! Four-thread jobs; every task reports counters each 100 ms period
 //! (instructions, cycles, LLC references and misses, memory traffic), its
@@ -46,7 +49,11 @@ fn hash(x: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-fn snapshot(m: &Machine, tasks: u64, now_ns: u64) -> Snapshot {
+fn helpers() -> bool {
+    std::env::var("HERD_BENCH_HELPERS").is_ok_and(|v| v == "1")
+}
+
+fn snapshot(m: &Machine, tasks: u64, now_ns: u64, helpers: bool) -> Snapshot {
     let cpus: Vec<u32> = m.all_cpus().iter().collect();
     let share = PERIOD_NS * cpus.len() as u64 / tasks.max(cpus.len() as u64);
     Snapshot {
@@ -59,13 +66,19 @@ fn snapshot(m: &Machine, tasks: u64, now_ns: u64) -> Snapshot {
                 // every 2-5 s.
                 let phase = now_ns / (2_000_000_000 + (hash(job) % 4) * 1_000_000_000);
                 let miss = [0.05, 0.3, 0.7][(hash(job ^ (phase << 20)) % 3) as usize];
+                let asleep = helpers && i % THREADS_PER_JOB == THREADS_PER_JOB - 1;
+                let share = if asleep { 0 } else { share };
                 let instructions = share / 2;
                 let refs = instructions / 50;
                 TaskView {
                     id: i + 1,
                     job: job as u32,
                     rank: (i % THREADS_PER_JOB) as u32,
-                    state: TaskState::Runnable,
+                    state: if asleep {
+                        TaskState::Blocked
+                    } else {
+                        TaskState::Runnable
+                    },
                     cpu: Some(cpus[i as usize % cpus.len()]),
                     obs: Obs {
                         cpu_time_ns: share,
@@ -98,7 +111,7 @@ fn snapshot(m: &Machine, tasks: u64, now_ns: u64) -> Snapshot {
 /// µs per decision of `policy` over `decisions()` periods.
 fn run(m: &Machine, tasks: u64, policy: &str) -> common::Cost {
     let snaps: Vec<Snapshot> = (0..decisions())
-        .map(|d| snapshot(m, tasks, d * PERIOD_NS))
+        .map(|d| snapshot(m, tasks, d * PERIOD_NS, helpers()))
         .collect();
     common::us_per_decision(m, policy, &snaps)
 }
@@ -121,8 +134,13 @@ fn main() {
         .map(|&(t, spec)| (t, Machine::synthetic(spec).expect("size's machine")))
         .collect();
     println!(
-        "µs per decision (ns per task), medians of 3 runs of {} decisions; {THREADS_PER_JOB}-thread jobs",
-        decisions()
+        "µs per decision (ns per task), medians of 3 runs of {} decisions; {THREADS_PER_JOB}-thread jobs{}",
+        decisions(),
+        if helpers() {
+            ", the last of each asleep"
+        } else {
+            ""
+        }
     );
     print!("{:<20}", "policy");
     for (t, m) in &machines {

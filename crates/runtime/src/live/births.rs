@@ -8,10 +8,14 @@
 //! was born of whom, and the clock, which waits on them between turns,
 //! gives each child born on one of herd's pins its program's mask.
 //!
+//! A job that made such a child keeps its cpuset wide until a turn finds
+//! none made since the one before (`actuate::confine`).
+//!
 //! Subscribed once herd first pins a thread (a policy that never pins has
 //! nothing to free, and needs no wake-up for every fork on the machine);
 //! without root or the connector, `observe`'s rule alone frees children.
 
+use std::collections::HashMap;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
@@ -25,9 +29,18 @@ use super::{LiveWorld, program_mask};
 pub(super) struct Births {
     events: Option<ProcEvents>,
     tried: bool,
+    /// Per job, the turn (`LiveWorld::turns`) after which it last made a
+    /// child on one of herd's pins.
+    born_turn: HashMap<usize, u64>,
 }
 
 impl Births {
+    /// Whether job `job` made a child on one of herd's pins since the
+    /// turn before `turn`.
+    pub(super) fn born_lately(&self, job: usize, turn: u64) -> bool {
+        self.born_turn.get(&job).is_some_and(|&t| t + 1 >= turn)
+    }
+
     /// The descriptor the clock waits on, while subscribed.
     pub(super) fn fd(&self) -> Option<RawFd> {
         self.events.as_ref().map(ProcEvents::raw_fd)
@@ -96,6 +109,13 @@ impl LiveWorld {
             let Some(mask) = program_mask(&self.tasks, Some(pins), main, job) else {
                 continue;
             };
+            self.births.born_turn.insert(job, self.turns);
+            // A cpuset narrowed to the job's pins would hold the child
+            // there whatever its mask: the job gets every CPU herd was
+            // given back, as `confine` gives a job with an unplaced thread.
+            if let Some(all) = self.own_cpus.clone() {
+                self.set_job_cpus(job, &all, |_| false);
+            }
             if mask != own && control::set_affinity(child, &mask).is_ok() {
                 self.stats.births_freed += 1;
             }

@@ -1,0 +1,109 @@
+//! `herd run --confine cgroup` on this machine: a program's cpuset keeps
+//! it inside the CPUs its policy gave it, and lets a child it makes run
+//! where the kernel puts it until the policy places it.
+
+mod common;
+use common::herd;
+
+/// `herd run` under static:compact without the guard (where the policy
+/// places, not where a probe lets go), every `period_ms`.
+fn compact(period_ms: &str, confine: &str) -> std::process::Command {
+    let mut c = herd();
+    c.args([
+        "run",
+        "--policy",
+        "static:compact",
+        "--period-ms",
+        period_ms,
+        "--guard",
+        "off",
+        "--confine",
+        confine,
+    ]);
+    c
+}
+
+/// A program that, after `delay` seconds, asks for every CPU itself and
+/// prints the CPUs it got.
+fn escape_program(delay: f64) -> String {
+    format!(
+        "import os, time\ntime.sleep({delay})\ntry:\n    os.sched_setaffinity(0, range(os.cpu_count()))\nexcept OSError:\n    pass\nprint(','.join(map(str, sorted(os.sched_getaffinity(0)))))\n"
+    )
+}
+
+#[test]
+fn a_cgroup_cpuset_keeps_a_program_inside() {
+    let (cpuset, _) = common::mechanisms();
+    if cpuset == "affinity-only" {
+        eprintln!("skipped: no cgroup cpuset on this machine (herd doctor)");
+        return;
+    }
+    let all: Vec<String> = (0..std::thread::available_parallelism().unwrap().get())
+        .map(|c| c.to_string())
+        .collect();
+    for (confine, expected) in [("cgroup", "0".to_string()), ("affinity", all.join(","))] {
+        // One thread, compact: CPU 0. Then the program asks for all CPUs.
+        let out = compact("20", confine)
+            .args(["--", &common::python(), "-c", &escape_program(0.5)])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            expected,
+            "--confine {confine}: {stderr}"
+        );
+        if confine == "cgroup" {
+            assert!(stderr.contains("confine=cgroup"), "{stderr}");
+        }
+    }
+}
+
+/// Whether herd's doctor finds the kernel's fork events (root and
+/// `CONFIG_PROC_EVENTS`).
+fn proc_connector() -> bool {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_herd"))
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["capabilities"].as_array().is_some_and(|caps| {
+        caps.iter()
+            .any(|c| c["name"] == "proc_connector" && c["available"] == true)
+    })
+}
+
+/// A process forked while its program's cpuset is narrowed to its main
+/// thread's one CPU gets every CPU at birth: the fork event widens the
+/// cpuset, not herd's next turn (here 3 s away). Narrowed, `make -j2`
+/// under static:compact ran its first compilers on the shell's CPU.
+#[test]
+fn a_child_born_into_a_narrowed_cpuset_runs_on_every_cpu_from_birth() {
+    let (cpuset, _) = common::mechanisms();
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    if cpuset == "affinity-only" || cpus < 2 || !proc_connector() {
+        eprintln!("skipped: needs a cgroup cpuset, two CPUs and the proc connector (herd doctor)");
+        return;
+    }
+    // The main thread is pinned at herd's first look, alone, so its
+    // cpuset is narrowed to that CPU; it forks after herd's turn, and the
+    // child reads its CPUs long before the next.
+    let program = "import os, time\ntime.sleep(0.5)\npid = os.fork()\nif pid == 0:\n    time.sleep(0.2)\n    \
+                   print(','.join(map(str, sorted(os.sched_getaffinity(0)))), flush=True)\n    os._exit(0)\n\
+                   os.waitpid(pid, 0)\n";
+    let out = compact("3000", "cgroup")
+        .arg("--explain")
+        .args(["--", &common::python(), "-c", program])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let all: Vec<String> = (0..cpus).map(|c| c.to_string()).collect();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        all.join(","),
+        "{stderr}"
+    );
+    assert!(stderr.contains("freed at birth"), "{stderr}");
+}
