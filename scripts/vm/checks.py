@@ -429,11 +429,14 @@ def check_memory_follow(shape):
         expect(prog.stdout.readline().strip() == "touched", "the program did not start")
         share = lambda node: pages_by_node(prog.pid).get(node, 0) / max(1, sum(pages_by_node(prog.pid).values()))
         expect(share(home) > 0.8, f"first touch: pages by node {pages_by_node(prog.pid)}")
-        holder = subprocess.Popen([HERD, "run", "--policy", "static:compact", "--period-ms", "100", "--guard", "off",
+        # static:compact on the first len(home) places only: the holder's
+        # threads wrap around the home node's CPUs whichever CPUs its
+        # workers first ran on (born free of the main thread's pin, they
+        # may work elsewhere before herd places them).
+        holder = subprocess.Popen([HERD, "run", "--policy", f"static:compact:cpus={len(nodes[home])}",
+                                   "--period-ms", "100", "--guard", "off",
                                    # Runs until stopped (barrier()'s phases can end within
-                                   # the check). A worker per CPU of the home node: its main
-                                   # thread sleeps in join, and static:compact lets a worker
-                                   # share the sleeper's CPU.
+                                   # the check). A worker per CPU of the home node.
                                    "--", f"{W}/barrier", "--threads", str(len(nodes[home])), "--mode", "block",
                                    "--work", "1e6", "--phases", "1000000000"],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
