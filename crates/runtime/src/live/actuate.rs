@@ -15,6 +15,7 @@ use crate::{control, procfs};
 impl Actuator for LiveWorld {
     fn apply(&mut self, plan: &Plan) {
         self.apply_plan(plan);
+        self.filter_births();
         // Programs that started held run once a policy has had its say,
         // unless it paused them; a policy that says nothing lets them all go.
         for p in self.programs.iter_mut().filter(|p| !p.paused) {

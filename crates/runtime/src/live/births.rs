@@ -32,6 +32,8 @@ pub(super) struct Births {
     /// Per job, the turn (`LiveWorld::turns`) after which it last made a
     /// child on one of herd's pins.
     born_turn: HashMap<usize, u64>,
+    /// The processes the kernel's filter names now (`filter_births`).
+    filtered: Option<Vec<i32>>,
 }
 
 impl Births {
@@ -53,6 +55,31 @@ impl LiveWorld {
         if !self.births.tried {
             self.births.tried = true;
             self.births.events = ProcEvents::open().ok();
+        }
+    }
+
+    /// Has the kernel pass only forks made by processes with a thread
+    /// herd has pinned (those whose children are born on a pin), so that
+    /// herd's loop does not wake for every fork on the machine. Set again
+    /// when that set of processes changes.
+    pub(super) fn filter_births(&mut self) {
+        let Some(ev) = self.births.events.as_ref() else {
+            return;
+        };
+        let mut pids: Vec<i32> = self
+            .tasks
+            .values()
+            .filter(|t| t.placed.is_some() && t.placed != t.original)
+            .map(|t| t.pid)
+            .collect();
+        pids.sort_unstable();
+        pids.dedup();
+        if self.births.filtered.as_ref() == Some(&pids) {
+            return;
+        }
+        // A refusal leaves every event coming: `free_births` looks at each.
+        if ev.only_forks_of(&pids).is_ok() {
+            self.births.filtered = Some(pids);
         }
     }
 
