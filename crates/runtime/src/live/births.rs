@@ -11,9 +11,11 @@
 //! A job that made such a child keeps its cpuset wide until a turn finds
 //! none made since the one before (`actuate::confine`).
 //!
-//! Subscribed once herd first pins a thread (a policy that never pins has
-//! nothing to free, and needs no wake-up for every fork on the machine);
-//! without root or the connector, `observe`'s rule alone frees children.
+//! Subscribed once herd first gives a thread other CPUs than its own (a
+//! policy that never does has nothing to free), and filtered in the
+//! kernel to forks by the processes herd pinned a thread of, so that the
+//! loop does not wake for every fork on the machine; without root or the
+//! connector, `observe`'s rule alone frees children.
 
 use std::collections::HashMap;
 use std::os::fd::RawFd;
