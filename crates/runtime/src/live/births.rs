@@ -89,6 +89,9 @@ impl LiveWorld {
     /// mask herd gave one of its job's threads its program's mask: the
     /// kernel places it until the policy does, as `observe` would at its
     /// next look. A child herd tracks already is the policy's to place.
+    /// A race left open, as in `observe`'s rule: a program that sets a new
+    /// thread's mask itself just after making it may have herd read the
+    /// inherited pin first and then overwrite its choice.
     pub(super) fn free_births(&mut self) {
         let Some(ev) = self.births.events.as_mut() else {
             return;
