@@ -15,7 +15,6 @@ use crate::{control, procfs};
 impl Actuator for LiveWorld {
     fn apply(&mut self, plan: &Plan) {
         self.apply_plan(plan);
-        self.filter_births();
         // Programs that started held run once a policy has had its say,
         // unless it paused them; a policy that says nothing lets them all go.
         for p in self.programs.iter_mut().filter(|p| !p.paused) {
@@ -273,6 +272,7 @@ impl LiveWorld {
         if narrows {
             self.watch_births();
         }
+        let places = plan.tasks.iter().any(|(_, p)| matches!(p, Placement::Run { .. }));
         // Programs this plan pauses that are running now (a held one keeps
         // waiting on its hold, no freeze or stop needed).
         let pausing: std::collections::BTreeSet<usize> = plan
@@ -392,6 +392,12 @@ impl LiveWorld {
                     }
                 }
             }
+        }
+        // Only a placement changes which processes have a pinned thread
+        // (one that has gone since only widens the filter): a turn that
+        // places nothing does not look over every task for it.
+        if places {
+            self.filter_births();
         }
     }
 
