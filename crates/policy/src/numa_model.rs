@@ -10,6 +10,13 @@
 //! S2 places jobs once). Threads go to free CPUs of the chosen NUMA nodes
 //! in the machine's scatter order, one CPU each.
 //!
+//! Only threads that want a CPU count and are pinned ([`wants_cpu`]): a
+//! shell waiting for the program it started, a main thread in join or a
+//! pool's sleeping helpers take no place in the layout and are the
+//! kernel's to place. Counted, a 2-thread Python program started by a
+//! shell was laid out as a 4-thread job over both nodes of a 2-socket
+//! guest (`scripts/vm/checks.py`'s `numa-model-memory-tree`).
+//!
 //! A job's memory traffic comes from what the loop learned (its predicted
 //! or last bandwidth, per thread) or, without counters, from its memory
 //! hint (60% / 25% / 3% of what its threads can draw alone; no hint counts
@@ -25,8 +32,9 @@ use herd_topo::{CpuSet, Machine};
 use rustc_hash::FxHashMap;
 
 use crate::param::{Accepts, Entry, Param, Range, Value};
-use crate::{JobId, Level, Plan, Policy, TaskId, View};
 use crate::view::SeenTasks;
+use crate::working::wants_cpu;
+use crate::{JobId, Level, Plan, Policy, TaskId, View};
 
 /// Registry entry: `numa:model`.
 pub(crate) const NUMA_MODEL: Entry = Entry {
@@ -73,7 +81,9 @@ pub struct NumaModel {
     /// After a decision that laid out every job and pinned every task: the
     /// tasks and each job's declared thread count it saw. A snapshot with
     /// the same has nothing new to place (most periods; at a thousand
-    /// tasks, going through them all cost 170 µs a period).
+    /// tasks, going through them all cost 170 µs a period). A decision
+    /// that left a sleeping thread unpinned settles nothing: the thread is
+    /// looked at again until it works or ends.
     settled: Option<Seen>,
 }
 
@@ -179,6 +189,10 @@ impl Policy for NumaModel {
         self.placed.retain(|j, _| threads.contains_key(j));
         let present: rustc_hash::FxHashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
         self.cpu_of.retain(|t, _| present.contains(t));
+        // The threads that want a CPU, pinned or not: a pinned one that
+        // shares its CPU with others waits more than it runs, and counts.
+        let works: rustc_hash::FxHashSet<TaskId> =
+            snap.tasks.iter().filter(|t| wants_cpu(snap, t)).map(|t| t.id).collect();
         let order = self
             .order
             .get_or_insert_with(|| crate::order::scatter(m).into())
@@ -225,13 +239,24 @@ impl Policy for NumaModel {
             // A job the user declared N threads for is laid out for N from
             // its first sight, so its workers need no second layout.
             let declared = declared.get(&job).copied().unwrap_or(0);
-            let threads = (tasks.len() as u32).max(declared);
+            let working = tasks.iter().filter(|(_, t)| works.contains(t)).count() as u32;
+            if working == 0 && declared == 0 {
+                // Nothing of it works yet: nothing to lay out.
+                complete = false;
+                continue;
+            }
+            let threads = working.max(declared);
             if laid_out.is_some_and(|n| threads > n) {
                 self.placed.remove(&job);
                 carried = None;
                 for (_, t) in &tasks {
                     if let Some(c) = self.cpu_of.remove(t) {
                         pinned[c as usize] -= 1;
+                        // One that sleeps now is let go: the new layout
+                        // has no place for it.
+                        if !works.contains(t) {
+                            plan.run(*t, m.all_cpus().clone(), "numa:model: it sleeps: the kernel places it");
+                        }
                     }
                 }
             }
@@ -255,6 +280,10 @@ impl Policy for NumaModel {
             }
             for (rank, t) in &tasks {
                 if self.cpu_of.contains_key(t) {
+                    continue;
+                }
+                if !works.contains(t) {
+                    complete = false;
                     continue;
                 }
                 // A NUMA node still short of its share, else any of the job's.
@@ -552,6 +581,27 @@ mod tests {
         crate::testkit::decide_once(p, m, snap)
     }
 
+    /// A 2-node machine of 8 CPUs, the policy, and job 0 at first sight
+    /// with its one thread (id 100), decided.
+    fn first_sight_of_one_thread(hint: Level) -> (Machine, NumaModel, Snapshot) {
+        let m = Machine::synthetic("package:2 numa:1 core:4").unwrap();
+        let mut p = NumaModel::new(DEFAULT_NODE_BW_GBPS, DEFAULT_SHARED);
+        let snap = Snapshot {
+            tasks: tasks(0, 100, 1),
+            jobs: vec![job(0, hint)],
+            ..Snapshot::default()
+        };
+        let first = decide(&mut p, &m, &snap);
+        assert_eq!(nodes_of(&m, &first).iter().sum::<u32>(), 1);
+        (m, p, snap)
+    }
+
+    /// Threads pinned, and the CPUs they are on.
+    fn pins(p: &NumaModel) -> (usize, usize) {
+        let cpus: std::collections::BTreeSet<u32> = p.cpu_of.values().copied().collect();
+        (p.cpu_of.len(), cpus.len())
+    }
+
     fn nodes_of(m: &Machine, plan: &Plan) -> Vec<u32> {
         let mut per = vec![0; m.numa_nodes().len()];
         for (_, pl) in &plan.tasks {
@@ -603,25 +653,15 @@ mod tests {
     /// grows, and no CPU holds two threads while another is free.
     #[test]
     fn a_job_that_grows_after_the_first_decision_is_laid_out_again() {
-        let m = Machine::synthetic("package:2 numa:1 core:4").unwrap();
-        let mut p = NumaModel::new(DEFAULT_NODE_BW_GBPS, DEFAULT_SHARED);
-        let mut snap = Snapshot {
-            tasks: tasks(0, 100, 1),
-            jobs: vec![job(0, Level::High)],
-            ..Snapshot::default()
-        };
-        let first = decide(&mut p, &m, &snap);
-        assert_eq!(nodes_of(&m, &first).iter().sum::<u32>(), 1);
+        let (m, mut p, mut snap) = first_sight_of_one_thread(Level::High);
         snap.tasks = tasks(0, 100, 8);
         let plan = decide(&mut p, &m, &snap);
         assert_eq!(nodes_of(&m, &plan), vec![4, 4], "{:?}", plan.note);
-        let cpus: std::collections::BTreeSet<u32> = p.cpu_of.values().copied().collect();
-        assert_eq!(cpus.len(), 8, "one thread a CPU: {:?}", p.cpu_of);
+        assert_eq!(pins(&p), (8, 8), "one thread a CPU: {:?}", p.cpu_of);
         // A ninth thread: some CPU must hold two, and only then.
         snap.tasks = tasks(0, 100, 9);
         decide(&mut p, &m, &snap);
-        let cpus: std::collections::BTreeSet<u32> = p.cpu_of.values().copied().collect();
-        assert_eq!((p.cpu_of.len(), cpus.len()), (9, 8));
+        assert_eq!(pins(&p), (9, 8));
     }
 
     /// Issue 24: a job declared with 8 threads (`--threads`,
@@ -652,6 +692,76 @@ mod tests {
             per[k] += n;
         }
         assert_eq!(per, vec![4, 4]);
+    }
+
+    /// A shell that started a program and waits for it, and the program's
+    /// main thread in join, take no place: the job is laid out for its two
+    /// workers, the shell pinned at first sight is let go, and a sleeper
+    /// that starts to work is placed then.
+    #[test]
+    fn sleeping_threads_of_a_process_tree_take_no_place() {
+        let (m, mut p, mut snap) = first_sight_of_one_thread(Level::Low);
+        let period_ns = 100_000_000;
+        let sleeping = |mut t: TaskView| {
+            t.state = TaskState::Blocked;
+            t.obs.cpu_time_ns = period_ns / 100;
+            t
+        };
+        let working = |mut t: TaskView| {
+            t.obs.cpu_time_ns = period_ns;
+            t
+        };
+        let all = tasks(0, 100, 4);
+        snap.period_ns = period_ns;
+        snap.tasks = vec![
+            sleeping(all[0].clone()),
+            sleeping(all[1].clone()),
+            working(all[2].clone()),
+            working(all[3].clone()),
+        ];
+        let plan = decide(&mut p, &m, &snap);
+        let note = plan.note.as_deref().unwrap();
+        assert!(note.contains("j0 (2 threads"), "{note}");
+        match plan.tasks.iter().find(|(id, _)| *id == 100) {
+            Some((_, crate::Placement::Run { cpus, .. })) => assert_eq!(cpus, m.all_cpus(), "the shell let go"),
+            other => panic!("the shell is not let go: {other:?}"),
+        }
+        assert!(!plan.tasks.iter().any(|(id, _)| *id == 101), "the sleeping main thread is left alone");
+        let mut pinned: Vec<TaskId> = p.cpu_of.keys().copied().collect();
+        pinned.sort_unstable();
+        assert_eq!(pinned, vec![102, 103]);
+        // Still asleep: nothing to do, and nothing settled either.
+        assert!(decide(&mut p, &m, &snap).tasks.is_empty());
+        // The main thread works: it is placed, on a CPU of its own.
+        snap.tasks[1] = working(all[1].clone());
+        let plan = decide(&mut p, &m, &snap);
+        assert!(plan.tasks.iter().any(|(id, _)| *id == 101), "{plan:?}");
+        assert_eq!(pins(&p), (3, 3));
+    }
+
+    /// Eight barrier workers that inherited their main thread's one CPU
+    /// each run a twentieth of the period and are asleep at the barrier
+    /// when looked at, but wait for that CPU most of the period: they want
+    /// CPUs, and are laid out on eight (counted by CPU time alone, four
+    /// were seen stacked on one CPU in the 2-socket guest).
+    #[test]
+    fn threads_crowded_on_an_inherited_pin_are_laid_out() {
+        let (m, mut p, mut snap) = first_sight_of_one_thread(Level::Low);
+        let period_ns = 100_000_000;
+        snap.period_ns = period_ns;
+        snap.tasks = tasks(0, 100, 9);
+        for t in &mut snap.tasks {
+            t.state = TaskState::Blocked;
+            if t.rank > 0 {
+                t.obs.cpu_time_ns = period_ns / 20;
+                t.obs.wait_ns = period_ns * 6 / 10;
+            }
+        }
+        let plan = decide(&mut p, &m, &snap);
+        assert!(plan.note.as_deref().unwrap().contains("j0 (8 threads"), "{:?}", plan.note);
+        let cpus: std::collections::BTreeSet<u32> =
+            (101..109).map(|t| p.cpu_of.get(&t).copied().expect("each worker pinned")).collect();
+        assert_eq!(cpus.len(), 8, "one worker a CPU: {:?}", p.cpu_of);
     }
 
     #[test]

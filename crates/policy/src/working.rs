@@ -24,6 +24,18 @@ pub(crate) fn worked(snap: &Snapshot, t: &TaskView) -> bool {
         || t.obs.cpu_time_ns.saturating_mul(WORKING_SHARE_INV) >= snap.period_ns
 }
 
+/// Whether `t` wants a CPU: runnable now, or it used a tenth of the
+/// snapshot's period on a CPU or waiting for one (threads crowded on one
+/// CPU wait more than they run: by CPU time alone, eight barrier workers
+/// that inherited their main thread's pin looked idle). A sleeping shell
+/// or a main thread in join does neither. Every task does in the first
+/// snapshot and in a progress-only one, as [`worked`].
+pub(crate) fn wants_cpu(snap: &Snapshot, t: &TaskView) -> bool {
+    t.state == TaskState::Runnable
+        || worked(snap, t)
+        || t.obs.wait_ns.saturating_mul(WORKING_SHARE_INV) >= snap.period_ns
+}
+
 /// Tells which threads not yet placed work, from one snapshot to the next.
 #[derive(Debug, Default)]
 pub(crate) struct Working {

@@ -60,6 +60,18 @@ pub fn parse_numa_maps(text: &str) -> Vec<(u32, u64)> {
     kb.into_iter().collect()
 }
 
+/// Adds `more` (kB by node, as [`parse_numa_maps`] gives) into `into`,
+/// which stays ordered by node: a program's memory with its forked
+/// processes'.
+pub fn add_node_kb(into: &mut Vec<(u32, u64)>, more: &[(u32, u64)]) {
+    for &(node, kb) in more {
+        match into.binary_search_by_key(&node, |&(n, _)| n) {
+            Ok(i) => into[i].1 += kb,
+            Err(i) => into.insert(i, (node, kb)),
+        }
+    }
+}
+
 /// Where a process's memory is: [`parse_numa_maps`] of its file; `None`
 /// when it cannot be read (gone, no permission, no NUMA support).
 pub fn numa_memory_kb(proc_root: &Path, pid: i32) -> Option<Vec<(u32, u64)>> {
@@ -732,6 +744,9 @@ mod tests {
                     7fa0 default file=/lib/x.so mapped=5 N0=5\n";
         assert_eq!(parse_numa_maps(text), vec![(0, 28), (1, 4100)]);
         assert!(parse_numa_maps("garbage N=x Nq=1\n").is_empty());
+        let mut sum = vec![(1, 10)];
+        add_node_kb(&mut sum, &[(0, 5), (1, 2), (3, 7)]);
+        assert_eq!(sum, vec![(0, 5), (1, 12), (3, 7)]);
         let me = numa_memory_kb(Path::new("/proc"), std::process::id() as i32);
         // Where the kernel has NUMA support, this process has memory somewhere.
         if let Some(nodes) = me {

@@ -108,8 +108,10 @@ impl LiveWorld {
         let now_ns = self.start.elapsed().as_nanos() as u64;
         let kb = self.numa_memory.as_ref().map(|m| &m.kb);
         // Per job, in one pass over the threads: the CPUs they are pinned
-        // to, or `None` once one is the kernel's to place (its nodes are
-        // then any).
+        // to, or `None` once one that works is the kernel's to place (its
+        // nodes are then any). One that sleeps unpinned (a shell waiting
+        // for the program it started, a main thread in join) draws no
+        // bandwidth worth following.
         let mut pinned: Vec<Option<CpuSet>> = vec![Some(CpuSet::new()); self.programs.len()];
         let mut seen = vec![false; self.programs.len()];
         for t in self.tasks.values() {
@@ -119,6 +121,7 @@ impl LiveWorld {
             seen[t.job] = true;
             *slot = match (slot.take(), &t.placed) {
                 (Some(cpus), Some(c)) => Some(cpus.union(c)),
+                (Some(cpus), None) if !t.busy => Some(cpus),
                 _ => None,
             };
         }

@@ -15,7 +15,10 @@
 //! What it does not do: spread a job's memory over the nodes it runs on
 //! (which pages a thread uses is not visible without sampling its
 //! accesses; the kernel's NUMA balancing does that), or follow a job the
-//! kernel places (a thread herd has not pinned: its nodes are any).
+//! kernel places (a thread herd has not pinned that wants a CPU: its
+//! nodes are any; one asleep, as a shell waiting for the program it
+//! started, is left out). A job's memory is its program's and every
+//! process it forked.
 //!
 //! Written on the raw syscall rather than libnuma: it is one call whose
 //! arguments are two node bitmasks, and libnuma would add a C library to
@@ -24,7 +27,11 @@
 use std::collections::BTreeSet;
 use std::sync::mpsc;
 
+use herd_policy::JobView;
 use herd_topo::CpuSet;
+
+use super::forked;
+use crate::procfs;
 
 /// A job's nodes must have stayed the same this long before its memory is
 /// moved: a policy that tries a node and moves on should not drag gigabytes
@@ -256,6 +263,43 @@ pub fn migrate_pages(pid: i32, from: &[u32], to: &[u32]) -> std::io::Result<u64>
         Err(std::io::Error::last_os_error())
     } else {
         Ok(r as u64)
+    }
+}
+
+/// Programs' memory per NUMA node (kB by OS node), as last read.
+pub(super) struct NumaMemory {
+    pub(super) read_ns: Option<u64>,
+    pub(super) kb: Vec<Option<Vec<(u32, u64)>>>,
+}
+
+impl super::LiveWorld {
+    /// Reads where each program's memory is, at most once a second (numa_maps
+    /// walks every mapping: ms for a large process), into its job view.
+    /// `rebuilt`: the views are new and hold no reading yet.
+    pub(super) fn refresh_numa_memory(&mut self, now_ns: u64, jobs: &mut [JobView], rebuilt: bool) {
+        let Some(NumaMemory { read_ns: last, kb }) = &mut self.numa_memory else {
+            return;
+        };
+        let due = last.is_none_or(|l| now_ns.saturating_sub(l) >= 1_000_000_000);
+        if due {
+            *last = Some(now_ns);
+            for (j, p) in self.programs.iter().enumerate().filter(|(_, p)| p.alive()) {
+                // The program and every process it forked: a shell's
+                // memory alone said nothing of the program it started.
+                kb[j] = procfs::numa_memory_kb(&self.proc_root, p.pid);
+                for &pid in forked(&self.family, j) {
+                    if let Some(more) = procfs::numa_memory_kb(&self.proc_root, pid) {
+                        procfs::add_node_kb(kb[j].get_or_insert_with(Vec::new), &more);
+                    }
+                }
+            }
+        }
+        if !(due || rebuilt) {
+            return;
+        }
+        for v in jobs.iter_mut() {
+            v.memory_kb = kb.get(v.id as usize).cloned().flatten();
+        }
     }
 }
 

@@ -111,6 +111,12 @@ struct Track {
     /// Its schedstat times, read this turn by the look for forked
     /// processes (`family`) and not read again.
     pre_times: Option<procfs::Times>,
+    /// Whether it wants a CPU: runnable when last seen, or a tenth of the
+    /// last period on a CPU or waiting for one (numa:model's rule). Memory
+    /// follows the threads that do; a sleeping one the kernel places (a
+    /// shell waiting for the program it started) runs anywhere without
+    /// making the job's nodes "any".
+    busy: bool,
 }
 
 impl Track {
@@ -213,7 +219,7 @@ pub struct LiveWorld {
     mbm_tried: Vec<bool>,
     /// Each program's memory per NUMA node and when it was read; `None`
     /// on a machine with one node, where it says nothing.
-    numa_memory: Option<NumaMemory>,
+    numa_memory: Option<memory::NumaMemory>,
     /// Moves a job's memory onto the nodes a policy keeps it on
     /// (`--memory-follow`); `None` when off or with one node.
     follower: Option<memory::Follower>,
@@ -295,12 +301,6 @@ fn forked(family: &[Vec<i32>], job: usize) -> &[i32] {
     family.get(job).map_or(&[], Vec::as_slice)
 }
 
-/// Programs' memory per NUMA node (kB by OS node), as last read.
-struct NumaMemory {
-    read_ns: Option<u64>,
-    kb: Vec<Option<Vec<(u32, u64)>>>,
-}
-
 /// Where resctrl is mounted, if it is.
 fn resctrl_mount() -> Option<PathBuf> {
     let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
@@ -320,28 +320,6 @@ fn pidfd(pid: i32) -> Option<std::os::fd::OwnedFd> {
 }
 
 impl LiveWorld {
-    /// Reads where each program's memory is, at most once a second (numa_maps
-    /// walks every mapping: ms for a large process), into its job view.
-    /// `rebuilt`: the views are new and hold no reading yet.
-    fn refresh_numa_memory(&mut self, now_ns: u64, jobs: &mut [JobView], rebuilt: bool) {
-        let Some(NumaMemory { read_ns: last, kb }) = &mut self.numa_memory else {
-            return;
-        };
-        let due = last.is_none_or(|l| now_ns.saturating_sub(l) >= 1_000_000_000);
-        if due {
-            *last = Some(now_ns);
-            for (j, p) in self.programs.iter().enumerate().filter(|(_, p)| p.alive()) {
-                kb[j] = procfs::numa_memory_kb(&self.proc_root, p.pid);
-            }
-        }
-        if !(due || rebuilt) {
-            return;
-        }
-        for v in jobs.iter_mut() {
-            v.memory_kb = kb.get(v.id as usize).cloned().flatten();
-        }
-    }
-
     /// A world managing `programs`; `stop` ends the loop when set (signal handlers set it).
     pub fn new(programs: Vec<Program>, stop: Arc<AtomicBool>) -> Self {
         let pidfds = programs.iter().map(|p| pidfd(p.pid)).collect();
@@ -354,7 +332,7 @@ impl LiveWorld {
             heartbeats: crate::heartbeats::Heartbeats::new(programs.len()),
             numa_memory: std::path::Path::new("/sys/devices/system/node/node1")
                 .exists()
-                .then(|| NumaMemory {
+                .then(|| memory::NumaMemory {
                     read_ns: None,
                     kb: vec![None; programs.len()],
                 }),
@@ -649,6 +627,7 @@ impl Sensor for LiveWorld {
                             lane: herd_policy::Lane::Fair,
                             seen_turn: 0,
                             pre_times: None,
+                            busy: false,
                         }
                     };
                     self.tasks.insert(tid, track);
@@ -737,6 +716,11 @@ impl Sensor for LiveWorld {
                     heartbeats: beats
                         .as_ref()
                         .and_then(|b| b.binary_search_by_key(&tid, |&(t, _)| t).ok().map(|i| b[i].1)),
+                });
+                track.busy = tasks.last().is_some_and(|t| {
+                    t.state == TaskState::Runnable
+                        || (t.obs.cpu_time_ns + t.obs.wait_ns).saturating_mul(10)
+                            >= now_ns.saturating_sub(self.full_ns)
                 });
                 track.seen_turn = self.turns;
             }
