@@ -178,7 +178,9 @@ def stop(h):
     try:
         h.wait(60)
     except subprocess.TimeoutExpired:
+        # Reaped too: a killed herd left unreaped is a zombie named herd.
         h.kill()
+        h.wait()
     for p in left:
         try:
             os.kill(p, signal.SIGKILL)
@@ -260,7 +262,9 @@ def check_numa_model_memory(shape, under_shell=False):
             "def spin():\n"
             "    t = time.time()\n"
             "    while time.time() - t < 600: pass\n"
-            "ts = [threading.Thread(target=spin) for _ in range(2)]\n"
+            # Daemon threads: SIGINT (herd passes it on) ends the program,
+            # so herd ends too and need not be killed.
+            "ts = [threading.Thread(target=spin, daemon=True) for _ in range(2)]\n"
             "[t.start() for t in ts]\n[t.join() for t in ts]\n")
     # `; true`: the shell waits for python rather than becoming it.
     cmd = (["/bin/sh", "-c", '/usr/bin/python3 -c "$1"; true', "sh", prog] if under_shell

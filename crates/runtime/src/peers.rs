@@ -67,9 +67,17 @@ pub fn held_by_others(dir: &Path) -> Vec<(i32, CpuSet)> {
     out
 }
 
-/// Whether `pid` is a live herd process (not a reused pid).
+/// Whether `pid` is a live herd process (not a reused pid, not a zombie:
+/// a herd killed and not yet reaped by its parent holds nothing, yet its
+/// `comm` still reads "herd" and its record was never removed. In the
+/// guests' checks, a herd killed after it outwaited SIGINT kept the next
+/// run off its old CPUs, and that run stacked its threads on the rest).
 fn is_herd(pid: i32) -> bool {
     fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "herd")
+        && fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|t| crate::procfs::parse_stat(&t))
+            .is_some_and(|(state, _, _)| !matches!(state, 'Z' | 'X' | 'x'))
 }
 
 /// This run's record of the CPUs it holds.
@@ -148,5 +156,33 @@ mod tests {
         assert!(held_by_others(dir.path()).is_empty());
         drop(c);
         assert!(!own.exists());
+    }
+
+    #[test]
+    fn the_record_of_a_killed_herd_not_yet_reaped_is_stale() {
+        // SAFETY: the child only names itself and exits (both
+        // async-signal-safe); the parent reaps it below.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork");
+        if pid == 0 {
+            unsafe {
+                libc::prctl(libc::PR_SET_NAME, c"herd".as_ptr());
+                libc::_exit(0);
+            }
+        }
+        let stat = format!("/proc/{pid}/stat");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !fs::read_to_string(&stat).is_ok_and(|t| t.contains("(herd) Z")) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the child never became a zombie named herd"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join(format!("{pid}.cpus")), "0\n").unwrap();
+        let held = held_by_others(dir.path());
+        unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+        assert!(held.is_empty(), "a zombie holds {held:?}");
     }
 }
