@@ -81,14 +81,17 @@ pub struct NumaModel {
     /// After a decision that laid out every job and pinned every task: the
     /// tasks and each job's declared thread count it saw. A snapshot with
     /// the same has nothing new to place (most periods; at a thousand
-    /// tasks, going through them all cost 170 µs a period). A decision
-    /// that left a sleeping thread unpinned settles nothing: the thread is
-    /// looked at again until it works or ends.
+    /// tasks, going through them all cost 170 µs a period). Threads it
+    /// left unpinned because they slept are kept by their index in the
+    /// snapshot: the same snapshot has something to place only once one
+    /// of them wants a CPU (a sleeping thread in every job cost 126-160 µs
+    /// a decision at 1,024 tasks when each decision went through them all).
     settled: Option<Seen>,
 }
 
-/// The tasks of a snapshot and each job's declared thread count, in order.
-type Seen = (SeenTasks, Vec<(JobId, Option<u32>)>);
+/// The tasks of a snapshot, each job's declared thread count, in order,
+/// and the indices of the tasks left unpinned because they slept.
+type Seen = (SeenTasks, Vec<(JobId, Option<u32>)>, Vec<usize>);
 
 impl NumaModel {
     /// The policy with `node_bw_gbps` as the fallback bandwidth and
@@ -173,18 +176,21 @@ impl Policy for NumaModel {
             return plan;
         }
         let snap = view.snapshot;
-        if let Some((tasks, declared)) = &self.settled
+        if let Some((tasks, declared, asleep)) = &self.settled
             && tasks.same(&snap.tasks)
             && snap.jobs.iter().map(|j| (j.id, j.threads_declared)).eq(declared.iter().copied())
+            && !asleep.iter().any(|&i| wants_cpu(snap, &snap.tasks[i]))
         {
             return plan;
         }
-        // Whether every job gets a layout and every task a CPU.
+        // Whether every job gets a layout and every task that wants a CPU
+        // gets one; the tasks left unpinned because they sleep.
         let mut complete = true;
+        let mut asleep = Vec::new();
         // Jobs gone: free their CPUs.
-        let mut threads: BTreeMap<JobId, Vec<(u32, TaskId)>> = BTreeMap::new();
-        for t in &view.snapshot.tasks {
-            threads.entry(t.job).or_default().push((t.rank, t.id));
+        let mut threads: BTreeMap<JobId, Vec<(u32, TaskId, usize)>> = BTreeMap::new();
+        for (i, t) in view.snapshot.tasks.iter().enumerate() {
+            threads.entry(t.job).or_default().push((t.rank, t.id, i));
         }
         self.placed.retain(|j, _| threads.contains_key(j));
         let present: rustc_hash::FxHashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
@@ -239,17 +245,24 @@ impl Policy for NumaModel {
             // A job the user declared N threads for is laid out for N from
             // its first sight, so its workers need no second layout.
             let declared = declared.get(&job).copied().unwrap_or(0);
-            let working = tasks.iter().filter(|(_, t)| works.contains(t)).count() as u32;
+            let working = tasks.iter().filter(|(_, t, _)| works.contains(t)).count() as u32;
             if working == 0 && declared == 0 {
                 // Nothing of it works yet: nothing to lay out.
-                complete = false;
+                asleep.extend(tasks.iter().filter(|(_, t, _)| !self.cpu_of.contains_key(t)).map(|x| x.2));
                 continue;
             }
+            // It grew when its pinned threads and those that ask for a
+            // CPU outnumber its layout (a pinned one that sleeps a while
+            // keeps its place; it is let go at the next layout).
+            let grown = tasks
+                .iter()
+                .filter(|(_, t, _)| self.cpu_of.contains_key(t) || works.contains(t))
+                .count() as u32;
             let threads = working.max(declared);
-            if laid_out.is_some_and(|n| threads > n) {
+            if laid_out.is_some_and(|n| grown > n) {
                 self.placed.remove(&job);
                 carried = None;
-                for (_, t) in &tasks {
+                for (_, t, _) in &tasks {
                     if let Some(c) = self.cpu_of.remove(t) {
                         pinned[c as usize] -= 1;
                         // One that sleeps now is let go: the new layout
@@ -273,17 +286,17 @@ impl Policy for NumaModel {
             // Pin the job's unplaced threads to free CPUs of its NUMA nodes.
             let want = self.placed[&job].threads_per_node.clone();
             let mut have = vec![0u32; want.len()];
-            for (_, t) in &tasks {
+            for (_, t, _) in &tasks {
                 if let Some(c) = self.cpu_of.get(t) {
                     have[m.cpu(*c).map_or(0, |c| c.numa)] += 1;
                 }
             }
-            for (rank, t) in &tasks {
+            for (rank, t, i) in &tasks {
                 if self.cpu_of.contains_key(t) {
                     continue;
                 }
                 if !works.contains(t) {
-                    complete = false;
+                    asleep.push(*i);
                     continue;
                 }
                 // A NUMA node still short of its share, else any of the job's.
@@ -333,6 +346,7 @@ impl Policy for NumaModel {
             (
                 SeenTasks::of(&snap.tasks),
                 snap.jobs.iter().map(|j| (j.id, j.threads_declared)).collect(),
+                asleep,
             )
         });
         if !notes.is_empty() {
