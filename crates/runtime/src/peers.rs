@@ -165,6 +165,8 @@ mod tests {
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0, "fork");
         if pid == 0 {
+            // SAFETY: in the forked child: a name from a C string literal,
+            // then an exit that runs nothing of the parent's.
             unsafe {
                 libc::prctl(libc::PR_SET_NAME, c"herd".as_ptr());
                 libc::_exit(0);
@@ -182,6 +184,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         fs::write(dir.path().join(format!("{pid}.cpus")), "0\n").unwrap();
         let held = held_by_others(dir.path());
+        // SAFETY: reaps our own child; a null status pointer is allowed.
         unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
         assert!(held.is_empty(), "a zombie holds {held:?}");
     }
