@@ -246,7 +246,10 @@ def check_numa_model_memory(shape, under_shell=False):
     touched it: a 2-thread program touches 64 MiB from the CPU the kernel
     gave it, then herd pins it. `under_shell`: the program is the child of
     a shell that waits for it (a launcher, a wrapper script), so herd's
-    program is a process tree with a sleeping parent."""
+    program is a process tree with a sleeping parent: numa:model must lay
+    it out for its workers alone (not the shell, not the main thread in
+    join), on the node where the child's memory is (herd reads a job's
+    memory over all its processes, once a second)."""
     nodes = node_cpus()
     # First touched from node 0's CPUs where herd has not yet confined
     # the program elsewhere (then setting the mask fails, and it touches
@@ -259,6 +262,11 @@ def check_numa_model_memory(shape, under_shell=False):
             "for i in range(0, len(buf), 4096): buf[i] = 1\n"
             "try: os.sched_setaffinity(0, everywhere)\n"
             "except OSError: pass\n"
+            # As a program sets up its data before its workers start: herd
+            # has read where the memory is when it lays the workers out
+            # (a layout made from a reading before the touch saw no memory
+            # and, as for any compute job, kept the free CPUs even).
+            "time.sleep(2)\n"
             "def spin():\n"
             "    t = time.time()\n"
             "    while time.time() - t < 600: pass\n"
@@ -287,7 +295,10 @@ def check_numa_model_memory(shape, under_shell=False):
         while time.time() < deadline:
             pages = pages_by_node(pid)
             elsewhere = sum(k for n, k in pages.items() if n not in used)
-            if elsewhere * 20 < sum(pages.values()):
+            # Under a tenth elsewhere: what herd leaves where it is
+            # (memory.rs's MIN_SHARE); Python's own start-up pages may lie
+            # where the kernel first ran it.
+            if elsewhere * 10 < sum(pages.values()):
                 print(f"  threads on node {sorted(used)}; pages by node when placed {first}, now {pages}")
                 return
             time.sleep(3)
