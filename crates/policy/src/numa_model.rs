@@ -744,7 +744,8 @@ mod tests {
         let mut pinned: Vec<TaskId> = p.cpu_of.keys().copied().collect();
         pinned.sort_unstable();
         assert_eq!(pinned, vec![102, 103]);
-        // Still asleep: nothing to do, and nothing settled either.
+        // Still asleep: nothing to do (the decision looks at the sleeper
+        // alone, by its place in the snapshot).
         assert!(decide(&mut p, &m, &snap).tasks.is_empty());
         // The main thread works: it is placed, on a CPU of its own.
         snap.tasks[1] = working(all[1].clone());
