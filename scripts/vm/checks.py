@@ -171,8 +171,8 @@ def stop(h):
     """Stops herd with SIGINT (as a user would) and kills what is left of
     its programs."""
     # Listed before herd goes: its programs are then no one's descendants.
-    # (A Python program's spinning threads outlive SIGINT in the main
-    # thread; left running, they crowded the next check's guest.)
+    # (A program can outlive the SIGINT herd passes on: a shell waits for
+    # its child, Python for its non-daemon threads.)
     left = descendants(h.pid)
     h.send_signal(signal.SIGINT)
     try:
