@@ -757,8 +757,8 @@ mod tests {
     /// Eight barrier workers that inherited their main thread's one CPU
     /// each run a twentieth of the period and are asleep at the barrier
     /// when looked at, but wait for that CPU most of the period: they want
-    /// CPUs, and are laid out on eight (counted by CPU time alone, four
-    /// were seen stacked on one CPU in the 2-socket guest).
+    /// CPUs, and are laid out on eight (counted by CPU time alone, none
+    /// of them would be: they would stay stacked on that one CPU).
     #[test]
     fn threads_crowded_on_an_inherited_pin_are_laid_out() {
         let (m, mut p, mut snap) = first_sight_of_one_thread(Level::Low);

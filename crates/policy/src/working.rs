@@ -27,7 +27,7 @@ pub(crate) fn worked(snap: &Snapshot, t: &TaskView) -> bool {
 /// Whether `t` wants a CPU: runnable now, or it used a tenth of the
 /// snapshot's period on a CPU or waiting for one (threads crowded on one
 /// CPU wait more than they run: by CPU time alone, eight barrier workers
-/// that inherited their main thread's pin looked idle). A sleeping shell
+/// that inherited their main thread's pin would look idle). A sleeping shell
 /// or a main thread in join does neither. Every task does in the first
 /// snapshot and in a progress-only one, as [`worked`].
 pub(crate) fn wants_cpu(snap: &Snapshot, t: &TaskView) -> bool {
