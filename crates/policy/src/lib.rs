@@ -59,6 +59,7 @@ pub use view::{
     Estimate, Estimates, JobId, JobView, Knowledge, Learned, Level, Obs, Rng, Snapshot, SystemObs, TaskId,
     TaskState, TaskView, View,
 };
+pub use working::wants_cpu_over;
 
 /// Every policy herd has.
 pub fn catalog() -> &'static [&'static Entry] {

@@ -24,16 +24,24 @@ pub(crate) fn worked(snap: &Snapshot, t: &TaskView) -> bool {
         || t.obs.cpu_time_ns.saturating_mul(WORKING_SHARE_INV) >= snap.period_ns
 }
 
-/// Whether `t` wants a CPU: runnable now, or it used a tenth of the
-/// snapshot's period on a CPU or waiting for one (threads crowded on one
-/// CPU wait more than they run: by CPU time alone, eight barrier workers
-/// that inherited their main thread's pin would look idle). A sleeping shell
-/// or a main thread in join does neither. Every task does in the first
-/// snapshot and in a progress-only one, as [`worked`].
+/// Whether `t` wants a CPU: every task does in the first snapshot and in
+/// a progress-only one, as [`worked`]; else see [`wants_cpu_over`].
 pub(crate) fn wants_cpu(snap: &Snapshot, t: &TaskView) -> bool {
-    t.state == TaskState::Runnable
-        || worked(snap, t)
-        || t.obs.wait_ns.saturating_mul(WORKING_SHARE_INV) >= snap.period_ns
+    snap.progress_only || wants_cpu_over(snap.period_ns, t)
+}
+
+/// Whether `t`, observed over `period_ns` (0: nothing measured yet, and
+/// every task does), wants a CPU: runnable now, or a tenth of the period
+/// on a CPU or waiting for one (threads crowded on one CPU wait more than
+/// they run: by CPU time alone, eight barrier workers that inherited their
+/// main thread's pin would look idle). A sleeping shell or a main thread
+/// in join does neither. numa:model places by it; the live world follows
+/// memory by it.
+pub fn wants_cpu_over(period_ns: u64, t: &TaskView) -> bool {
+    period_ns == 0
+        || t.state == TaskState::Runnable
+        || t.obs.cpu_time_ns.saturating_mul(WORKING_SHARE_INV) >= period_ns
+        || t.obs.wait_ns.saturating_mul(WORKING_SHARE_INV) >= period_ns
 }
 
 /// Tells which threads not yet placed work, from one snapshot to the next.

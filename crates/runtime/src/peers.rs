@@ -73,11 +73,14 @@ pub fn held_by_others(dir: &Path) -> Vec<(i32, CpuSet)> {
 /// guests' checks, a herd killed after it outwaited SIGINT kept the next
 /// run off its old CPUs, and that run stacked its threads on the rest).
 fn is_herd(pid: i32) -> bool {
-    fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "herd")
-        && fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|t| crate::procfs::parse_stat(&t))
-            .is_some_and(|(state, _, _)| !matches!(state, 'Z' | 'X' | 'x'))
+    // One read: `stat` holds the name, in parentheses, and the state.
+    fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|t| {
+        t.split_once(" (")
+            .and_then(|(_, rest)| rest.rsplit_once(") "))
+            .is_some_and(|(name, after)| {
+                name == "herd" && !matches!(after.chars().next(), Some('Z' | 'X' | 'x'))
+            })
+    })
 }
 
 /// This run's record of the CPUs it holds.

@@ -111,8 +111,8 @@ struct Track {
     /// Its schedstat times, read this turn by the look for forked
     /// processes (`family`) and not read again.
     pre_times: Option<procfs::Times>,
-    /// Whether it wants a CPU: runnable when last seen, or a tenth of the
-    /// last period on a CPU or waiting for one (numa:model's rule). Memory
+    /// Whether it wanted a CPU over the last period
+    /// ([`herd_policy::wants_cpu_over`], numa:model's rule). Memory
     /// follows the threads that do; a sleeping one the kernel places (a
     /// shell waiting for the program it started) runs anywhere without
     /// making the job's nodes "any".
@@ -717,11 +717,10 @@ impl Sensor for LiveWorld {
                         .as_ref()
                         .and_then(|b| b.binary_search_by_key(&tid, |&(t, _)| t).ok().map(|i| b[i].1)),
                 });
-                track.busy = tasks.last().is_some_and(|t| {
-                    t.state == TaskState::Runnable
-                        || (t.obs.cpu_time_ns + t.obs.wait_ns).saturating_mul(10)
-                            >= now_ns.saturating_sub(self.full_ns)
-                });
+                let period_ns = now_ns.saturating_sub(self.full_ns);
+                track.busy = tasks
+                    .last()
+                    .is_some_and(|t| herd_policy::wants_cpu_over(period_ns, t));
                 track.seen_turn = self.turns;
             }
         }
