@@ -621,3 +621,43 @@ fn the_oom_killer_taking_herd_leaves_nothing_behind() {
     remove_group(&dir);
     println!("outcomes under 6 MiB: {outcomes:?}");
 }
+
+/// A killed herd's keeper gives masks back only once the cgroup guard has
+/// ended: a mask given while the guard moved the thread out of its cpuset
+/// could end on the cpuset's CPUs. A `sleep` stands for the guard here.
+#[test]
+fn the_keeper_gives_masks_back_after_the_cgroup_guard() {
+    use herd_runtime::{control, procfs};
+    use std::io::Write;
+    let all = control::affinity(std::process::id() as i32).unwrap();
+    let first = all.iter().next().unwrap();
+    let one = herd_topo::CpuSet::single(first);
+    let mut target = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = target.id() as i32;
+    control::set_affinity(pid, &one).unwrap();
+    let start = procfs::start_time(std::path::Path::new("/proc"), pid).unwrap();
+    let mut guard = std::process::Command::new("sleep").arg("1").spawn().unwrap();
+    let mut keeper = herd()
+        .args([
+            herd_runtime::cgroup::GUARD_ARG,
+            "--after",
+            &guard.id().to_string(),
+        ])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = keeper.stdin.take().unwrap();
+    writeln!(pipe, "pin {pid} {start} {all}").unwrap();
+    // herd's end closes without `done`: as when herd is killed.
+    drop(pipe);
+    std::thread::sleep(Duration::from_millis(400));
+    let meanwhile = control::affinity(pid).unwrap();
+    guard.wait().unwrap();
+    let kept = keeper.wait().unwrap();
+    let after = control::affinity(pid).unwrap();
+    let _ = target.kill();
+    target.wait().unwrap();
+    assert!(kept.success());
+    assert_eq!(meanwhile, one, "the keeper acted before the guard ended");
+    assert_eq!(after, all, "the keeper did not give the mask back");
+}

@@ -211,7 +211,7 @@ impl Cgroups {
             .hierarchies()
             .map(|h| (h.base.clone(), h.home.clone()))
             .collect();
-        cg.guard = Some(crate::keeper::spawn_guard(guard_exe, &planned).map_err(CgroupError::Guard)?);
+        cg.guard = Some(crate::keeper::spawn_guard(guard_exe, &planned, None).map_err(CgroupError::Guard)?);
         for h in cg.hierarchies() {
             sweep_stale(&h.home);
             h.make()?;
@@ -322,6 +322,12 @@ impl Cgroups {
             return false;
         };
         is_frozen(&h.job(job), h.version)
+    }
+
+    /// The guard's pid, while it runs: the keeper waits for it
+    /// ([`crate::keeper::AFTER_ARG`]).
+    pub fn guard_pid(&self) -> Option<u32> {
+        self.guard.as_ref().map(|(child, _)| child.id())
     }
 
     /// Thaws every job, moves every process home and removes herd's groups,
@@ -460,10 +466,11 @@ pub(crate) fn reset_lane_threads(dir: &Path) {
     }
 }
 
-/// The guard's whole life: `args` are (base, home) pairs. Waits until
-/// herd's end of standard input closes, then releases every pair, and
-/// undoes what herd told it of (`crate::keeper`) unless herd said it had.
-/// Returns the exit code.
+/// The guard's whole life: `args` are (base, home) pairs, after an
+/// optional `--after PID` (`crate::keeper::AFTER_ARG`). Waits until herd's
+/// end of standard input closes, then releases every pair, and undoes what
+/// herd told it of (`crate::keeper`) unless herd said it had, once process
+/// PID has ended. Returns the exit code.
 pub fn guard_main(args: &[String]) -> i32 {
     crate::keeper::name_herd();
     // SAFETY: setting signal dispositions to SIG_IGN has no preconditions.
@@ -478,8 +485,18 @@ pub fn guard_main(args: &[String]) -> i32 {
             libc::signal(sig, libc::SIG_IGN);
         }
     }
+    // Taken at once: the guard waited for lives as long as herd's pipe.
+    let (after, args) = match args {
+        [flag, pid, rest @ ..] if flag == crate::keeper::AFTER_ARG => {
+            (pid.parse().ok().map(crate::keeper::Awaited::new), rest)
+        }
+        _ => (None, args),
+    };
     // Reading ends when herd's end closes: herd is gone or done.
     let told = crate::keeper::Told::read(io::stdin().lock());
+    if let Some(guard) = after.filter(|_| !told.done) {
+        guard.wait(crate::keeper::AFTER_WAIT_MS);
+    }
     for pair in args.chunks(2) {
         if let [base, home] = pair {
             release_tree(Path::new(base), Path::new(home));

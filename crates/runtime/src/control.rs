@@ -114,6 +114,15 @@ pub fn affinity(tid: i32) -> io::Result<CpuSet> {
         .collect())
 }
 
+/// A pidfd for `pid`: readable once the process exits (Linux >= 5.3).
+pub fn pidfd(pid: i32) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    // SAFETY: a non-negative result is a fresh descriptor we now own.
+    (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
+}
+
 /// Sends `signal` to process `pid`.
 pub fn signal(pid: i32, signal: i32) -> io::Result<()> {
     // SAFETY: kill has no memory-safety preconditions.

@@ -91,7 +91,8 @@ impl LiveWorld {
         let Some(exe) = self.keeper_exe.take() else {
             return;
         };
-        match crate::keeper::Keeper::start(&exe, &self.proc_root) {
+        let guard = self.cgroups.as_ref().and_then(crate::cgroup::Cgroups::guard_pid);
+        match crate::keeper::Keeper::start(&exe, &self.proc_root, guard) {
             Ok(k) => self.keeper = Some(k),
             Err(e) => eprintln!(
                 "herd: warning: cannot start the keeper ({e}): if herd is killed, threads it pinned stay pinned"

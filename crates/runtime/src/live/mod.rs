@@ -310,19 +310,10 @@ fn resctrl_mount() -> Option<PathBuf> {
         .map(|m| m.dir)
 }
 
-/// A pidfd for `pid`: readable once the process exits (Linux >= 5.3).
-fn pidfd(pid: i32) -> Option<std::os::fd::OwnedFd> {
-    use std::os::fd::FromRawFd;
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    // SAFETY: a non-negative result is a fresh descriptor we now own.
-    (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
-}
-
 impl LiveWorld {
     /// A world managing `programs`; `stop` ends the loop when set (signal handlers set it).
     pub fn new(programs: Vec<Program>, stop: Arc<AtomicBool>) -> Self {
-        let pidfds = programs.iter().map(|p| pidfd(p.pid)).collect();
+        let pidfds = programs.iter().map(|p| control::pidfd(p.pid)).collect();
         LiveWorld {
             pidfds,
             perf: counters::PerfBudget::new(),
