@@ -1,6 +1,14 @@
 //! SIGINT and SIGTERM for commands that manage programs: the handler only
-//! records the signal; the loop notices, restores the programs, and decides
-//! what to pass on.
+//! records the signal and who sent it; the loop notices, restores the
+//! programs, and decides what to pass on.
+//!
+//! A terminal's Ctrl-C goes to its whole foreground process group, where
+//! herd's programs run beside herd: they have it already, and herd passing
+//! it on gave each a second one, which many programs take as "stop now,
+//! skip the clean-up" (seen: one Ctrl-C, two SIGINTs in a Python program).
+//! The kernel marks such a signal `SI_KERNEL`; one from `kill` is
+//! `SI_USER` and reaches herd alone. Why `signal-hook-registry` directly:
+//! `signal-hook`'s handlers do not see the `siginfo_t`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
@@ -15,6 +23,9 @@ pub struct Signals {
     /// How many SIGINT or SIGTERM came: a second one while herd waits for
     /// programs that ignore the first makes herd leave them running.
     count: Arc<AtomicUsize>,
+    /// Whether the last one came from the kernel on a terminal's behalf
+    /// (`SI_KERNEL`), to herd's whole process group.
+    from_terminal: Arc<AtomicBool>,
 }
 
 impl Signals {
@@ -24,14 +35,18 @@ impl Signals {
             stop: Arc::new(AtomicBool::new(false)),
             received: Arc::new(AtomicI32::new(0)),
             count: Arc::new(AtomicUsize::new(0)),
+            from_terminal: Arc::new(AtomicBool::new(false)),
         };
         for s in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
             signal_hook::flag::register(s, Arc::clone(&sig.stop)).map_err(|e| Failure::Internal(e.into()))?;
             let received = Arc::clone(&sig.received);
             let count = Arc::clone(&sig.count);
-            // SAFETY: the handler only stores into atomics, which is async-signal-safe.
+            let from_terminal = Arc::clone(&sig.from_terminal);
+            // SAFETY: the handler only reads the siginfo it is given and
+            // stores into atomics, which is async-signal-safe.
             unsafe {
-                signal_hook::low_level::register(s, move || {
+                signal_hook_registry::register_sigaction(s, move |info: &libc::siginfo_t| {
+                    from_terminal.store(info.si_code == libc::SI_KERNEL, Ordering::Relaxed);
                     received.store(s, Ordering::Relaxed);
                     count.fetch_add(1, Ordering::Relaxed);
                 })
@@ -42,15 +57,29 @@ impl Signals {
     }
 
     /// Passes the signal herd received, if any, on to every program still
-    /// running (call after `LiveWorld::restore`, so none is stopped).
+    /// running (call after `LiveWorld::restore`, so none is stopped), but
+    /// not to one in herd's process group when a terminal sent it: that
+    /// one has it already.
     pub fn pass_on(&self, world: &herd_runtime::live::LiveWorld) {
         let Some(signal) = self.received() else { return };
+        let terminal = self.from_terminal.load(Ordering::Relaxed);
+        // SAFETY: getpgrp has no preconditions and cannot fail.
+        let group = unsafe { libc::getpgrp() };
+        let mut passed = 0;
         for p in world.programs().iter().filter(|p| p.alive()) {
+            // SAFETY: getpgid only reads; an error (-1) is a program gone.
+            if terminal && unsafe { libc::getpgid(p.pid) } == group {
+                continue;
+            }
+            passed += 1;
             let _ = herd_runtime::control::signal(p.pid, signal);
         }
-        eprintln!(
-            "herd: got signal {signal}: resumed and restored the programs, passed the signal on, waiting for them"
-        );
+        let how = if passed == 0 && terminal {
+            "the terminal gave the signal to them too"
+        } else {
+            "passed the signal on"
+        };
+        eprintln!("herd: got signal {signal}: resumed and restored the programs, {how}, waiting for them");
     }
 
     /// Waits for the programs still running after `pass_on`, unless a
