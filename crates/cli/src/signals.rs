@@ -57,22 +57,32 @@ impl Signals {
     }
 
     /// Passes the signal herd received, if any, on to every program still
-    /// running (call after `LiveWorld::restore`, so none is stopped), but
-    /// not to one in herd's process group when a terminal sent it: that
-    /// one has it already.
+    /// running (call after `LiveWorld::restore`, so none is stopped), and
+    /// to the processes it forked that share its process group, as a
+    /// terminal's Ctrl-C reaches them: a shell that runs the real program
+    /// waits for it and lets SIGINT go by, and herd waited as long. A
+    /// process that left the group (a daemon a build started) is not
+    /// signalled, by herd or by a terminal. None in herd's own process
+    /// group gets a terminal's signal from herd: it has it already.
     pub fn pass_on(&self, world: &herd_runtime::live::LiveWorld) {
         let Some(signal) = self.received() else { return };
         let terminal = self.from_terminal.load(Ordering::Relaxed);
         // SAFETY: getpgrp has no preconditions and cannot fail.
         let group = unsafe { libc::getpgrp() };
+        // SAFETY: getpgid only reads; -1 is a process gone.
+        let group_of = |pid: i32| unsafe { libc::getpgid(pid) };
         let mut passed = 0;
         for p in world.programs().iter().filter(|p| p.alive()) {
-            // SAFETY: getpgid only reads; an error (-1) is a program gone.
-            if terminal && unsafe { libc::getpgid(p.pid) } == group {
-                continue;
+            let own = group_of(p.pid);
+            let tree = herd_runtime::procfs::subtree(std::path::Path::new("/proc"), p.pid);
+            let forked = tree.into_iter().filter(|&c| group_of(c) == own);
+            for pid in std::iter::once(p.pid).chain(forked) {
+                if terminal && group_of(pid) == group {
+                    continue;
+                }
+                passed += 1;
+                let _ = herd_runtime::control::signal(pid, signal);
             }
-            passed += 1;
-            let _ = herd_runtime::control::signal(p.pid, signal);
         }
         let how = if passed == 0 && terminal {
             "the terminal gave the signal to them too"

@@ -7,10 +7,11 @@ mod common;
 /// Drives `herd run` under a pseudo-terminal (Python's `pty`, as the test
 /// needs a real terminal for the kernel to send Ctrl-C's SIGINT to the
 /// foreground group): presses Ctrl-C once (`tty`) or sends SIGINT to herd's
-/// pid (`kill`); prints what the program and herd wrote.
+/// pid (`kill`); the program runs alone or under a shell (`sh`); prints
+/// what the program and herd wrote.
 const DRIVER: &str = r#"
 import os, pty, select, signal, sys, time
-herd, how, python = sys.argv[1], sys.argv[2], sys.argv[3]
+herd, how, wrap, python = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 prog = ("import signal, time\n"
         "n = [0]\n"
         "def h(s, f):\n    n[0] += 1\n"
@@ -21,7 +22,11 @@ prog = ("import signal, time\n"
         "print('SIGINTs', n[0], flush=True)\n")
 pid, fd = pty.fork()
 if pid == 0:
-    os.execv(herd, [herd, 'run', '--policy', 'static:compact', '--period-ms', '50', '--', python, '-c', prog])
+    cmd = [python, '-c', prog]
+    if wrap == 'sh':
+        # A shell that waits for the program, as wrapper scripts do.
+        cmd = ['sh', '-c', '"$0" -c "$1"; true', python, prog]
+    os.execv(herd, [herd, 'run', '--policy', 'static:compact', '--period-ms', '50', '--'] + cmd)
 out = b''
 def read_until(t, what=None):
     global out
@@ -42,10 +47,10 @@ os.waitpid(pid, 0)
 sys.stdout.write(out.decode(errors='replace'))
 "#;
 
-fn sigints(how: &str) -> (u32, String) {
+fn sigints(how: &str, wrap: &str) -> (u32, String) {
     let herd = env!("CARGO_BIN_EXE_herd");
     let out = std::process::Command::new(common::python())
-        .args(["-c", DRIVER, herd, how, &common::python()])
+        .args(["-c", DRIVER, herd, how, wrap, &common::python()])
         // As `common::herd`: the run is recorded away from $HOME.
         .env("XDG_DATA_HOME", std::env::temp_dir().join("herd-test-data"))
         .output()
@@ -62,17 +67,22 @@ fn sigints(how: &str) -> (u32, String) {
 #[test]
 fn one_ctrl_c_reaches_the_program_once() {
     // Before: herd passed the terminal's SIGINT on, and the program got two.
-    let (n, text) = sigints("tty");
-    assert_eq!(n, 1, "{text}");
-    assert!(
-        text.contains("the terminal gave the signal to them too"),
-        "{text}"
-    );
+    for wrap in ["none", "sh"] {
+        let (n, text) = sigints("tty", wrap);
+        assert_eq!(n, 1, "{wrap}: {text}");
+        assert!(
+            text.contains("the terminal gave the signal to them too"),
+            "{text}"
+        );
+    }
 }
 
 #[test]
 fn a_sigint_sent_to_herd_alone_is_passed_on_once() {
-    let (n, text) = sigints("kill");
-    assert_eq!(n, 1, "{text}");
-    assert!(text.contains("passed the signal on"), "{text}");
+    // Under a shell: before, only the shell got it, and let it go by.
+    for wrap in ["none", "sh"] {
+        let (n, text) = sigints("kill", wrap);
+        assert_eq!(n, 1, "{wrap}: {text}");
+        assert!(text.contains("passed the signal on"), "{text}");
+    }
 }
