@@ -43,6 +43,8 @@ def main():
     ap.add_argument("--only", action="append", default=[], metavar="NAME", help="run only these workloads")
     ap.add_argument("--json", metavar="FILE")
     ap.add_argument("--svg", metavar="FILE")
+    ap.add_argument("--herd-arg", action="append", default=[], metavar="ARG",
+                    help="repeatable: passed to `herd batch` (for example --herd-arg=--confine=affinity)")
     args = ap.parse_args()
     if args.repeat < 2:
         sys.exit("--repeat must be at least 2: an interval needs two rounds")
@@ -64,7 +66,7 @@ def main():
             batch = write_batch(tmp, base, w)
             for p in policies:
                 print(f"bench: {w['name']} under {p} and linux, {args.repeat} rounds", file=sys.stderr)
-                rows.append(measure(batch, w["name"], p, args.repeat, tmp))
+                rows.append(measure(batch, w["name"], p, args.repeat, tmp, args.herd_arg))
     print(table(rows))
     if args.json:
         with open(args.json, "w") as out:
@@ -93,9 +95,9 @@ def write_batch(tmp, base, w):
     return path
 
 
-def measure(batch, workload, policy, repeat, tmp):
+def measure(batch, workload, policy, repeat, tmp, extra=()):
     cmd = [HERD, "batch", batch, "--policy", policy, "--compare", "linux", "--repeat", str(repeat),
-           "--json", "--logs", os.path.join(tmp, "logs")]
+           "--json", "--logs", os.path.join(tmp, "logs"), *extra]
     # What herd learns here stays here: the user's profile database is not touched.
     env = dict(os.environ, XDG_DATA_HOME=os.path.join(tmp, "data"))
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
