@@ -494,13 +494,13 @@ pub fn guard_main(args: &[String]) -> i32 {
     };
     // Reading ends when herd's end closes: herd is gone or done.
     let told = crate::keeper::Told::read(io::stdin().lock());
-    if let Some(guard) = after.filter(|_| !told.done) {
-        guard.wait(crate::keeper::AFTER_WAIT_MS);
-    }
     for pair in args.chunks(2) {
         if let [base, home] = pair {
             release_tree(Path::new(base), Path::new(home));
         }
+    }
+    if let Some(guard) = after.filter(|_| !told.done) {
+        guard.wait(crate::keeper::AFTER_WAIT_MS);
     }
     // After the groups: a v1 cpuset move resets affinity, which the
     // threads' first masks then replace.

@@ -338,9 +338,9 @@ impl Told {
 }
 
 /// How many times, and how far apart, the keeper reads again the threads
-/// of a process it gave masks back to. A creation under way finishes
-/// within the creator's own time slice or two; the looks span 120 ms
-/// for a creator kept waiting by a loaded machine.
+/// of a process it gave masks back to. A creation under way takes
+/// microseconds unless its creator is kept off a CPU; the looks span
+/// 120 ms for a creator kept waiting by a loaded machine.
 const LATE_LOOKS: usize = 3;
 const LATE_LOOK_GAP: std::time::Duration = std::time::Duration::from_millis(40);
 
