@@ -188,11 +188,41 @@ def stop(h):
             pass
 
 
+# Where a check's herd writes its trace (`--trace`), read back by
+# `decisions` when the check fails: the guest's /tmp is its own.
+TRACE = "/tmp/check-trace.jsonl"
+
+
+def decisions(path=TRACE):
+    """The decisions that placed something, one line each: time, what the
+    plan did, and each task's state and CPU time that period (for a
+    failure's message: an intermittent failure says how it came about)."""
+    out = []
+    try:
+        lines = open(path).read().splitlines()
+    except OSError:
+        return "(no trace)"
+    for line in lines:
+        try:
+            d = json.loads(line)
+        except ValueError:
+            continue
+        tasks = (d.get("plan") or {}).get("tasks") or []
+        if not tasks:
+            continue
+        seen = ", ".join(f"{t['id']} {t['state']} {t['cpu_ns'] / 1e6:.1f} ms" for t in d.get("tasks", []))
+        done = ", ".join(f"{i} {a.get('action')} {a.get('cpus')}" for i, a in tasks)
+        out.append(f"    {d.get('t_s', 0):.2f} s: {done} (seen: {seen})")
+    return "\n".join(out[-12:]) or "(no placements)"
+
+
 def run_and_watch(policy, program, threads, extra=()):
     """Starts `herd run --policy policy -- program`, returns the settled
-    masks of its threads, then stops herd with SIGINT."""
+    masks of its threads, then stops herd with SIGINT. Its trace is in
+    TRACE."""
     # The guard off: these checks are of what the policy decides.
-    h = subprocess.Popen([HERD, "run", "--policy", policy, "--period-ms", "100", "--guard", "off", *extra, "--", *program],
+    h = subprocess.Popen([HERD, "run", "--policy", policy, "--period-ms", "100", "--guard", "off",
+                          "--trace", TRACE, *extra, "--", *program],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         return settled_masks(h, threads)
@@ -278,7 +308,7 @@ def check_numa_model_memory(shape, under_shell=False):
     cmd = (["/bin/sh", "-c", '/usr/bin/python3 -c "$1"; true', "sh", prog] if under_shell
            else ["/usr/bin/python3", "-c", prog])
     h = subprocess.Popen([HERD, "run", "--policy", "numa:model", "--period-ms", "100", "--guard", "off",
-                          "--", *cmd],
+                          "--trace", TRACE, "--", *cmd],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         m = settled_masks(h, 3)
@@ -289,7 +319,8 @@ def check_numa_model_memory(shape, under_shell=False):
         pinned = [mask for mask in m.values() if len(mask) == 1]
         used = {n for mask in pinned for n, cpus in nodes.items() if mask & cpus}
         expect(len(pinned) >= 2 and len(used) == 1,
-               f"a 2-thread job pinned on nodes {sorted(used)}: {sorted(map(sorted, m.values()))}")
+               f"a 2-thread job pinned on nodes {sorted(used)}: {sorted(map(sorted, m.values()))}; "
+               f"herd's placements:\n{decisions()}")
         first = pages_by_node(pid)
         deadline = time.time() + 60
         while time.time() < deadline:
@@ -321,7 +352,8 @@ def check_smt(shape):
         expect(all(len(c) == 1 for c in cpus), f"{policy}: not pinned one to a CPU: {cpus}")
         a, b = min(cpus[0]), min(cpus[1])
         expect((b in sib[a]) == same_core and a != b,
-               f"{policy}: threads on CPUs {a} and {b} (siblings of {a}: {sorted(sib[a])})")
+               f"{policy}: threads on CPUs {a} and {b} (siblings of {a}: {sorted(sib[a])}); "
+               f"herd's placements:\n{decisions()}")
 
 
 def herd_groups():
