@@ -643,7 +643,7 @@ fn the_keeper_gives_masks_back_after_the_cgroup_guard() {
     let mut keeper = herd()
         .args([
             herd_runtime::cgroup::GUARD_ARG,
-            "--after",
+            herd_runtime::keeper::AFTER_ARG,
             &guard.id().to_string(),
         ])
         .stdin(std::process::Stdio::piped())

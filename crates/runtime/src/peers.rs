@@ -73,14 +73,8 @@ pub fn held_by_others(dir: &Path) -> Vec<(i32, CpuSet)> {
 /// guests' checks, a herd killed after it outwaited SIGINT kept the next
 /// run off its old CPUs, and that run stacked its threads on the rest).
 fn is_herd(pid: i32) -> bool {
-    // One read: `stat` holds the name, in parentheses, and the state.
-    fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|t| {
-        t.split_once(" (")
-            .and_then(|(_, rest)| rest.rsplit_once(") "))
-            .is_some_and(|(name, after)| {
-                name == "herd" && !matches!(after.chars().next(), Some('Z' | 'X' | 'x'))
-            })
-    })
+    crate::procfs::name_and_state(Path::new("/proc"), pid)
+        .is_some_and(|(name, state)| name == "herd" && !matches!(state, 'Z' | 'X' | 'x'))
 }
 
 /// This run's record of the CPUs it holds.

@@ -374,6 +374,16 @@ pub fn state(proc_root: &Path, pid: i32) -> Option<char> {
     parse_stat(&text).map(|(st, _, _)| st)
 }
 
+/// Process `pid`'s name (`comm`) and state letter, from one read of its
+/// `stat`: a name may hold spaces and parentheses, so it runs to the last
+/// `)`.
+pub fn name_and_state(proc_root: &Path, pid: i32) -> Option<(String, char)> {
+    let text = fs::read_to_string(proc_root.join(pid.to_string()).join("stat")).ok()?;
+    let (_, rest) = text.split_once(" (")?;
+    let (name, after) = rest.rsplit_once(") ")?;
+    Some((name.to_string(), after.chars().next()?))
+}
+
 /// When process or thread `id` started, in clock ticks since boot (`stat`
 /// field 22): with the id, it names one process for good, where an id
 /// alone may be reused once the process is gone.
@@ -744,6 +754,15 @@ mod tests {
                     7fa0 default file=/lib/x.so mapped=5 N0=5\n";
         assert_eq!(parse_numa_maps(text), vec![(0, 28), (1, 4100)]);
         assert!(parse_numa_maps("garbage N=x Nq=1\n").is_empty());
+        // This thread is running while it reads its own stat (its name is
+        // the test's, cut to 15 bytes, which may hold spaces or colons).
+        // SAFETY: gettid has no preconditions.
+        let me = unsafe { libc::gettid() };
+        let comm = fs::read_to_string(format!("/proc/{me}/comm")).unwrap();
+        assert_eq!(
+            name_and_state(Path::new("/proc"), me),
+            Some((comm.trim_end_matches('\n').to_string(), 'R'))
+        );
         let mut sum = vec![(1, 10)];
         add_node_kb(&mut sum, &[(0, 5), (1, 2), (3, 7)]);
         assert_eq!(sum, vec![(0, 5), (1, 12), (3, 7)]);

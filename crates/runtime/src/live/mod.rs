@@ -708,7 +708,6 @@ impl Sensor for LiveWorld {
                         .as_ref()
                         .and_then(|b| b.binary_search_by_key(&tid, |&(t, _)| t).ok().map(|i| b[i].1)),
                 });
-                let period_ns = now_ns.saturating_sub(self.full_ns);
                 track.busy = tasks
                     .last()
                     .is_some_and(|t| herd_policy::wants_cpu_over(period_ns, t));
