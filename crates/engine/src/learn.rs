@@ -8,7 +8,7 @@
 //! caller loads them from the profile store before a run and stores
 //! [`Learning::into_profiles`] after it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, btree_map};
 
 use herd_model::params::LINE_BYTES;
 use herd_policy::{JobId, Knowledge, Snapshot};
@@ -238,16 +238,22 @@ impl Learning {
             .filter(|(_, s)| s.as_ref().is_some_and(intensive_now))
             .count();
         for job in &snap.jobs {
-            let track = self.tracks.entry(job.id).or_insert_with(|| Track {
-                program: job.program.clone(),
-                learner: RunLearner::new(),
-            });
-            self.programs.entry(job.id).or_insert_with(|| job.program.clone());
-            if !self.profiles.contains_key(&job.program) {
-                self.profiles
-                    .insert(job.program.clone(), ProgramProfile::default());
-            }
-            let profile = self.profiles.get_mut(&job.program).expect("inserted above");
+            // A job's program is noted when its track starts: a look-up of
+            // it every period was a cost paid for nothing.
+            let track = match self.tracks.entry(job.id) {
+                btree_map::Entry::Occupied(o) => o.into_mut(),
+                btree_map::Entry::Vacant(v) => {
+                    self.programs.entry(job.id).or_insert_with(|| job.program.clone());
+                    v.insert(Track {
+                        program: job.program.clone(),
+                        learner: RunLearner::new(),
+                    })
+                }
+            };
+            let profile = match self.profiles.get_mut(&job.program) {
+                Some(p) => p,
+                None => self.profiles.entry(job.program.clone()).or_default(),
+            };
             let slice = self.index.get(&job.id).and_then(|&k| self.slices[k].1);
             let mut last_btr = None;
             if let Some(s) = slice.filter(|s| s.cpu_ns > 0) {

@@ -121,6 +121,17 @@ impl CpuSet {
         Self { words }
     }
 
+    /// Adds every CPU of `other`, in place: for a union of many sets, where
+    /// a new set per step is most of the cost.
+    pub fn union_with(&mut self, other: &Self) {
+        if self.words.len() < other.words.len() {
+            self.words.resize(other.words.len(), 0);
+        }
+        for (w, o) in self.words.iter_mut().zip(&other.words) {
+            *w |= o;
+        }
+    }
+
     /// Set intersection.
     pub fn intersection(&self, other: &Self) -> Self {
         let mut out = Self {
@@ -286,6 +297,12 @@ mod tests {
         let a: CpuSet = [0, 1, 2, 70].into_iter().collect();
         let b: CpuSet = [2, 3, 70].into_iter().collect();
         assert_eq!(a.union(&b).to_string(), "0-3,70");
+        // In place, from the shorter set or the longer, it is the same set.
+        let (mut short, mut long) = (CpuSet::first_n(2), a.clone());
+        short.union_with(&b);
+        long.union_with(&CpuSet::first_n(2));
+        assert_eq!(short, [0, 1, 2, 3, 70].into_iter().collect());
+        assert_eq!(long, a);
         assert_eq!(a.intersection(&b).to_string(), "2,70");
         assert_eq!(a.difference(&b).to_string(), "0-1");
         assert!(a.intersects(&b));
