@@ -409,6 +409,41 @@ def check_batch_cpuset_mems(shape):
         stop(h)
 
 
+def check_numa_model_shares(shape):
+    """numa:model given more one-thread programs than CPUs pins them evenly:
+    twelve on eight CPUs, no CPU holds two more than another. (It sent the
+    four past the CPUs all to node 0, and pinned each to the CPU at its
+    thread's rank in its program, 0 for every one: five programs on CPU 0,
+    one on every other CPU.)"""
+    ncpu = len(os.sched_getaffinity(0))
+    copies = ncpu + ncpu // 2
+    batch = "/tmp/crowd.toml"
+    with open(batch, "w") as f:
+        f.write(f'[[program]]\nname = "c"\ncmd = ["{W}/compute", "--iterations", "1e13"]\ncopies = {copies}\n')
+    h = subprocess.Popen([HERD, "batch", batch, "--policy", "numa:model", "--guard", "off",
+                          "--confine", "affinity", "--period-ms", "100", "--trace", TRACE, "--logs", "/tmp/logs"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 90
+        pinned = []
+        while time.time() < deadline and h.poll() is None:
+            progs = [p for p in descendants(h.pid) if "compute" in cmdline(p)]
+            pinned = [next(iter(m)) for p in progs for m in masks(p).values() if len(m) == 1]
+            if len(pinned) >= copies:
+                break
+            time.sleep(2)
+        expect(len(pinned) >= copies, f"only {len(pinned)} of {copies} programs pinned:\n{decisions()}")
+        on = {c: pinned.count(c) for cpus in node_cpus().values() for c in sorted(cpus)}
+        expect(max(on.values()) - min(on.values()) <= 1, f"programs per CPU {on}:\n{decisions()}")
+        # The nodes are of one size: each takes half (2 or 1 a CPU passes
+        # the test above, with node 0 holding two thirds).
+        per_node = {n: sum(on[c] for c in cpus) for n, cpus in node_cpus().items()}
+        expect(max(per_node.values()) - min(per_node.values()) <= 1,
+               f"programs per node {per_node}:\n{decisions()}")
+    finally:
+        stop(h)
+
+
 def check_sigkill_leaves_nothing(shape):
     """SIGKILL of herd batch (held programs, a pause, cgroups made) leaves
     nothing stopped, frozen or confined, and no group of herd's."""
@@ -560,13 +595,14 @@ CHECKS = {
     "numa-model-memory": check_numa_model_memory,
     "numa-model-memory-tree": check_numa_model_memory_tree,
     "memory-follow": check_memory_follow,
+    "numa-model-shares": check_numa_model_shares,
 }
 
 
 # The checks each shape has something to show for.
 PER_SHAPE = {
     "2s2c2t": ["topo", "doctor", "numa-model-spreads", "numa-model-memory", "numa-model-memory-tree",
-               "memory-follow", "smt",
+               "memory-follow", "numa-model-shares", "smt",
                "batch-cpuset-mems", "sigkill", "two-herds"],
     "4n2c": ["topo", "doctor", "numa-model-spreads", "batch-cpuset-mems", "memory-follow"],
     "1s4c2t": ["topo", "doctor", "smt", "sigkill", "two-herds"],

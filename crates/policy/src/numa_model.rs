@@ -291,7 +291,7 @@ impl Policy for NumaModel {
                     have[m.cpu(*c).map_or(0, |c| c.numa)] += 1;
                 }
             }
-            for (rank, t, i) in &tasks {
+            for (_, t, i) in &tasks {
                 if self.cpu_of.contains_key(t) {
                     continue;
                 }
@@ -322,10 +322,17 @@ impl Policy for NumaModel {
                             .find_map(|j| free_in(j).map(|c| (j, c)))
                     })
                     .or_else(|| {
-                        let node_cpus = &nodes[k].cpus;
-                        node_cpus
+                        // The node's least pinned CPU, first in the order
+                        // among equals. (The CPU at the thread's rank put
+                        // every thread past the node's CPUs on its first
+                        // few: a batch of one-thread programs stacked on
+                        // one CPU a node, 78 threads a queue in the scale
+                        // bench, while the node's other CPUs ran one.)
+                        order
                             .iter()
-                            .nth(*rank as usize % node_cpus.len().max(1))
+                            .copied()
+                            .filter(|&c| nodes[k].cpus.contains(c))
+                            .min_by_key(|&c| pinned[c as usize])
                             .map(|c| (k, c))
                     });
                 let Some((k, cpu)) = cpu else {
@@ -466,9 +473,28 @@ impl NumaModel {
             }
         }
         if layouts.is_empty() {
-            // More threads than free CPUs: spread them evenly anyway.
-            let p = numa::scatter(threads, &vec![threads; free.len()])?;
-            layouts.push(("scatter (the CPUs are oversubscribed)".into(), p));
+            // More threads than free CPUs: each to the node with the fewest
+            // threads per CPU, counting the free CPUs first. S2's model
+            // weighs memory traffic, not CPUs shared, so it cannot choose
+            // here; the even split it used put every one-thread program
+            // past the CPUs on the first node (a two-socket guest: eight
+            // programs on node 0's four CPUs, four on node 1's).
+            let mut load = vec![0u32; capacity.len()];
+            for placed in self.placed.values() {
+                for (l, t) in load.iter_mut().zip(&placed.threads_per_node) {
+                    *l += t;
+                }
+            }
+            let mut p = vec![0u32; capacity.len()];
+            for _ in 0..threads {
+                // a/ca < b/cb, compared as a*cb < b*ca.
+                let k = (0..capacity.len()).filter(|&k| capacity[k] > 0).min_by(|&a, &b| {
+                    (u64::from(load[a] + p[a] + 1) * u64::from(capacity[b]))
+                        .cmp(&(u64::from(load[b] + p[b] + 1) * u64::from(capacity[a])))
+                })?;
+                p[k] += 1;
+            }
+            layouts.push(("spread by threads per CPU (the CPUs are oversubscribed)".into(), p));
         }
         let mut scored: Vec<(f64, f64, String, Vec<u32>, Prediction)> = Vec::new();
         for (label, p) in layouts {
@@ -658,6 +684,43 @@ mod tests {
         snap.jobs.retain(|j| j.id != 0);
         decide(&mut p, &m, &snap);
         assert_eq!(p.cpu_of.len(), 4);
+    }
+
+    /// More working threads than CPUs: the nodes, and each node's CPUs,
+    /// take them in turn. Twelve one-thread programs on eight CPUs of two
+    /// nodes went eight to the first node (the even split of one thread
+    /// starts there), and those past its CPUs to its first CPU (each
+    /// program's one thread being rank 0): five programs on one CPU.
+    #[test]
+    fn threads_past_the_cpus_are_shared_out_evenly() {
+        let m = Machine::synthetic("package:2 numa:1 core:4").unwrap();
+        for (jobs, threads) in [(12u32, 1u32), (8, 2), (5, 4)] {
+            let mut p = NumaModel::new(DEFAULT_NODE_BW_GBPS, DEFAULT_SHARED);
+            let snap = Snapshot {
+                tasks: (0..jobs).flat_map(|j| tasks(j, 100 * u64::from(j + 1), threads)).collect(),
+                jobs: (0..jobs).map(|j| job(j, Level::Low)).collect(),
+                ..Snapshot::default()
+            };
+            decide(&mut p, &m, &snap);
+            let mut per_cpu = std::collections::BTreeMap::<u32, u32>::new();
+            for &c in p.cpu_of.values() {
+                *per_cpu.entry(c).or_default() += 1;
+            }
+            assert_eq!(p.cpu_of.len() as u32, jobs * threads, "every thread pinned");
+            assert_eq!(per_cpu.len(), 8, "every CPU used: {per_cpu:?}");
+            // No CPU holds two more than another, within a node or across.
+            let (least, most) = (per_cpu.values().min().unwrap(), per_cpu.values().max().unwrap());
+            assert!(most - least <= 1, "{jobs} jobs of {threads}: {per_cpu:?}");
+            let per_node: Vec<u32> = m
+                .numa_nodes()
+                .iter()
+                .map(|n| n.cpus.iter().map(|c| per_cpu[&c]).sum())
+                .collect();
+            assert!(
+                per_node.iter().max().unwrap() - per_node.iter().min().unwrap() <= 1,
+                "{jobs} jobs of {threads}: {per_node:?} threads per node"
+            );
+        }
     }
 
     /// Issue 24: a live job is first seen with one thread (its workers
