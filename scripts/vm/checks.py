@@ -410,36 +410,48 @@ def check_batch_cpuset_mems(shape):
 
 
 def check_numa_model_shares(shape):
-    """numa:model given more one-thread programs than CPUs pins them evenly:
-    twelve on eight CPUs, no CPU holds two more than another. (It sent the
-    four past the CPUs all to node 0, and pinned each to the CPU at its
-    thread's rank in its program, 0 for every one: five programs on CPU 0,
-    one on every other CPU.)"""
+    """numa:model given more one-thread programs than CPUs shares them out
+    evenly: twelve on eight CPUs of two nodes, six a node, and a node with
+    more programs than CPUs lets each run on any of its CPUs (the kernel
+    then shares them fairly). It sent the four past the CPUs all to node
+    0, and pinned each to the CPU at its thread's rank in its program, 0
+    for every one: five programs on CPU 0, one on every other CPU."""
     ncpu = len(os.sched_getaffinity(0))
     copies = ncpu + ncpu // 2
+    nodes = node_cpus()
     batch = "/tmp/crowd.toml"
     with open(batch, "w") as f:
         f.write(f'[[program]]\nname = "c"\ncmd = ["{W}/compute", "--iterations", "1e13"]\ncopies = {copies}\n')
     h = subprocess.Popen([HERD, "batch", batch, "--policy", "numa:model", "--guard", "off",
                           "--confine", "affinity", "--period-ms", "100", "--trace", TRACE, "--logs", "/tmp/logs"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    all_cpus = set().union(*nodes.values())
     try:
         deadline = time.time() + 90
-        pinned = []
+        placed = []
         while time.time() < deadline and h.poll() is None:
             progs = [p for p in descendants(h.pid) if "compute" in cmdline(p)]
-            pinned = [next(iter(m)) for p in progs for m in masks(p).values() if len(m) == 1]
-            if len(pinned) >= copies:
+            placed = [m for p in progs for m in masks(p).values() if m != all_cpus]
+            if len(placed) >= copies:
                 break
             time.sleep(2)
-        expect(len(pinned) >= copies, f"only {len(pinned)} of {copies} programs pinned:\n{decisions()}")
-        on = {c: pinned.count(c) for cpus in node_cpus().values() for c in sorted(cpus)}
-        expect(max(on.values()) - min(on.values()) <= 1, f"programs per CPU {on}:\n{decisions()}")
-        # The nodes are of one size: each takes half (2 or 1 a CPU passes
-        # the test above, with node 0 holding two thirds).
-        per_node = {n: sum(on[c] for c in cpus) for n, cpus in node_cpus().items()}
-        expect(max(per_node.values()) - min(per_node.values()) <= 1,
-               f"programs per node {per_node}:\n{decisions()}")
+        expect(len(placed) >= copies, f"only {len(placed)} of {copies} programs placed:\n{decisions()}")
+        per_node = {}
+        for m in placed:
+            node = [n for n, c in nodes.items() if m <= c]
+            expect(len(node) == 1, f"a mask {sorted(m)} across nodes:\n{decisions()}")
+            per_node.setdefault(node[0], []).append(m)
+        counts = {n: len(per_node.get(n, [])) for n in nodes}
+        expect(max(counts.values()) - min(counts.values()) <= 1, f"programs per node {counts}:\n{decisions()}")
+        for n, masks_here in per_node.items():
+            if len(masks_here) > len(nodes[n]):
+                expect(all(m == nodes[n] for m in masks_here),
+                       f"node {n} holds {len(masks_here)} programs, some pinned: "
+                       f"{[sorted(m) for m in masks_here]}:\n{decisions()}")
+            else:
+                singles = [next(iter(m)) for m in masks_here if len(m) == 1]
+                expect(len(set(singles)) == len(masks_here),
+                       f"node {n}: not one program a CPU: {[sorted(m) for m in masks_here]}:\n{decisions()}")
     finally:
         stop(h)
 

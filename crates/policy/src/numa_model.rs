@@ -8,7 +8,12 @@
 //! layout with the least predicted time, the lesser harm to the others on a
 //! tie, and keeps it for its life (moving threads costs warm caches, and
 //! S2 places jobs once). Threads go to free CPUs of the chosen NUMA nodes
-//! in the machine's scatter order, one CPU each.
+//! in the machine's scatter order, one CPU each. A node that has more
+//! threads than CPUs has none pinned: each of its threads may run on any
+//! of its CPUs, so that the kernel shares them fairly (one-CPU pins left
+//! the threads that shared a CPU half of one while the others had a whole
+//! CPU each, and a batch or a barrier waits for the slowest). It stays so
+//! while any of those threads lives.
 //!
 //! Only threads that want a CPU count and are pinned ([`wants_cpu`]): a
 //! shell waiting for the program it started, a main thread in join or a
@@ -75,6 +80,9 @@ pub struct NumaModel {
     placed: BTreeMap<JobId, Placed>,
     /// Each placed task's CPU.
     cpu_of: FxHashMap<TaskId, u32>,
+    /// Placed tasks let run on any CPU of their NUMA node (by index): those
+    /// of a node with more threads than CPUs.
+    node_of: FxHashMap<TaskId, usize>,
     /// The machine's scatter order, once.
     order: Option<std::sync::Arc<[u32]>>,
     noted_single_node: bool,
@@ -94,6 +102,11 @@ pub struct NumaModel {
 type Seen = (SeenTasks, Vec<(JobId, Option<u32>)>, Vec<usize>);
 
 impl NumaModel {
+    /// Whether task `t` has its place: a CPU, or its node's CPUs.
+    fn placed_task(&self, t: TaskId) -> bool {
+        self.cpu_of.contains_key(&t) || self.node_of.contains_key(&t)
+    }
+
     /// The policy with `node_bw_gbps` as the fallback bandwidth and
     /// `shared_fraction` for every job.
     pub fn new(node_bw_gbps: f64, shared_fraction: f64) -> Self {
@@ -102,6 +115,7 @@ impl NumaModel {
             shared_fraction,
             placed: BTreeMap::new(),
             cpu_of: FxHashMap::default(),
+            node_of: FxHashMap::default(),
             order: None,
             noted_single_node: false,
             settled: None,
@@ -195,6 +209,13 @@ impl Policy for NumaModel {
         self.placed.retain(|j, _| threads.contains_key(j));
         let present: rustc_hash::FxHashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
         self.cpu_of.retain(|t, _| present.contains(t));
+        self.node_of.retain(|t, _| present.contains(t));
+        // Nodes whose threads share all of its CPUs: no thread is pinned
+        // there, a new one included.
+        let mut shared = vec![false; m.numa_nodes().len()];
+        for &k in self.node_of.values() {
+            shared[k] = true;
+        }
         // The threads that want a CPU, pinned or not: a pinned one that
         // shares its CPU with others waits more than it runs, and counts.
         let works: rustc_hash::FxHashSet<TaskId> =
@@ -248,7 +269,7 @@ impl Policy for NumaModel {
             let working = tasks.iter().filter(|(_, t, _)| works.contains(t)).count() as u32;
             if working == 0 && declared == 0 {
                 // Nothing of it works yet: nothing to lay out.
-                asleep.extend(tasks.iter().filter(|(_, t, _)| !self.cpu_of.contains_key(t)).map(|x| x.2));
+                asleep.extend(tasks.iter().filter(|(_, t, _)| !self.placed_task(*t)).map(|x| x.2));
                 continue;
             }
             // It grew when its pinned threads and those that ask for a
@@ -256,13 +277,17 @@ impl Policy for NumaModel {
             // keeps its place; it is let go at the next layout).
             let grown = tasks
                 .iter()
-                .filter(|(_, t, _)| self.cpu_of.contains_key(t) || works.contains(t))
+                .filter(|(_, t, _)| self.placed_task(*t) || works.contains(t))
                 .count() as u32;
             let threads = working.max(declared);
             if laid_out.is_some_and(|n| grown > n) {
                 self.placed.remove(&job);
                 carried = None;
                 for (_, t, _) in &tasks {
+                    let was_shared = self.node_of.remove(t).is_some();
+                    if was_shared && !works.contains(t) {
+                        plan.run(*t, m.all_cpus().clone(), "numa:model: it sleeps: the kernel places it");
+                    }
                     if let Some(c) = self.cpu_of.remove(t) {
                         pinned[c as usize] -= 1;
                         // One that sleeps now is let go: the new layout
@@ -289,10 +314,12 @@ impl Policy for NumaModel {
             for (_, t, _) in &tasks {
                 if let Some(c) = self.cpu_of.get(t) {
                     have[m.cpu(*c).map_or(0, |c| c.numa)] += 1;
+                } else if let Some(&k) = self.node_of.get(t) {
+                    have[k] += 1;
                 }
             }
             for (_, t, i) in &tasks {
-                if self.cpu_of.contains_key(t) {
+                if self.placed_task(*t) {
                     continue;
                 }
                 if !works.contains(t) {
@@ -306,37 +333,33 @@ impl Policy for NumaModel {
                     .unwrap_or(0);
                 let nodes = m.numa_nodes();
                 let free_in = |k: usize| {
-                    order
-                        .iter()
-                        .copied()
-                        .find(|&c| nodes[k].cpus.contains(c) && pinned[c as usize] == 0)
+                    (!shared[k])
+                        .then(|| {
+                            order
+                                .iter()
+                                .copied()
+                                .find(|&c| nodes[k].cpus.contains(c) && pinned[c as usize] == 0)
+                        })
+                        .flatten()
                 };
                 // A free CPU of that node, else of another of the job's
-                // nodes, and only when the job's nodes are full, a shared
-                // one: never two threads on a CPU while one of its CPUs idles.
-                let cpu = free_in(k)
-                    .map(|c| (k, c))
-                    .or_else(|| {
-                        (0..want.len())
-                            .filter(|&j| want[j] > 0)
-                            .find_map(|j| free_in(j).map(|c| (j, c)))
-                    })
-                    .or_else(|| {
-                        // The node's least pinned CPU, first in the order
-                        // among equals. (The CPU at the thread's rank put
-                        // every thread past the node's CPUs on its first
-                        // few: a batch of one-thread programs stacked on
-                        // one CPU a node, 78 threads a queue in the scale
-                        // bench, while the node's other CPUs ran one.)
-                        order
-                            .iter()
-                            .copied()
-                            .filter(|&c| nodes[k].cpus.contains(c))
-                            .min_by_key(|&c| pinned[c as usize])
-                            .map(|c| (k, c))
-                    });
-                let Some((k, cpu)) = cpu else {
-                    complete = false;
+                // nodes; when the job's nodes are full, the whole node: its
+                // threads share its CPUs (below). Never two threads pinned
+                // to a CPU while one of its CPUs idles.
+                let free = free_in(k).map(|c| (k, c)).or_else(|| {
+                    (0..want.len())
+                        .filter(|&j| want[j] > 0)
+                        .find_map(|j| free_in(j).map(|c| (j, c)))
+                });
+                let Some((k, cpu)) = free else {
+                    have[k] += 1;
+                    shared[k] = true;
+                    self.node_of.insert(*t, k);
+                    plan.run(
+                        *t,
+                        nodes[k].cpus.clone(),
+                        "numa:model: its NUMA node has more threads than CPUs: the kernel shares them",
+                    );
                     continue;
                 };
                 have[k] += 1;
@@ -348,6 +371,34 @@ impl Policy for NumaModel {
                     "numa:model: the layout S2's model predicts fastest",
                 );
             }
+        }
+        // A node with more threads than CPUs: its pinned threads too may
+        // run on any of its CPUs, or those sharing a CPU would get half of
+        // one beside others with a whole one.
+        let nodes = m.numa_nodes();
+        let mut unpin: Vec<(TaskId, usize)> = self
+            .cpu_of
+            .iter()
+            .filter_map(|(&t, &c)| {
+                let k = m.cpu(c)?.numa;
+                shared.get(k).copied().unwrap_or(false).then_some((t, k))
+            })
+            .collect();
+        unpin.sort_unstable();
+        // One placement a task a plan: one pinned earlier in this decision
+        // is placed once, on its node.
+        if !unpin.is_empty() {
+            let gone: rustc_hash::FxHashSet<TaskId> = unpin.iter().map(|&(t, _)| t).collect();
+            plan.tasks.retain(|(t, _)| !gone.contains(t));
+        }
+        for (t, k) in unpin {
+            self.cpu_of.remove(&t);
+            self.node_of.insert(t, k);
+            plan.run(
+                t,
+                nodes[k].cpus.clone(),
+                "numa:model: its NUMA node has more threads than CPUs: the kernel shares them",
+            );
         }
         self.settled = complete.then(|| {
             (
@@ -686,40 +737,44 @@ mod tests {
         assert_eq!(p.cpu_of.len(), 4);
     }
 
-    /// More working threads than CPUs: the nodes, and each node's CPUs,
-    /// take them in turn. Twelve one-thread programs on eight CPUs of two
-    /// nodes went eight to the first node (the even split of one thread
-    /// starts there), and those past its CPUs to its first CPU (each
-    /// program's one thread being rank 0): five programs on one CPU.
+    /// More working threads than CPUs: the nodes take them in turn, and a
+    /// node with more threads than CPUs pins none, so that the kernel
+    /// shares its CPUs fairly. Twelve one-thread programs on eight CPUs of
+    /// two nodes went eight to the first node (the even split of one
+    /// thread starts there), and those past its CPUs to its first CPU
+    /// (each program's one thread being rank 0): five on one CPU.
     #[test]
-    fn threads_past_the_cpus_are_shared_out_evenly() {
+    fn threads_past_the_cpus_share_their_nodes_evenly() {
         let m = Machine::synthetic("package:2 numa:1 core:4").unwrap();
-        for (jobs, threads) in [(12u32, 1u32), (8, 2), (5, 4)] {
+        for (jobs, threads) in [(12u32, 1u32), (8, 2), (5, 4), (9, 1), (2, 4)] {
             let mut p = NumaModel::new(DEFAULT_NODE_BW_GBPS, DEFAULT_SHARED);
             let snap = Snapshot {
                 tasks: (0..jobs).flat_map(|j| tasks(j, 100 * u64::from(j + 1), threads)).collect(),
                 jobs: (0..jobs).map(|j| job(j, Level::Low)).collect(),
                 ..Snapshot::default()
             };
-            decide(&mut p, &m, &snap);
-            let mut per_cpu = std::collections::BTreeMap::<u32, u32>::new();
+            let plan = decide(&mut p, &m, &snap);
+            let case = format!("{jobs} jobs of {threads}: pins {:?}, shared {:?}", p.cpu_of, p.node_of);
+            assert_eq!(plan.tasks.len() as u32, jobs * threads, "one placement a thread: {case}");
+            let mut per_node = vec![0u32; 2];
             for &c in p.cpu_of.values() {
-                *per_cpu.entry(c).or_default() += 1;
+                per_node[m.cpu(c).unwrap().numa] += 1;
             }
-            assert_eq!(p.cpu_of.len() as u32, jobs * threads, "every thread pinned");
-            assert_eq!(per_cpu.len(), 8, "every CPU used: {per_cpu:?}");
-            // No CPU holds two more than another, within a node or across.
-            let (least, most) = (per_cpu.values().min().unwrap(), per_cpu.values().max().unwrap());
-            assert!(most - least <= 1, "{jobs} jobs of {threads}: {per_cpu:?}");
-            let per_node: Vec<u32> = m
-                .numa_nodes()
-                .iter()
-                .map(|n| n.cpus.iter().map(|c| per_cpu[&c]).sum())
-                .collect();
-            assert!(
-                per_node.iter().max().unwrap() - per_node.iter().min().unwrap() <= 1,
-                "{jobs} jobs of {threads}: {per_node:?} threads per node"
-            );
+            for &k in p.node_of.values() {
+                per_node[k] += 1;
+            }
+            assert_eq!(per_node.iter().sum::<u32>(), jobs * threads, "every thread placed: {case}");
+            assert!(per_node[0].abs_diff(per_node[1]) <= 1, "{case}");
+            for (k, n) in m.numa_nodes().iter().enumerate() {
+                let pinned_here = p.cpu_of.values().filter(|&&c| n.cpus.contains(c)).count();
+                if per_node[k] as usize > n.cpus.len() {
+                    assert_eq!(pinned_here, 0, "node {k} over its CPUs keeps no pin: {case}");
+                } else {
+                    assert_eq!(pinned_here, per_node[k] as usize, "node {k} pins each: {case}");
+                }
+            }
+            let cpus: std::collections::BTreeSet<u32> = p.cpu_of.values().copied().collect();
+            assert_eq!(cpus.len(), p.cpu_of.len(), "one pin a CPU: {case}");
         }
     }
 
@@ -735,10 +790,14 @@ mod tests {
         let plan = decide(&mut p, &m, &snap);
         assert_eq!(nodes_of(&m, &plan), vec![4, 4], "{:?}", plan.note);
         assert_eq!(pins(&p), (8, 8), "one thread a CPU: {:?}", p.cpu_of);
-        // A ninth thread: some CPU must hold two, and only then.
+        // A ninth thread: one node holds five, and lets them share its
+        // four CPUs; the other keeps its pins.
         snap.tasks = tasks(0, 100, 9);
         decide(&mut p, &m, &snap);
-        assert_eq!(pins(&p), (9, 8));
+        assert_eq!(pins(&p), (4, 4));
+        assert_eq!(p.node_of.len(), 5);
+        let shared: std::collections::BTreeSet<usize> = p.node_of.values().copied().collect();
+        assert_eq!(shared.len(), 1, "{:?}", p.node_of);
     }
 
     /// Issue 24: a job declared with 8 threads (`--threads`,
