@@ -428,12 +428,15 @@ def check_numa_model_shares(shape):
     all_cpus = set().union(*nodes.values())
     try:
         deadline = time.time() + 90
-        placed = []
+        placed, last = [], None
         while time.time() < deadline and h.poll() is None:
             progs = [p for p in descendants(h.pid) if "compute" in cmdline(p)]
             placed = [m for p in progs for m in masks(p).values() if m != all_cpus]
-            if len(placed) >= copies:
+            # Two readings alike: not one taken while a plan was applied.
+            now = sorted(map(sorted, placed))
+            if len(placed) >= copies and now == last:
                 break
+            last = now
             time.sleep(2)
         expect(len(placed) >= copies, f"only {len(placed)} of {copies} programs placed:\n{decisions()}")
         per_node = {}
