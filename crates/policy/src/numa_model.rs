@@ -102,6 +102,41 @@ pub struct NumaModel {
 type Seen = (SeenTasks, Vec<(JobId, Option<u32>)>, Vec<usize>);
 
 impl NumaModel {
+    /// Lets every pinned thread of a node with more threads than CPUs
+    /// (`shared`, by node index) run on any of its CPUs, or those sharing a
+    /// CPU would get half of one beside others with a whole one. A thread
+    /// pinned earlier in `plan` is placed once, on its node. Nothing to do
+    /// on most decisions, which share no node.
+    fn unpin_shared_nodes(&mut self, m: &Machine, shared: &[bool], plan: &mut Plan) {
+        if !shared.contains(&true) {
+            return;
+        }
+        let mut unpin: Vec<(TaskId, usize)> = self
+            .cpu_of
+            .iter()
+            .filter_map(|(&t, &c)| {
+                let k = m.cpu(c)?.numa;
+                shared.get(k).copied().unwrap_or(false).then_some((t, k))
+            })
+            .collect();
+        if unpin.is_empty() {
+            return;
+        }
+        unpin.sort_unstable();
+        let gone: rustc_hash::FxHashSet<TaskId> = unpin.iter().map(|&(t, _)| t).collect();
+        plan.tasks.retain(|(t, _)| !gone.contains(t));
+        let nodes = m.numa_nodes();
+        for (t, k) in unpin {
+            self.cpu_of.remove(&t);
+            self.node_of.insert(t, k);
+            plan.run(
+                t,
+                nodes[k].cpus.clone(),
+                SHARED_WHY,
+            );
+        }
+    }
+
     /// Whether task `t` has its place: a CPU, or its node's CPUs.
     fn placed_task(&self, t: TaskId) -> bool {
         self.cpu_of.contains_key(&t) || self.node_of.contains_key(&t)
@@ -358,7 +393,7 @@ impl Policy for NumaModel {
                     plan.run(
                         *t,
                         nodes[k].cpus.clone(),
-                        "numa:model: its NUMA node has more threads than CPUs: the kernel shares them",
+                        SHARED_WHY,
                     );
                     continue;
                 };
@@ -372,34 +407,7 @@ impl Policy for NumaModel {
                 );
             }
         }
-        // A node with more threads than CPUs: its pinned threads too may
-        // run on any of its CPUs, or those sharing a CPU would get half of
-        // one beside others with a whole one.
-        let nodes = m.numa_nodes();
-        let mut unpin: Vec<(TaskId, usize)> = self
-            .cpu_of
-            .iter()
-            .filter_map(|(&t, &c)| {
-                let k = m.cpu(c)?.numa;
-                shared.get(k).copied().unwrap_or(false).then_some((t, k))
-            })
-            .collect();
-        unpin.sort_unstable();
-        // One placement a task a plan: one pinned earlier in this decision
-        // is placed once, on its node.
-        if !unpin.is_empty() {
-            let gone: rustc_hash::FxHashSet<TaskId> = unpin.iter().map(|&(t, _)| t).collect();
-            plan.tasks.retain(|(t, _)| !gone.contains(t));
-        }
-        for (t, k) in unpin {
-            self.cpu_of.remove(&t);
-            self.node_of.insert(t, k);
-            plan.run(
-                t,
-                nodes[k].cpus.clone(),
-                "numa:model: its NUMA node has more threads than CPUs: the kernel shares them",
-            );
-        }
+        self.unpin_shared_nodes(m, &shared, &mut plan);
         self.settled = complete.then(|| {
             (
                 SeenTasks::of(&snap.tasks),
@@ -441,6 +449,9 @@ pub fn numa_distances(m: &herd_topo::Machine) -> Vec<Vec<f64>> {
 pub const DEFAULT_NODE_BW_GBPS: f64 = 25.6;
 /// Default shared fraction.
 pub const DEFAULT_SHARED: f64 = 0.5;
+/// Why a thread of a node with more threads than CPUs may use all of them.
+const SHARED_WHY: &str = "numa:model: its NUMA node has more threads than CPUs: the kernel shares them";
+
 /// Predicted times closer than this (relative) count as a tie.
 const NEAR_TIE: f64 = 0.01;
 
