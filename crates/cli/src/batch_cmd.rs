@@ -353,6 +353,7 @@ fn run_once(
             p.name()
         }
     };
+    sig.end_held(session.world());
     let mut done = session.finish();
     sig.pass_on(&done.world);
     sig.wait(&mut done.world);

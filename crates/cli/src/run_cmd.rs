@@ -330,6 +330,7 @@ pub fn run(args: &RunArgs) -> Result<u8, Failure> {
     if realtime {
         let _ = herd_runtime::control::set_normal();
     }
+    sig.end_held(session.world());
     let mut done = session.finish();
     sig.pass_on(&done.world);
     if let Some(e) = trace_failed.or_else(|| trace.as_mut().and_then(|f| std::io::Write::flush(f).err())) {

@@ -56,6 +56,29 @@ impl Signals {
         Ok(sig)
     }
 
+    /// Ends, with the signal herd received, the programs herd was still
+    /// holding before their start (call before `Session::finish`, which
+    /// lets held programs go). Under plain Linux they would have been
+    /// running and got the signal; starting one only to signal it raced
+    /// its start-up: a Python program that got SIGINT while it set up its
+    /// handlers ran on, its signal lost (seen once in the suite). The
+    /// trampoline holding a program keeps the default actions, so the
+    /// signal ends it before it reads its pipe's end. As in `pass_on`, a
+    /// terminal's signal already reached those in herd's process group.
+    pub fn end_held(&self, world: &herd_runtime::live::LiveWorld) {
+        let Some(signal) = self.received() else { return };
+        let terminal = self.from_terminal.load(Ordering::Relaxed);
+        // SAFETY: getpgrp has no preconditions and cannot fail.
+        let group = unsafe { libc::getpgrp() };
+        for p in world.programs().iter().filter(|p| p.held() && p.alive()) {
+            // SAFETY: getpgid only reads; -1 is a process gone.
+            if terminal && unsafe { libc::getpgid(p.pid) } == group {
+                continue;
+            }
+            let _ = herd_runtime::control::signal(p.pid, signal);
+        }
+    }
+
     /// Passes the signal herd received, if any, on to every program still
     /// running (call after `LiveWorld::restore`, so none is stopped), and
     /// to the processes it forked that share its process group, as a
