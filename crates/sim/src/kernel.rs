@@ -154,6 +154,14 @@ impl Kernel {
             )
         };
         let allowed_pos = || allowed.iter().filter_map(|os| self.pos(os));
+        let shortest_queue =
+            || allowed_pos().min_by_key(|&p| (self.queues[p].len(), Some(p) != prev, self.tie[p]));
+        // No empty queue anywhere (an oversubscribed machine, where most
+        // threads start): no idle core either, so neither search below
+        // can find one.
+        if idle.iter().all(|&n| n == 0) {
+            return shortest_queue();
+        }
         if let Some(p) = allowed_pos()
             .filter(|&p| self.core_idle(self.core[p]))
             .min_by_key(|&p| rank(p))
@@ -166,7 +174,7 @@ impl Kernel {
         {
             return Some(p);
         }
-        allowed_pos().min_by_key(|&p| (self.queues[p].len(), Some(p) != prev, self.tie[p]))
+        shortest_queue()
     }
 
     pub fn enqueue(&mut self, thread: usize, pos: usize) {
