@@ -36,7 +36,7 @@ use herd_policy::{JobId, Lane, Placement, Plan, Policy, Snapshot, TaskId, TaskSt
 use herd_topo::CpuSet;
 use rustc_hash::FxHashMap as HashMap;
 
-use crate::guard_accs::JobAccs;
+use crate::guard_accs::{JobAcc, JobAccs, LastSums};
 use crate::guard_crowd::{WasBusy, crowded};
 pub use crate::guard_report::{Comparison, GuardConfig, GuardReport, InCharge, Signal};
 
@@ -105,6 +105,11 @@ pub struct Guard {
     early_spent: bool,
     /// Whether each task was busy the last period it was not paused.
     was_busy: WasBusy,
+    /// The last turn's look for crowding, if it looked: (period, CPUs,
+    /// answer), for a snapshot that repeats that turn's.
+    crowd_memo: Option<(u64, CpuSet, bool)>,
+    /// What the last snapshot added to the jobs' accounts.
+    last_sums: LastSums,
     /// Tasks a kernel span's first turn started on one node, to let go of
     /// at its next (see [`Guard::release`]).
     spread: Vec<TaskId>,
@@ -139,6 +144,8 @@ impl Guard {
             tasks_seen: (0, 0),
             early_spent: false,
             was_busy: WasBusy::default(),
+            crowd_memo: None,
+            last_sums: LastSums::default(),
             spread: Vec::new(),
             report: GuardReport::default(),
         }
@@ -181,21 +188,28 @@ impl Guard {
         let trusted_span = self.now_placing == InCharge::Policy
             && self.in_charge == InCharge::Policy
             && !policy.shares_cpus_by_design();
-        let tasks_now = (
-            snap.tasks.len(),
-            snap.tasks.iter().fold(0u64, |a, t| a.wrapping_add(t.id)),
-        );
+        // A snapshot that repeats the last (the simulator's, when nothing
+        // changed) gives the answers the last one gave, found again
+        // without a pass over every task.
+        let tasks_now = if snap.repeats_last {
+            self.tasks_seen
+        } else {
+            (
+                snap.tasks.len(),
+                snap.tasks.iter().fold(0u64, |a, t| a.wrapping_add(t.id)),
+            )
+        };
         let same_tasks = std::mem::replace(&mut self.tasks_seen, tasks_now) == tasks_now;
         self.was_busy.update(snap, elapsed);
+        let memo = self.crowd_memo.take();
         self.crowded_turns = if trusted_span && same_tasks {
             let cpus = policy
                 .allowed_cpus()
                 .unwrap_or_else(|| view.machine.all_cpus().clone());
-            if crowded(snap, &cpus, elapsed, &self.was_busy) {
-                self.crowded_turns + 1
-            } else {
-                0
-            }
+            let again = memo.filter(|(e, c, _)| snap.repeats_last && *e == elapsed && *c == cpus);
+            let now = again.map_or_else(|| crowded(snap, &cpus, elapsed, &self.was_busy), |m| m.2);
+            self.crowd_memo = Some((elapsed, cpus, now));
+            if now { self.crowded_turns + 1 } else { 0 }
         } else {
             0
         };
@@ -275,24 +289,37 @@ impl Guard {
         // touched once per run of them (at a thousand tasks a lookup per
         // task was a third of a simulated turn). Every sum is of integers,
         // so the order of adding does not matter.
-        for run in snap.tasks.chunk_by(|a, b| a.job == b.job) {
-            let acc = span.jobs.entry(run[0].job);
-            for t in run {
-                acc.paused |= t.state == TaskState::Paused;
-                // A progress-only snapshot's observations are zero: they
-                // come with the next full one.
-                if !snap.progress_only {
-                    acc.cpu_ns += t.obs.cpu_time_ns;
-                    match t.obs.instructions {
-                        Some(i) => acc.instructions += i,
-                        None => acc.uncounted = true,
+        if snap.repeats_last && self.last_sums.valid {
+            for (job, add) in &self.last_sums.runs {
+                span.jobs.entry(*job).absorb(add);
+            }
+        } else {
+            let sums = &mut self.last_sums;
+            sums.runs.clear();
+            sums.valid = !snap.progress_only;
+            for run in snap.tasks.chunk_by(|a, b| a.job == b.job) {
+                let mut add = JobAcc::default();
+                let acc = span.jobs.entry(run[0].job);
+                for t in run {
+                    add.paused |= t.state == TaskState::Paused;
+                    // A progress-only snapshot's observations are zero: they
+                    // come with the next full one.
+                    if !snap.progress_only {
+                        add.cpu_ns += t.obs.cpu_time_ns;
+                        match t.obs.instructions {
+                            Some(i) => add.instructions += i,
+                            None => add.uncounted = true,
+                        }
+                    }
+                    if let Some(b) = t.heartbeats {
+                        let seen = self.beats_seen.insert(t.id, b).unwrap_or(b);
+                        acc.beats += b.saturating_sub(seen);
+                        acc.has_beats = true;
+                        sums.valid = false;
                     }
                 }
-                if let Some(b) = t.heartbeats {
-                    let seen = self.beats_seen.insert(t.id, b).unwrap_or(b);
-                    acc.beats += b.saturating_sub(seen);
-                    acc.has_beats = true;
-                }
+                acc.absorb(&add);
+                sums.runs.push((run[0].job, add));
             }
         }
         for job in &snap.jobs {

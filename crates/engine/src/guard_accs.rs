@@ -16,6 +16,28 @@ pub(crate) struct JobAcc {
     pub(crate) paused: bool,
 }
 
+impl JobAcc {
+    /// Adds what `add` counted (its CPU time, instructions and flags).
+    pub(crate) fn absorb(&mut self, add: &JobAcc) {
+        self.cpu_ns += add.cpu_ns;
+        self.instructions += add.instructions;
+        self.uncounted |= add.uncounted;
+        self.paused |= add.paused;
+    }
+}
+
+/// What the last full snapshot added to each job's account, run by run of
+/// its tasks: a snapshot that repeats it (`Snapshot::repeats_last`) adds
+/// the same, without a pass over every task. Sums of integers, so adding
+/// a run's sum gives what adding its tasks one by one gave.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LastSums {
+    pub(crate) runs: Vec<(JobId, JobAcc)>,
+    /// Whether `runs` is the last snapshot's (none had heartbeats, which
+    /// are counted per task).
+    pub(crate) valid: bool,
+}
+
 /// Each job's accounts in job order (what compare sums runs in that order),
 /// in a vector: a snapshot's tasks come job by job, so the next lookup is
 /// almost always the entry after the last, found without a search (a map's

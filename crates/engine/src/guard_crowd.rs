@@ -10,9 +10,10 @@ use rustc_hash::FxHashMap as HashMap;
 /// Whether each task was busy (runnable, or a tenth of the period on a
 /// CPU) the last period it was not paused: what a paused one would use.
 /// Beside the last full snapshot's tasks, in their order (a pass beside
-/// the tasks each turn, not a map insert per task).
+/// the tasks each turn, not a map insert per task); with the period of
+/// the snapshot they were last updated from, if any.
 #[derive(Debug, Default)]
-pub(crate) struct WasBusy(Vec<(TaskId, bool)>);
+pub(crate) struct WasBusy(Vec<(TaskId, bool)>, Option<u64>);
 
 impl WasBusy {
     /// Each of `snap`'s tasks' flag, in its order; empty when the flags
@@ -31,8 +32,15 @@ impl WasBusy {
     }
 
     /// Takes in a full snapshot `elapsed_ns` after the last.
+    /// The same snapshot again (one that repeats the last) with the same
+    /// period leaves the flags as they are: nothing is redone.
     pub(crate) fn update(&mut self, snap: &Snapshot, elapsed_ns: u64) {
+        let taken = self.1.replace(elapsed_ns);
         if snap.progress_only || elapsed_ns == 0 {
+            self.1 = None;
+            return;
+        }
+        if snap.repeats_last && taken == Some(elapsed_ns) {
             return;
         }
         if !self.aligned(snap) {
@@ -140,7 +148,7 @@ mod tests {
             !crowded(&snap, &cpus, period, &WasBusy::default()),
             "nothing known of task 2"
         );
-        let mut was_busy = WasBusy(vec![(1, false), (2, false)]);
+        let mut was_busy = WasBusy(vec![(1, false), (2, false)], None);
         assert!(
             !crowded(&snap, &cpus, period, &was_busy),
             "task 2 slept when it last ran"

@@ -14,6 +14,10 @@ struct Pair {
     since_ns: [u64; 2],
     work_ns: u64,
     snapshot: Snapshot,
+    /// Whether the sensor says when a snapshot repeats the last, and how
+    /// often it did.
+    vouch: bool,
+    repeats: u32,
 }
 
 impl Pair {
@@ -26,6 +30,8 @@ impl Pair {
             since_ns: [0; 2],
             work_ns,
             snapshot: Snapshot::default(),
+            vouch: false,
+            repeats: 0,
         }
     }
 }
@@ -47,8 +53,11 @@ impl Sensor for Pair {
                 heartbeats: None,
             })
             .collect();
+        let repeats_last = self.vouch && tasks == self.snapshot.tasks;
+        self.repeats += u32::from(repeats_last);
         self.snapshot = Snapshot {
             now_ns: self.now_ns,
+            repeats_last,
             tasks,
             jobs: vec![JobView {
                 id: 0,
@@ -96,11 +105,19 @@ impl Clock for Pair {
 }
 
 fn guarded(policy: &str, work_ns: u64) -> (u64, GuardReport) {
+    let (end_ns, report, _) = guarded_as(policy, work_ns, false);
+    (end_ns, report)
+}
+
+/// `guarded`, the sensor saying when a snapshot repeats the last if
+/// `vouch`; also how many did.
+fn guarded_as(policy: &str, work_ns: u64, vouch: bool) -> (u64, GuardReport, u32) {
     let mut p = herd_policy::build(policy).unwrap();
     let machine = Machine::synthetic("core:2").unwrap();
     let mut cfg = Config::with_period(10_000_000, 0);
     cfg.guard = Some(GuardConfig::default());
     let mut world = Pair::new(work_ns);
+    world.vouch = vouch;
     let ran = crate::run(
         p.as_mut(),
         &machine,
@@ -111,7 +128,22 @@ fn guarded(policy: &str, work_ns: u64) -> (u64, GuardReport) {
         &cfg,
         |_, _| {},
     );
-    (world.now_ns, ran.guard.unwrap())
+    (world.now_ns, ran.guard.unwrap(), world.repeats)
+}
+
+/// A snapshot that repeats the last is taken as the last was: the guard
+/// reuses its sums and its look for crowding, and judges exactly as it
+/// does when it passes over every task again.
+#[test]
+fn a_repeated_snapshot_is_judged_as_the_one_it_repeats() {
+    for policy in ["static:compact:cpus=1", "static:scatter"] {
+        let (end_ns, report, none) = guarded_as(policy, 2_000_000_000, false);
+        let (end_vouched, vouched, repeats) = guarded_as(policy, 2_000_000_000, true);
+        assert_eq!(none, 0);
+        assert!(repeats > 50, "{policy}: the sensor vouched {repeats} times");
+        assert_eq!(end_vouched, end_ns, "{policy}");
+        assert_eq!(format!("{vouched:?}"), format!("{report:?}"), "{policy}");
+    }
 }
 
 #[test]

@@ -762,6 +762,7 @@ impl Sensor for LiveWorld {
             budget_cores: self.budget.as_mut().and_then(|b| b.poll(now_ns)),
             progress_only: false,
             lanes_apply: self.lanes_allowed,
+            repeats_last: false,
         };
         &self.snapshot
     }

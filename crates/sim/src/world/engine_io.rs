@@ -171,9 +171,11 @@ impl World<'_> {
                 .then_some(self.totals.energy_j - self.view.seen_energy_j);
             self.view.seen_energy_j = self.totals.energy_j;
             self.view.snapshot.now_ns = self.now_ns;
+            self.view.snapshot.repeats_last = read;
             self.view.last_observe_ns = self.now_ns;
             return &self.view.snapshot;
         }
+        self.view.snapshot.repeats_last = false;
         self.settle_all();
         if !read {
             self.view.tasks_changed = false;
