@@ -142,6 +142,14 @@ impl Kernel {
                 return Some(p);
             }
         }
+        let allowed_pos = || allowed.iter().filter_map(|os| self.pos(os));
+        // The shortest allowed queue first: if it is not empty, no allowed
+        // CPU is idle and neither search below can find one (an
+        // oversubscribed machine, where most threads start or resume).
+        let shortest = allowed_pos().min_by_key(|&p| (self.queues[p].len(), Some(p) != prev, self.tie[p]));
+        if shortest.is_none_or(|p| !self.queues[p].is_empty()) {
+            return shortest;
+        }
         let idle = self.idle_per_package();
         let prev_llc = prev.and_then(|p| self.llc[p]);
         // Lower is better: same LLC as before, then the idlest package, then
@@ -153,28 +161,24 @@ impl Kernel {
                 self.tie[p],
             )
         };
-        let allowed_pos = || allowed.iter().filter_map(|os| self.pos(os));
-        let shortest_queue =
-            || allowed_pos().min_by_key(|&p| (self.queues[p].len(), Some(p) != prev, self.tie[p]));
-        // No empty queue anywhere (an oversubscribed machine, where most
-        // threads start): no idle core either, so neither search below
-        // can find one.
-        if idle.iter().all(|&n| n == 0) {
-            return shortest_queue();
+        // One pass for both searches, a CPU on an idle core first, else
+        // one with an empty queue: each the first of the lowest rank, as
+        // `min_by_key` gives. (Two passes, with a rank for every allowed
+        // CPU, made a third of a simulated cosched:fair turn, which
+        // resumes programs every period.) A CPU on an idle core has an
+        // empty queue itself.
+        let mut on_idle_core: Option<((bool, usize, usize), usize)> = None;
+        let mut empty: Option<((bool, usize, usize), usize)> = None;
+        for p in allowed_pos().filter(|&p| self.queues[p].is_empty()) {
+            let r = rank(p);
+            if empty.is_none_or(|(best, _)| r < best) {
+                empty = Some((r, p));
+            }
+            if on_idle_core.is_none_or(|(best, _)| r < best) && self.core_idle(self.core[p]) {
+                on_idle_core = Some((r, p));
+            }
         }
-        if let Some(p) = allowed_pos()
-            .filter(|&p| self.core_idle(self.core[p]))
-            .min_by_key(|&p| rank(p))
-        {
-            return Some(p);
-        }
-        if let Some(p) = allowed_pos()
-            .filter(|&p| self.queues[p].is_empty())
-            .min_by_key(|&p| rank(p))
-        {
-            return Some(p);
-        }
-        shortest_queue()
+        on_idle_core.or(empty).map(|(_, p)| p)
     }
 
     pub fn enqueue(&mut self, thread: usize, pos: usize) {
