@@ -67,19 +67,19 @@ const JUDGED_OVER_NS: u64 = 10_000_000;
 /// Whether a thread whose count of times on a CPU is `slices` at `now_ns`
 /// switches too often, judged over at least [`JUDGED_OVER_NS`] since
 /// `mark` (its count and time when last judged, (0, 0) before its first
-/// sample), which this moves on.
-pub fn judge_switches(mark: &mut (u64, u64), slices: u64, now_ns: u64) -> bool {
+/// sample), which this moves on; `None` while too soon to judge.
+pub fn judge_switches(mark: &mut (u64, u64), slices: u64, now_ns: u64) -> Option<bool> {
     let (since, at) = *mark;
     if at == 0 {
         *mark = (slices, now_ns.max(1));
-        return false;
+        return None;
     }
     let window = now_ns.saturating_sub(at);
     if window < JUDGED_OVER_NS {
-        return false;
+        return None;
     }
     *mark = (slices, now_ns);
-    switches_too_often(slices.saturating_sub(since), window)
+    Some(switches_too_often(slices.saturating_sub(since), window))
 }
 
 impl PerfBudget {
@@ -247,13 +247,13 @@ mod tests {
     fn switches_are_judged_over_ten_ms_at_least_from_the_first_sample() {
         let mut mark = (0, 0);
         // A program's start: its lifetime count is not judged.
-        assert!(!judge_switches(&mut mark, 40, 600_000));
+        assert_eq!(judge_switches(&mut mark, 40, 600_000), None);
         // 1 ms later, 20 more: too soon to judge (20,000 a second).
-        assert!(!judge_switches(&mut mark, 60, 1_600_000));
+        assert_eq!(judge_switches(&mut mark, 60, 1_600_000), None);
         // 10 ms after the first sample, 30 more in all: 3,000 a second.
-        assert!(!judge_switches(&mut mark, 70, 10_600_000));
+        assert_eq!(judge_switches(&mut mark, 70, 10_600_000), Some(false));
         // The next 100 ms, 2,500 more: 25,000 a second.
-        assert!(judge_switches(&mut mark, 2_570, 110_600_000));
+        assert_eq!(judge_switches(&mut mark, 2_570, 110_600_000), Some(true));
     }
 
     /// Issue 24: a counter refused to one thread after others had it costs
