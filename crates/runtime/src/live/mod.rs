@@ -109,10 +109,11 @@ struct Track {
     /// [`counters::judge_switches`]; (0, 0) until its first sample.
     switch_mark: (u64, u64),
     /// Its counters are opened once its switches are first judged, and
-    /// only if it does not switch too often: opened at first sight, they
-    /// cost every switch until then (stress-ng's switch stressor ran
-    /// 1.40x plain Linux's time with herd's loop at a 1 s period and
-    /// placing nothing, 0.98x with no counters).
+    /// only if it does not switch too often: a perf event is switched
+    /// with its thread on every context switch
+    /// ([`counters::SWITCHES_PER_S_LIMIT`]), and opened at first sight a
+    /// switch-heavy thread paid that for a whole period before its first
+    /// judgement dropped them.
     counters_due: bool,
     /// Its schedstat times, read this turn by the look for forked
     /// processes (`family`) and not read again.
