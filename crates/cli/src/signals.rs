@@ -67,16 +67,23 @@ impl Signals {
     /// terminal's signal already reached those in herd's process group.
     pub fn end_held(&self, world: &herd_runtime::live::LiveWorld) {
         let Some(signal) = self.received() else { return };
+        let had_it = self.terminal_reached();
+        for p in world.programs().iter().filter(|p| p.held() && p.alive()) {
+            if !had_it(p.pid) {
+                let _ = herd_runtime::control::signal(p.pid, signal);
+            }
+        }
+    }
+
+    /// Whether the signal herd received reached process `pid` already: it
+    /// came from a terminal, to herd's whole process group, and `pid` is
+    /// in that group.
+    fn terminal_reached(&self) -> impl Fn(i32) -> bool {
         let terminal = self.from_terminal.load(Ordering::Relaxed);
         // SAFETY: getpgrp has no preconditions and cannot fail.
         let group = unsafe { libc::getpgrp() };
-        for p in world.programs().iter().filter(|p| p.held() && p.alive()) {
-            // SAFETY: getpgid only reads; -1 is a process gone.
-            if terminal && unsafe { libc::getpgid(p.pid) } == group {
-                continue;
-            }
-            let _ = herd_runtime::control::signal(p.pid, signal);
-        }
+        // SAFETY: getpgid only reads; -1 is a process gone.
+        move |pid| terminal && unsafe { libc::getpgid(pid) } == group
     }
 
     /// Passes the signal herd received, if any, on to every program still
@@ -90,8 +97,7 @@ impl Signals {
     pub fn pass_on(&self, world: &herd_runtime::live::LiveWorld) {
         let Some(signal) = self.received() else { return };
         let terminal = self.from_terminal.load(Ordering::Relaxed);
-        // SAFETY: getpgrp has no preconditions and cannot fail.
-        let group = unsafe { libc::getpgrp() };
+        let had_it = self.terminal_reached();
         // SAFETY: getpgid only reads; -1 is a process gone.
         let group_of = |pid: i32| unsafe { libc::getpgid(pid) };
         let mut passed = 0;
@@ -100,7 +106,7 @@ impl Signals {
             let tree = herd_runtime::procfs::subtree(std::path::Path::new("/proc"), p.pid);
             let forked = tree.into_iter().filter(|&c| group_of(c) == own);
             for pid in std::iter::once(p.pid).chain(forked) {
-                if terminal && group_of(pid) == group {
+                if had_it(pid) {
                     continue;
                 }
                 passed += 1;
