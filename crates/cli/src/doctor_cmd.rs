@@ -72,7 +72,8 @@ fn text(r: &Report) -> String {
     if hw.iter().all(|n| r.get(n).is_some_and(|c| !c.available)) {
         let _ = writeln!(
             s,
-            "No hardware counters: policies use /proc CPU time, schedstat and program hints instead of IPC and miss rates."
+            "No hardware counters: policies use /proc CPU time, schedstat and program hints instead of IPC and miss rates; \
+             herd opens no perf event on a program (one would slow every context switch on the machine for a count /proc bounds)."
         );
     }
     s
