@@ -468,11 +468,12 @@ def check_sigkill_leaves_nothing(shape):
                 f'"--work", "2e4", "--phases", "100000"]\ncopies = 12\n')
     for pause in ["freezer", "signals"]:
         progress(f"sigkill {pause}")
-        h = subprocess.Popen([HERD, "batch", batch, "--policy", "cosched:fair", "--pause", pause,
+        h = subprocess.Popen([HERD, "batch", batch, "--policy", f"cosched:fair:slots={os.cpu_count()}", "--pause", pause,
                               "--period-ms", "100", "--logs", "/tmp/logs"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         # Until the programs run and herd has paused some (cosched:fair
-        # takes turns: 12 programs of 2 threads on 8 CPUs).
+        # takes turns: 12 programs of 2 threads on 8 CPUs; the cap given,
+        # so they do even if each is seen to need one CPU).
         deadline = time.time() + 90
         programs = []
         while time.time() < deadline and h.poll() is None:

@@ -68,6 +68,8 @@ fn take_turns(pause: &str) {
         .args([
             "batch",
             file.to_str().unwrap(),
+            "--policy",
+            &common::taking_turns(),
             "--period-ms",
             "50",
             // The mechanism under test, taking turns: the guard's probes
@@ -154,6 +156,8 @@ fn kill_mid_batch(signal: i32, pause: &str) -> (u32, Vec<i32>) {
         .args([
             "batch",
             file.to_str().unwrap(),
+            "--policy",
+            &common::taking_turns(),
             "--period-ms",
             "30",
             // Programs must be paused when the signal comes: no guard probe.
@@ -234,7 +238,14 @@ fn a_signal_ends_the_programs_still_held_without_starting_them() {
     let file = batch(tmp.path(), cpus + 2, 30.0);
     let logs = tmp.path().join("logs");
     let mut child = herd()
-        .args(["batch", file.to_str().unwrap(), "--period-ms", "60000"])
+        .args([
+            "batch",
+            file.to_str().unwrap(),
+            "--period-ms",
+            "60000",
+            "--policy",
+            &common::taking_turns(),
+        ])
         .args(["--guard", "off", "--logs", logs.to_str().unwrap()])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -400,6 +411,7 @@ fn pausing_churning_programs_never_crashes_herd() {
     std::fs::write(&file, text).unwrap();
     let out = herd()
         .args(["batch", file.to_str().unwrap(), "--period-ms", "5", "--json"])
+        .args(["--policy", &common::taking_turns()])
         .args(["--logs", tmp.path().join("logs").to_str().unwrap()])
         .output()
         .unwrap();

@@ -97,6 +97,8 @@ fn sigkill_of_a_starting_batch_never_leaves_a_program_stopped() {
             .args([
                 "batch",
                 file.to_str().unwrap(),
+                "--policy",
+                &common::taking_turns(),
                 "--period-ms",
                 "20",
                 "--pause",
@@ -304,6 +306,7 @@ fn sigkill_at_any_moment_of_run_batch_or_attach_leaves_the_machine_clean() {
                 let mut c = herd();
                 c.arg("batch")
                     .arg(dir.join("b.toml"))
+                    .args(["--policy", &common::taking_turns()])
                     .args(["--period-ms", "20", "--pause", pause, "--db"])
                     .arg(db)
                     .arg("--logs")
@@ -593,6 +596,8 @@ fn the_oom_killer_taking_herd_leaves_nothing_behind() {
             &[
                 "batch",
                 batch.to_str().unwrap(),
+                "--policy",
+                &common::taking_turns(),
                 "--pause",
                 pause,
                 "--period-ms",

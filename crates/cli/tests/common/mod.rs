@@ -270,3 +270,12 @@ fn python_threads(target: &str, delay: f64, life: f64) -> String {
          sys.exit(3)\n"
     )
 }
+
+/// `cosched:fair` with its cap given (one thread per CPU here): programs of
+/// one thread then take turns too, where by default they are left to the
+/// kernel. For tests of pausing and of what a killed herd leaves behind.
+#[allow(dead_code)]
+pub fn taking_turns() -> String {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    format!("cosched:fair:slots={cpus}")
+}
