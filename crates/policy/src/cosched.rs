@@ -448,7 +448,7 @@ impl Policy for CoschedFair {
         // finer sharing over to whole periods, and identical programs then
         // end far apart (one of two stress-ng stream copies beside two
         // sysbench copies ran alone on the 2-CPU VM for the last 1.2 s:
-        // 1.00-1.14x plain Linux's makespan over 8 runs). They all run, as
+        // 1.00-1.14x plain Linux's makespan in 6 runs). They all run, as
         // under the kernel. A `slots` the user gives is a cap: it holds.
         let solo = self.slots.is_none() && threads.values().all(|&n| n <= 1);
         let admitted = if solo {
