@@ -39,9 +39,9 @@ pub struct LiveStats {
     pub uncached_threads: u64,
     /// Threads the kernel refused counters to while others had them.
     pub refused_threads: u64,
-    /// Threads whose counters were closed because they switched CPUs in
-    /// and out too often for counting to be cheap
-    /// (`counters::SWITCHES_PER_S_LIMIT`).
+    /// Threads judged to switch too often for counting to be cheap
+    /// (`counters::SWITCHES_PER_S_LIMIT`): none are opened on them (on a
+    /// machine without hardware counters none are opened at all).
     pub switchy_threads: u64,
     /// Times a job's memory was moved onto the nodes it runs on
     /// (`--memory-follow`), and the memory that was away when they started.
@@ -96,8 +96,8 @@ impl LiveStats {
         }
         if self.switchy_threads > 0 {
             out.push(format!(
-                "{} thread(s) went without perf counters: they were put on a CPU over {} times a second, and \
-                 counting would have cost them every switch; their jobs learned from CPU time and the other threads",
+                "{} thread(s) were put on a CPU over {} times a second: herd opens no perf counter on such a \
+                 thread (counting would cost it every switch); their jobs learned from CPU time and the other threads",
                 self.switchy_threads,
                 super::counters::SWITCHES_PER_S_LIMIT
             ));
