@@ -11,6 +11,9 @@ pub(crate) struct JobAcc {
     pub(crate) uncounted: bool,
     pub(crate) beats: u64,
     pub(crate) has_beats: bool,
+    /// The most of its tasks seen counting heartbeats in one snapshot:
+    /// each counts whole beats, so each may be up to one beat short.
+    pub(crate) beaters: u64,
     pub(crate) present_ns: u64,
     /// Some task of the job's was seen paused during the span.
     pub(crate) paused: bool,

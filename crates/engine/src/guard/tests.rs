@@ -215,6 +215,43 @@ fn a_confirmed_large_difference_is_probed_at_once_rarely() {
     assert_eq!(g.confirmed_gap(), 60);
 }
 
+/// A span in which job 0's `beaters` tasks counted `beats` heartbeats in
+/// all and retired `instructions`, over 3 ms.
+fn beating_span(beats: u64, beaters: u64, instructions: u64) -> Span {
+    let mut span = Span::default();
+    let acc = span.jobs.entry(0);
+    acc.beats = beats;
+    acc.has_beats = true;
+    acc.beaters = beaters;
+    acc.instructions = instructions;
+    acc.cpu_ns = 48_000_000;
+    acc.present_ns = 3_000_000;
+    span
+}
+
+#[test]
+fn heartbeats_judge_only_when_each_task_counted_enough() {
+    // PALM's sixteen threads on s4-nosync-15 in a 3-period probe: 2-3
+    // whole beats each, 36 against 48 in all, while their instructions
+    // were even. Each task may be a beat short: not enough to judge by.
+    let (policy, kernel) = (
+        beating_span(36, 16, 160_000_000),
+        beating_span(48, 16, 160_000_000),
+    );
+    let r = compare(&policy, &kernel).unwrap();
+    assert_eq!(r.signal, Signal::Instructions);
+    assert!((r.ratio - 1.0).abs() < 1e-12, "{}", r.ratio);
+    // The same counts from one task that counts the job's beats: 16 or
+    // more a span is enough, and heartbeats decide.
+    let (policy, kernel) = (beating_span(36, 1, 160_000_000), beating_span(48, 1, 160_000_000));
+    let r = compare(&policy, &kernel).unwrap();
+    assert_eq!(r.signal, Signal::Heartbeats);
+    assert!((r.ratio - 0.75).abs() < 1e-12, "{}", r.ratio);
+    // Sixteen tasks with 16 beats each: enough.
+    let (policy, kernel) = (beating_span(256, 16, 1), beating_span(512, 16, 1));
+    assert_eq!(compare(&policy, &kernel).unwrap().signal, Signal::Heartbeats);
+}
+
 #[test]
 fn a_probe_leaves_a_sleeping_thread_free_and_its_node_to_the_busy_ones() {
     // Two nodes of two CPUs; a job's four threads, its memory on node
