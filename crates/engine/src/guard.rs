@@ -777,8 +777,8 @@ fn compare(policy: &Span, kernel: &Span) -> Option<Reading> {
 /// a job to be judged by them: with fewer, one beat more or less per task
 /// moves the ratio by over 6% (S4's 50 ms scenarios read 0.14 to 17 from a
 /// handful a span). Per task, not per job: PALM's sixteen threads on
-/// `s4-nosync-15` held 2-3 beats each in a 3-period probe, 32-48 in all,
-/// and read 0.18 to 1.53 by them; their instructions read about 1.0.
+/// `s4-nosync-15` held 2-3 whole beats each in a 3-period probe, 32-48 in
+/// all, and read 0.18 to 1.53 by them; their instructions about 1.0.
 const MIN_BEATS: u64 = 16;
 
 /// One comparison of a policy span with a kernel span.

@@ -231,9 +231,9 @@ fn beating_span(beats: u64, beaters: u64, instructions: u64) -> Span {
 
 #[test]
 fn heartbeats_judge_only_when_each_task_counted_enough() {
-    // PALM's sixteen threads on s4-nosync-15 in a 3-period probe: 2-3
-    // whole beats each, 36 against 48 in all, while their instructions
-    // were even. Each task may be a beat short: not enough to judge by.
+    // Like PALM's sixteen threads on s4-nosync-15 in a 3-period probe:
+    // 2-3 whole beats each, here 36 against 48 in all, while their
+    // instructions are even. Each task may be a beat short: not enough.
     let (policy, kernel) = (
         beating_span(36, 16, 160_000_000),
         beating_span(48, 16, 160_000_000),
