@@ -468,8 +468,8 @@ def check_sigkill_leaves_nothing(shape):
                 f'"--work", "2e4", "--phases", "100000"]\ncopies = 12\n')
     for pause in ["freezer", "signals"]:
         progress(f"sigkill {pause}")
-        h = subprocess.Popen([HERD, "batch", batch, "--policy", f"cosched:fair:slots={os.cpu_count()}", "--pause", pause,
-                              "--period-ms", "100", "--logs", "/tmp/logs"],
+        h = subprocess.Popen([HERD, "batch", batch, "--policy", f"cosched:fair:slots={os.cpu_count()}",
+                              "--pause", pause, "--period-ms", "100", "--logs", "/tmp/logs"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         # Until the programs run and herd has paused some (cosched:fair
         # takes turns: 12 programs of 2 threads on 8 CPUs; the cap given,
