@@ -101,7 +101,7 @@ impl Session {
     pub fn learning_start(&self) -> Option<(BTreeMap<String, herd_profile::ProgramProfile>, Option<f64>)> {
         self.learning
             .as_ref()
-            .map(|(l, _)| (l.profiles().clone(), l.knowledge().peak_btr))
+            .map(|(l, _)| (l.profiles(), l.knowledge().peak_btr))
     }
 
     /// The programs, for setting up before the loop (mechanisms, progress
