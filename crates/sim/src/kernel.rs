@@ -33,6 +33,8 @@
 use herd_model::KernelModel;
 use herd_topo::{CpuSet, Machine};
 
+use crate::queues::Queues;
+
 /// Per-CPU tables and run queues, indexed by CPU position (dense, in OS order).
 #[derive(Debug, Clone)]
 pub(crate) struct Kernel {
@@ -52,7 +54,7 @@ pub(crate) struct Kernel {
     /// Positions of each core's CPUs.
     pub core_cpus: Vec<Vec<usize>>,
     /// Threads queued on each position.
-    pub queues: Vec<Vec<usize>>,
+    pub queues: Queues,
     packages: usize,
     /// Which of equally good CPUs placement takes first (lowest wins): the
     /// position itself, or a seeded shuffle ([`Kernel::shuffle_ties`]).
@@ -82,7 +84,7 @@ impl Kernel {
             numa: cpus.iter().map(|c| c.numa).collect(),
             kind: cpus.iter().map(|c| c.kind).collect(),
             core_cpus,
-            queues: vec![Vec::new(); cpus.len()],
+            queues: Queues::new(&(0..cpus.len()).collect::<Vec<_>>()),
             packages: m.packages().len(),
             tie: (0..cpus.len()).collect(),
             era: KernelModel::Current,
@@ -102,6 +104,7 @@ impl Kernel {
             let j = rng.below(i as u64 + 1) as usize;
             self.tie.swap(i, j);
         }
+        self.queues.set_ties(&self.tie);
     }
 
     /// Number of CPUs.
@@ -146,7 +149,19 @@ impl Kernel {
         // The shortest allowed queue first: if it is not empty, no allowed
         // CPU is idle and neither search below can find one (an
         // oversubscribed machine, where most threads start or resume).
-        let shortest = allowed_pos().min_by_key(|&p| (self.queues[p].len(), Some(p) != prev, self.tie[p]));
+        let scan = || allowed_pos().min_by_key(|&p| (self.queues[p].len(), Some(p) != prev, self.tie[p]));
+        // The queues' index, shortest first, passes over at most as many
+        // CPUs as a scan of the allowed ones would look at.
+        let shortest = match self
+            .queues
+            .shortest_where(prev, allowed.len(), |p| self.allows(allowed, p))
+        {
+            Some(found) => {
+                debug_assert_eq!(found, scan(), "the queues' index agrees with a scan");
+                found
+            }
+            None => scan(),
+        };
         if shortest.is_none_or(|p| !self.queues[p].is_empty()) {
             return shortest;
         }
@@ -182,13 +197,12 @@ impl Kernel {
     }
 
     pub fn enqueue(&mut self, thread: usize, pos: usize) {
-        self.queues[pos].push(thread);
+        self.queues.push(pos, thread);
     }
 
     pub fn dequeue(&mut self, thread: usize, pos: usize) {
-        let q = &mut self.queues[pos];
-        if let Some(i) = q.iter().position(|&t| t == thread) {
-            q.remove(i);
+        if let Some(i) = self.queues[pos].iter().position(|&t| t == thread) {
+            self.queues.remove(pos, i);
         }
     }
 
@@ -199,7 +213,7 @@ impl Kernel {
         let i = self.queues[from]
             .iter()
             .rposition(|&t| allowed[t].contains(os_to))?;
-        Some(self.queues[from].remove(i))
+        Some(self.queues.remove(from, i))
     }
 
     /// Whether any balancing step could move something: an idle CPU beside
@@ -208,7 +222,7 @@ impl Kernel {
     /// oversubscribed steady state the answer is no.
     fn could_move(&self) -> bool {
         let (mut shortest, mut longest) = (usize::MAX, 0);
-        for q in &self.queues {
+        for q in self.queues.iter() {
             shortest = shortest.min(q.len());
             longest = longest.max(q.len());
         }
@@ -242,7 +256,7 @@ impl Kernel {
                 .max_by_key(|&p| (self.queues[p].len(), self.llc[p] == llc, usize::MAX - p));
             if let Some(from) = source {
                 if let Some(t) = self.take_movable(from, to, allowed) {
-                    self.queues[to].push(t);
+                    self.queues.push(to, t);
                     moves.push((t, from, to));
                 }
             }
@@ -287,8 +301,8 @@ impl Kernel {
                 .position(|&c| allowed[t].contains(self.os[self.core_cpus[c][0]]));
             if let Some(i) = target {
                 let to = self.core_cpus[idle_cores.remove(i)][0];
-                self.queues[from].pop();
-                self.queues[to].push(t);
+                self.queues.pop(from);
+                self.queues.push(to, t);
                 moves.push((t, from, to));
             }
         }
@@ -301,8 +315,8 @@ impl Kernel {
             let Some((t, to)) = self.even_target(from, longest, allowed) else {
                 break;
             };
-            let thread = self.queues[from].remove(t);
-            self.queues[to].push(thread);
+            let thread = self.queues.remove(from, t);
+            self.queues.push(to, thread);
             moves.push((thread, from, to));
         }
         if min_gap.is_finite() {
@@ -412,8 +426,8 @@ impl Kernel {
             traded[to] = true;
             self.dequeue(lo, from);
             self.dequeue(hi, to);
-            self.queues[to].push(lo);
-            self.queues[from].push(hi);
+            self.queues.push(to, lo);
+            self.queues.push(from, hi);
             moves.push((lo, from, to));
             moves.push((hi, to, from));
         }

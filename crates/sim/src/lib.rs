@@ -11,6 +11,7 @@ mod cluster_judge;
 pub mod consolidation;
 mod kernel;
 pub mod learning;
+mod queues;
 pub mod report;
 pub mod scenario;
 pub mod static_best;

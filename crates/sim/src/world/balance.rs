@@ -76,7 +76,7 @@ impl World<'_> {
         self.settle_all();
         for pos in 0..self.kernel.queues.len() {
             if self.kernel.queues[pos].len() >= 2 {
-                self.kernel.queues[pos].rotate_left(1);
+                self.kernel.queues.rotate_left(pos);
                 self.rates.touched_cpus.push(pos);
                 self.dirty = true;
             }
@@ -114,8 +114,8 @@ impl World<'_> {
             else {
                 break;
             };
-            self.kernel.queues[from].retain(|&q| q != t);
-            self.kernel.queues[to].push(t);
+            self.kernel.queues.retain(from, |&q| q != t);
+            self.kernel.queues.push(to, t);
             moves.push((t, from, to));
         }
         self.apply_moves(moves);
