@@ -1,14 +1,14 @@
 //! The simulated kernel's run queues, one per CPU position, with the
 //! positions indexed by queue length.
 //!
-//! Where a waking or new thread may run on every CPU (the usual affinity),
-//! the kernel wants the shortest queue, the thread's previous CPU first
-//! among equals, then the lowest tie-break. A scan of every CPU for it was
-//! a quarter of a simulated cosched:fair turn at 256 CPUs (it resumes
-//! programs every period) and of `linux` starting 1,000 threads; the index
-//! answers in a few steps. Every change of a queue's length goes through
-//! this type, so the index cannot fall out of step; reads see the queues
-//! as slices.
+//! Where a waking or new thread goes, the kernel wants the shortest queue
+//! it may use, the thread's previous CPU first among equals, then the
+//! lowest tie-break. A scan of every allowed CPU for it was a quarter of
+//! the first 10 simulated seconds of cosched:fair (which resumes programs
+//! every period) and of `linux` (1,000 threads starting) at 256 CPUs; the
+//! index answers in a few steps when the allowed CPUs are many. Every
+//! change of a queue's length goes through this type, so the index cannot
+//! fall out of step; reads see the queues as slices.
 
 #[derive(Debug, Clone)]
 pub(crate) struct Queues {
