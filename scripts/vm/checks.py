@@ -197,7 +197,7 @@ def decisions(path=TRACE):
     """The decisions that placed something, one line each: time, what the
     plan did, and each task's state and CPU time that period (for a
     failure's message: an intermittent failure says how it came about)."""
-    out = []
+    out, turns, last_seen = [], 0, "nothing"
     try:
         lines = open(path).read().splitlines()
     except OSError:
@@ -208,12 +208,16 @@ def decisions(path=TRACE):
         except ValueError:
             continue
         tasks = (d.get("plan") or {}).get("tasks") or []
+        if "snapshot" not in d:
+            continue
+        seen = ", ".join(f"{t['id']} {t['state']} {t['obs']['cpu_time_ns'] / 1e6:.1f} ms"
+                         for t in d["snapshot"].get("tasks", []))
+        turns, last_seen = turns + 1, f"{d['snapshot'].get('now_ns', 0) / 1e9:.2f} s: {seen}"
         if not tasks:
             continue
-        seen = ", ".join(f"{t['id']} {t['state']} {t['cpu_ns'] / 1e6:.1f} ms" for t in d.get("tasks", []))
         done = ", ".join(f"{i} {a.get('action')} {a.get('cpus')}" for i, a in tasks)
-        out.append(f"    {d.get('t_s', 0):.2f} s: {done} (seen: {seen})")
-    return "\n".join(out[-12:]) or "(no placements)"
+        out.append(f"    {d['snapshot'].get('now_ns', 0) / 1e9:.2f} s: {done} (seen: {seen})")
+    return "\n".join(out[-12:]) or f"(no placements in {turns} traced turns; the last saw {last_seen})"
 
 
 def run_and_watch(policy, program, threads, extra=()):
@@ -349,7 +353,8 @@ def check_smt(shape):
         m = run_and_watch(policy, barrier(2), 3)
         workers = sorted(m)[1:]  # the main thread waits in join
         cpus = [m[t] for t in workers]
-        expect(all(len(c) == 1 for c in cpus), f"{policy}: not pinned one to a CPU: {cpus}")
+        expect(all(len(c) == 1 for c in cpus),
+               f"{policy}: not pinned one to a CPU: {cpus}; herd's placements:\n{decisions()}")
         a, b = min(cpus[0]), min(cpus[1])
         expect((b in sib[a]) == same_core and a != b,
                f"{policy}: threads on CPUs {a} and {b} (siblings of {a}: {sorted(sib[a])}); "
