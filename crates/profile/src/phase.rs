@@ -66,18 +66,13 @@ impl Signature {
     /// per instruction moves it ~0.14, going from compute-bound to
     /// streaming moves it several units.
     pub fn distance(&self, other: &Signature) -> f64 {
-        self.distance_to(other, &other.counter_key())
-    }
-
-    /// [`Signature::distance`] to `other`, whose [`Signature::counter_key`]
-    /// is `key`: a phase table measures one signature against each of its
-    /// phases, and works out that signature's logarithms once.
-    fn distance_to(&self, other: &Signature, key: &[f64; 2]) -> f64 {
-        self.distance_between(other, &self.counter_key(), key)
+        self.distance_between(other, &self.counter_key(), &other.counter_key())
     }
 
     /// [`Signature::distance`] with both signatures' counter keys known
-    /// (`mine` this one's, `theirs` the other's).
+    /// (`mine` this one's, `theirs` the other's): a phase table measures
+    /// one signature against each of its phases, and works out each
+    /// logarithm once.
     fn distance_between(&self, other: &Signature, mine: &[f64; 2], theirs: &[f64; 2]) -> f64 {
         self.code_distance(other).unwrap_or_else(|| {
             (mine[0] - theirs[0]).abs()

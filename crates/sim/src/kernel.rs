@@ -56,9 +56,6 @@ pub(crate) struct Kernel {
     /// Threads queued on each position.
     pub queues: Queues,
     packages: usize,
-    /// Which of equally good CPUs placement takes first (lowest wins): the
-    /// position itself, or a seeded shuffle ([`Kernel::shuffle_ties`]).
-    tie: Vec<usize>,
     /// Which scheduler generation this kernel behaves as.
     pub era: KernelModel,
 }
@@ -86,7 +83,6 @@ impl Kernel {
             core_cpus,
             queues: Queues::new(&(0..cpus.len()).collect::<Vec<_>>()),
             packages: m.packages().len(),
-            tie: (0..cpus.len()).collect(),
             era: KernelModel::Current,
         }
     }
@@ -100,11 +96,12 @@ impl Kernel {
     pub fn shuffle_ties(&mut self, seed: u64) {
         let mut rng = herd_policy::Rng::new(seed);
         // Fisher-Yates.
-        for i in (1..self.tie.len()).rev() {
+        let mut tie = self.queues.ties().to_vec();
+        for i in (1..tie.len()).rev() {
             let j = rng.below(i as u64 + 1) as usize;
-            self.tie.swap(i, j);
+            tie.swap(i, j);
         }
-        self.queues.set_ties(&self.tie);
+        self.queues.set_ties(&tie);
     }
 
     /// Number of CPUs.
@@ -149,7 +146,8 @@ impl Kernel {
         // The shortest allowed queue first: if it is not empty, no allowed
         // CPU is idle and neither search below can find one (an
         // oversubscribed machine, where most threads start or resume).
-        let scan = || allowed_pos().min_by_key(|&p| (self.queues[p].len(), Some(p) != prev, self.tie[p]));
+        let scan =
+            || allowed_pos().min_by_key(|&p| (self.queues[p].len(), Some(p) != prev, self.queues.ties()[p]));
         // The queues' index, shortest first, passes over at most as many
         // CPUs as a scan of the allowed ones would look at.
         let shortest = match self
@@ -173,7 +171,7 @@ impl Kernel {
             (
                 prev_llc.is_none() || self.llc[p] != prev_llc,
                 usize::MAX - idle[self.package[p]],
-                self.tie[p],
+                self.queues.ties()[p],
             )
         };
         // One pass for both searches, a CPU on an idle core first, else

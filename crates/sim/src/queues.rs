@@ -18,7 +18,9 @@ pub(crate) struct Queues {
     /// event, and a tree's insert and remove cost more than the scans they
     /// saved under bw:greedy).
     by_len: Vec<Vec<u64>>,
-    /// Each position's tie-break (lowest wins; a permutation of positions).
+    /// Each position's tie-break: which of equally good CPUs placement
+    /// takes first (lowest wins; a permutation of positions), the position
+    /// itself or a seeded shuffle ([`crate::kernel::Kernel::shuffle_ties`]).
     tie: Vec<usize>,
     /// The position of each tie-break rank.
     at_rank: Vec<usize>,
@@ -49,6 +51,11 @@ impl Queues {
         for p in 0..self.q.len() {
             self.file(p);
         }
+    }
+
+    /// Each position's tie-break.
+    pub(crate) fn ties(&self) -> &[usize] {
+        &self.tie
     }
 
     pub(crate) fn len(&self) -> usize {
