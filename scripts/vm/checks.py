@@ -169,23 +169,27 @@ def check_doctor(shape):
 
 def stop(h):
     """Stops herd with SIGINT (as a user would) and kills what is left of
-    its programs."""
+    its programs; returns the last lines herd wrote to stderr (its run
+    summary; once: a herd already stopped gives nothing)."""
+    if h.returncode is not None:
+        return ""
     # Listed before herd goes: its programs are then no one's descendants.
     # (A program can outlive the SIGINT herd passes on: a shell waits for
     # its child, Python for its non-daemon threads.)
     left = descendants(h.pid)
     h.send_signal(signal.SIGINT)
     try:
-        h.wait(60)
+        _, err = h.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         # Reaped too: a killed herd left unreaped is a zombie named herd.
         h.kill()
-        h.wait()
+        _, err = h.communicate()
     for p in left:
         try:
             os.kill(p, signal.SIGKILL)
         except OSError:
             pass
+    return "\n".join((err or "").splitlines()[-12:])
 
 
 # Where a check's herd writes its trace (`--trace`), read back by
@@ -263,10 +267,13 @@ def check_numa_model_spreads(shape):
     expect(not (stacked and free), f"CPUs {stacked} hold several threads while {sorted(free)} hold none")
 
 
-def pages_by_node(pid):
-    """{node: pages} of pid's memory, from /proc/<pid>/numa_maps."""
+def pages_by_node(pid, kind=None):
+    """{node: pages} of pid's memory, from /proc/<pid>/numa_maps; `kind`
+    "file" or "anon": only the mappings of a file, or only the others."""
     out = {}
     for line in open(f"/proc/{pid}/numa_maps"):
+        if kind is not None and ("file=" in line) != (kind == "file"):
+            continue
         for word in line.split():
             if word.startswith("N") and "=" in word:
                 n, _, k = word[1:].partition("=")
@@ -325,7 +332,10 @@ def check_numa_model_memory(shape, under_shell=False):
         expect(len(pinned) >= 2 and len(used) == 1,
                f"a 2-thread job pinned on nodes {sorted(used)}: {sorted(map(sorted, m.values()))}; "
                f"herd's placements:\n{decisions()}")
-        first = pages_by_node(pid)
+        # The program's own (anonymous) pages and those of the files it
+        # maps (Python and its libraries, shared with this script).
+        by_kind = lambda: f"anon {pages_by_node(pid, 'anon')}, file {pages_by_node(pid, 'file')}"
+        first = by_kind()
         deadline = time.time() + 60
         while time.time() < deadline:
             pages = pages_by_node(pid)
@@ -334,10 +344,15 @@ def check_numa_model_memory(shape, under_shell=False):
             # (memory.rs's MIN_SHARE); Python's own start-up pages may lie
             # where the kernel first ran it.
             if elsewhere * 10 < sum(pages.values()):
-                print(f"  threads on node {sorted(used)}; pages by node when placed {first}, now {pages}")
+                now = by_kind()
+                moved = [l for l in stop(h).split("; ") if "memory followed" in l]
+                print(f"  threads on node {sorted(used)}; pages by node when placed: {first}; now: {now}"
+                      + (f"; herd: {moved[0]}" if moved else ""))
                 return
             time.sleep(3)
-        expect(False, f"threads on node {sorted(used)}, pages by node {pages}")
+        now = by_kind()
+        expect(False, f"threads on node {sorted(used)}, pages by node when placed: {first}; after 60 s: "
+                      f"{now}; herd said:\n{stop(h)}\nherd's placements:\n{decisions()}")
     finally:
         stop(h)
 

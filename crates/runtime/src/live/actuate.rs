@@ -108,31 +108,18 @@ impl LiveWorld {
         f.collect();
         let now_ns = self.start.elapsed().as_nanos() as u64;
         let kb = self.numa_memory.as_ref().map(|m| &m.kb);
-        // Per job, in one pass over the threads: the CPUs they are pinned
-        // to, or `None` once one that works is the kernel's to place (its
-        // nodes are then any). One that sleeps unpinned (a shell waiting
-        // for the program it started, a main thread in join) draws no
-        // bandwidth worth following.
-        let mut pinned: Vec<Option<CpuSet>> = vec![Some(CpuSet::new()); self.programs.len()];
-        let mut seen = vec![false; self.programs.len()];
-        for t in self.tasks.values() {
-            let Some(slot) = pinned.get_mut(t.job) else {
-                continue;
-            };
-            seen[t.job] = true;
-            *slot = match (slot.take(), &t.placed) {
-                (Some(cpus), Some(c)) => Some(cpus.union(c)),
-                (Some(cpus), None) if !t.busy => Some(cpus),
-                _ => None,
-            };
-        }
+        let every = f.nodes.iter().fold(CpuSet::new(), |a, (_, c)| a.union(c));
+        let pinned = super::memory::run_on_by_job(
+            self.programs.len(),
+            self.tasks.values().map(|t| (t.job, t.placed.as_ref(), t.busy)),
+            &every,
+        );
         for (job, p) in self.programs.iter().enumerate() {
             if !p.alive() || p.paused {
                 continue;
             }
             let run_on = pinned[job]
                 .as_ref()
-                .filter(|_| seen[job])
                 .map(|cpus| super::memory::nodes_of(&f.nodes, cpus));
             let memory = kb.and_then(|k| k.get(job)).and_then(|m| m.as_deref());
             if let Some((from, to, kb)) = f.due(job, run_on, memory, now_ns) {
