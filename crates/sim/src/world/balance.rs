@@ -94,7 +94,7 @@ impl World<'_> {
                 .count()
         };
         let n = self.kernel.queues.len();
-        if !(0..n).any(|p| fronts(self, p) >= 2) {
+        if !self.fronts_ever || !(0..n).any(|p| fronts(self, p) >= 2) {
             return;
         }
         self.settle_all();

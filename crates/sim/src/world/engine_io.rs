@@ -272,6 +272,7 @@ impl Actuator for World<'_> {
         for (id, lane) in &plan.lanes {
             if let Some(&t) = self.index_of.get(id) {
                 self.threads[t].lane = *lane;
+                self.fronts_ever |= *lane == herd_policy::Lane::Front;
                 // Every thread on its CPU gets a new share.
                 if let Some(pos) = self.threads[t].cpu {
                     self.rates.touched_cpus.push(pos);

@@ -211,6 +211,10 @@ pub struct World<'a> {
     has_heartbeats: bool,
     /// Whether any job has a shared phase (whose pool `share_pools` keeps).
     has_shared: bool,
+    /// Whether a plan ever put a thread in the `Front` lane: until one
+    /// does, there is nothing to push (`push_front_lanes`, whose pass over
+    /// every queue's threads was 1.5% of a `linux` hour).
+    fronts_ever: bool,
     /// The last periodic balance (without fairness rotation) moved nothing,
     /// and no queue or affinity changed since: balancing again is a no-op.
     balanced: bool,
@@ -325,6 +329,7 @@ impl<'a> World<'a> {
             has_shared: jobs
                 .iter()
                 .any(|j| j.phases.iter().any(|p| p.split == crate::scenario::Split::Shared)),
+            fronts_ever: false,
             balanced: false,
             totals: Totals::default(),
             consolidation: None,
