@@ -641,12 +641,18 @@ impl<'a> World<'a> {
         // Without shared pools, rates and the next event in one pass over
         // the threads (the same arithmetic in the same order as two).
         let pools = self.has_shared;
+        // A thread with no warm-up debt pays it off now: `paid` starts at
+        // now and only grows, so the division is skipped (the same result:
+        // now + 0 / rate is now, or NaN, which `max` passes over).
+        let owed = |th: &Thread| th.debt != 0.0;
         for th in &mut self.threads {
             if let Some(c) = th.class {
                 th.rate = th.share / self.rates.class_ns_per_instr[c as usize];
                 if !pools && !th.at_barrier {
                     next = next.min((th.debt + th.left.min(th.to_barrier)) / th.rate);
-                    paid = paid.max(now + th.debt / th.rate);
+                    if owed(th) {
+                        paid = paid.max(now + th.debt / th.rate);
+                    }
                 }
             }
         }
@@ -655,7 +661,9 @@ impl<'a> World<'a> {
             for th in &self.threads {
                 if th.class.is_some() && !th.at_barrier {
                     next = next.min((th.debt + th.left.min(th.to_barrier)) / th.rate);
-                    paid = paid.max(now + th.debt / th.rate);
+                    if owed(th) {
+                        paid = paid.max(now + th.debt / th.rate);
+                    }
                 }
             }
         }
