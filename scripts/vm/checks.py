@@ -127,12 +127,17 @@ def descendants(pid):
     return out
 
 
-def settled_masks(h, want_threads, wait_s=60):
+def settled_masks(h, want_threads, wait_s=60, trace=None):
     """The masks of the threads of herd's program (the descendant with the
     most threads) once it has want_threads and herd has placed them (two
-    readings a few seconds apart agree)."""
+    readings a few seconds apart agree). `trace`: the herd's `--trace`
+    file, which must also have grown between the two readings: herd took
+    turns meanwhile. (In a slow guest herd stretches its period to keep
+    its own share of a CPU, and two readings 3 s apart could both come
+    before its first turn that saw the threads working.)"""
     deadline = time.time() + wait_s
-    last = None
+    last, grown_from = None, -1
+    size = lambda: os.path.getsize(trace) if trace and os.path.exists(trace) else 0
     while time.time() < deadline and h.poll() is None:
         best = {}
         for p in descendants(h.pid):
@@ -141,9 +146,10 @@ def settled_masks(h, want_threads, wait_s=60):
                 best = m
         if len(best) >= want_threads:
             snap = sorted(map(sorted, best.values()))
-            if snap == last:
+            if snap == last and (not trace or size() > grown_from):
                 return best
-            last = snap
+            if snap != last:
+                last, grown_from = snap, size()
         time.sleep(3)
     said = h.stderr.read()[-2000:] if h.poll() is not None and h.stderr else ""
     raise Fail(f"the program never showed {want_threads} settled threads (last: {last}) {said}")
@@ -197,6 +203,15 @@ def stop(h):
 TRACE = "/tmp/check-trace.jsonl"
 
 
+def fresh_trace():
+    """Removes an earlier check's trace, so that `settled_masks` sees this
+    herd's grow from nothing."""
+    try:
+        os.remove(TRACE)
+    except FileNotFoundError:
+        pass
+
+
 def decisions(path=TRACE):
     """The decisions that placed something, one line each: time, what the
     plan did, and each task's state and CPU time that period (for a
@@ -229,11 +244,12 @@ def run_and_watch(policy, program, threads, extra=()):
     masks of its threads, then stops herd with SIGINT. Its trace is in
     TRACE."""
     # The guard off: these checks are of what the policy decides.
+    fresh_trace()
     h = subprocess.Popen([HERD, "run", "--policy", policy, "--period-ms", "100", "--guard", "off",
                           "--trace", TRACE, *extra, "--", *program],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        return settled_masks(h, threads)
+        return settled_masks(h, threads, trace=TRACE)
     finally:
         stop(h)
 
@@ -318,11 +334,12 @@ def check_numa_model_memory(shape, under_shell=False):
     # `; true`: the shell waits for python rather than becoming it.
     cmd = (["/bin/sh", "-c", '/usr/bin/python3 -c "$1"; true', "sh", prog] if under_shell
            else ["/usr/bin/python3", "-c", prog])
+    fresh_trace()
     h = subprocess.Popen([HERD, "run", "--policy", "numa:model", "--period-ms", "100", "--guard", "off",
                           "--trace", TRACE, "--", *cmd],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        m = settled_masks(h, 3)
+        m = settled_masks(h, 3, trace=TRACE)
         pid = max(descendants(h.pid), key=lambda p: len(masks(p)))
         # The threads herd pinned (one CPU each): the workers, and the
         # main thread if it was pinned while it worked. One asleep in join
