@@ -324,7 +324,13 @@ def check_numa_model_memory(shape, under_shell=False):
             # (a layout made from a reading before the touch saw no memory
             # and, as for any compute job, kept the free CPUs even).
             "time.sleep(2)\n"
+            # The workers rest a second before they spin: the main thread
+            # is in join by then, and the layout is for the workers alone
+            # (laid out the period the main thread was still starting
+            # them, it counted as a third worker, and three threads were
+            # spread over both nodes).
             "def spin():\n"
+            "    time.sleep(1)\n"
             "    t = time.time()\n"
             "    while time.time() - t < 600: pass\n"
             # Daemon threads: SIGINT (herd passes it on) ends the program,
