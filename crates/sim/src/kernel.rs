@@ -379,7 +379,8 @@ impl Kernel {
             .collect();
         // Threads on shorter queues, most served first, gathered once: with
         // the usual wide affinities the first candidate fits every long
-        // queue, so this stays O(T log T) rather than O(CPUs x T).
+        // queue, so this stays about O(T) (a heap built once, a few taken)
+        // rather than O(CPUs x T).
         let mut short = MostServed::new(
             (0..self.len())
                 .filter(|&p| self.queues[p].len() + 1 == longest)

@@ -123,6 +123,25 @@ impl LiveWorld {
                 .map(|cpus| super::memory::nodes_of(&f.nodes, cpus));
             let memory = kb.and_then(|k| k.get(job)).and_then(|m| m.as_deref());
             if let Some((from, to, kb)) = f.due(job, run_on, memory, now_ns) {
+                // herd keeps the mask it set as a thread's place and does
+                // not read it back each turn; a program may have set its
+                // own since (`os.sched_setaffinity`, an OpenMP runtime's
+                // binding). Then the job does not run where herd pinned it,
+                // and its memory is left where the program put it (a guest
+                // run: herd pinned a Python program's main thread to node 1
+                // just before the program bound itself to node 0 and
+                // touched its memory there; following herd's record would
+                // have taken that memory away from the program).
+                let not_herds = self.tasks.iter().any(|(&tid, t)| {
+                    t.job == job
+                        && t.placed.as_ref().is_some_and(|c| {
+                            !every.is_subset(c) && control::affinity(tid).is_ok_and(|now| &now != c)
+                        })
+                });
+                if not_herds {
+                    f.hold_off(job, now_ns);
+                    continue;
+                }
                 let mut pids = vec![p.pid];
                 pids.extend_from_slice(forked(&self.family, job));
                 f.start(

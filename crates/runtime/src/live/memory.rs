@@ -89,8 +89,8 @@ pub fn worth_moving(run_on: &BTreeSet<u32>, memory_kb: &[(u32, u64)]) -> Option<
 /// runs: a shell waiting for the program it started, a main thread in join.
 /// Counted, numa:model's let-go main thread made a job laid out on node 0
 /// "run" on both nodes of a 2-socket guest, and the quarter of its memory
-/// it had touched from node 1 never followed (`scripts/vm/checks.py`'s
-/// `numa-model-memory-split`).
+/// it had touched from node 1 never followed (`docs/results.md`, issue
+/// 24's twentieth session).
 pub fn run_on_by_job<'a>(
     jobs: usize,
     threads: impl Iterator<Item = (usize, Option<&'a CpuSet>, bool)>,
@@ -163,6 +163,8 @@ pub struct Follower {
     pub pages_left: u64,
     /// Moves the kernel refused (a process that left, no permission).
     pub refused: u64,
+    /// Moves not made because a thread's mask was no longer herd's.
+    pub held_off: u64,
 }
 
 impl Follower {
@@ -176,6 +178,7 @@ impl Follower {
             moved_kb: 0,
             pages_left: 0,
             refused: 0,
+            held_off: 0,
         })
     }
 
@@ -218,6 +221,17 @@ impl Follower {
         }
         let (from, kb) = worth_moving(&st.nodes, memory_kb?)?;
         Some((from, st.nodes.iter().copied().collect(), kb))
+    }
+
+    /// Leaves job `job`'s memory where it is until [`GAP_NS`] from now, as
+    /// if it had just moved: one of its threads no longer has the mask herd
+    /// set (the program set its own), so where herd pinned it is not where
+    /// it runs.
+    pub fn hold_off(&mut self, job: usize, now_ns: u64) {
+        if let Some(st) = self.jobs.get_mut(job) {
+            st.moved_ns = Some(now_ns);
+        }
+        self.held_off += 1;
     }
 
     /// Starts `mv` on a thread of its own.
@@ -431,6 +445,11 @@ mod tests {
             "resting"
         );
         assert!(f.due(0, on1(), Some(&mem), SETTLED_NS + GAP_NS).is_some());
+        // Held off (a thread's mask is the program's own now): rested anew.
+        let t = SETTLED_NS + GAP_NS;
+        f.hold_off(0, t);
+        assert_eq!(f.due(0, on1(), Some(&mem), t + GAP_NS / 2), None, "held off");
+        assert!(f.due(0, on1(), Some(&mem), t + GAP_NS).is_some());
         // The kernel's to place: never followed.
         assert_eq!(f.due(1, None, Some(&mem), 10 * GAP_NS), None);
         assert!(Follower::new(vec![(0, CpuSet::parse_list("0-3").unwrap())]).is_none());

@@ -443,6 +443,7 @@ impl LiveWorld {
             f.finish();
             (self.stats.memory_moves, self.stats.memory_moved_kb) = (f.moves, f.moved_kb);
             (self.stats.memory_pages_left, self.stats.memory_moves_refused) = (f.pages_left, f.refused);
+            self.stats.memory_held_off = f.held_off;
         }
         self.reset_lanes();
         // Out of herd's groups first: that thaws frozen programs, and in v1

@@ -52,6 +52,8 @@ pub struct LiveStats {
     pub memory_pages_left: u64,
     /// Moves the kernel refused.
     pub memory_moves_refused: u64,
+    /// Moves not made because a program had set its own threads' masks.
+    pub memory_held_off: u64,
     /// Energy the machine used while herd watched (RAPL), where it can tell.
     pub energy_j: Option<f64>,
     /// Bytes the managed programs moved to and from memory (resctrl MBM, else
@@ -62,14 +64,24 @@ pub struct LiveStats {
 impl LiveStats {
     /// The summary's words on memory that followed placement, if any moved.
     pub fn memory_followed(&self) -> Option<String> {
-        (self.memory_moves > 0).then(|| {
+        let held = (self.memory_held_off > 0).then(|| {
+            format!(
+                "memory left where the program put it {} time(s): it had set its own threads' CPUs",
+                self.memory_held_off
+            )
+        });
+        let moved = (self.memory_moves > 0).then(|| {
             format!(
                 "memory followed placement {} time(s) ({:.1} MB was on other nodes, {} pages stayed)",
                 self.memory_moves,
                 self.memory_moved_kb as f64 / 1024.0,
                 self.memory_pages_left
             )
-        })
+        });
+        match (moved, held) {
+            (Some(m), Some(h)) => Some(format!("{m}; {h}")),
+            (m, h) => m.or(h),
+        }
     }
 
     /// What herd could not do as it would on a machine with room for it,
