@@ -108,7 +108,7 @@ impl LiveWorld {
         f.collect();
         let now_ns = self.start.elapsed().as_nanos() as u64;
         let kb = self.numa_memory.as_ref().map(|m| &m.kb);
-        let every = f.nodes.iter().fold(CpuSet::new(), |a, (_, c)| a.union(c));
+        let every = f.every.clone();
         let pinned = super::memory::run_on_by_job(
             self.programs.len(),
             self.tasks.values().map(|t| (t.job, t.placed.as_ref(), t.busy)),

@@ -150,6 +150,9 @@ struct JobState {
 pub struct Follower {
     /// The machine's NUMA nodes and their CPUs.
     pub nodes: Vec<(u32, CpuSet)>,
+    /// Every CPU of those nodes: a thread's mask of all of them places it
+    /// nowhere in particular.
+    pub every: CpuSet,
     jobs: Vec<JobState>,
     /// The move in flight, on a thread of its own: `migrate_pages` runs as
     /// long as copying the pages takes (a second per few GB), and herd's
@@ -171,6 +174,7 @@ impl Follower {
     /// A follower for a machine with `nodes`; `None` with fewer than two.
     pub fn new(nodes: Vec<(u32, CpuSet)>) -> Option<Follower> {
         (nodes.len() >= 2).then(|| Follower {
+            every: nodes.iter().fold(CpuSet::new(), |a, (_, c)| a.union(c)),
             nodes,
             jobs: Vec::new(),
             in_flight: None,
