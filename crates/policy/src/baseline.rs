@@ -120,8 +120,11 @@ pub struct Static {
     order: Option<Vec<u32>>,
     job_start: HashMap<u32, usize>,
     next_start: usize,
-    /// Each placed task's job and place in its job's stretch.
-    placed: HashMap<TaskId, (u32, usize)>,
+    /// Each placed task's job and place in its job's stretch, and the
+    /// last turn its tasks changed in which it was present.
+    placed: HashMap<TaskId, (u32, usize, u64)>,
+    /// Turns in which the tasks changed: marks who is still present.
+    changes: u64,
     /// Per job, how many present placed tasks hold each place of its
     /// stretch.
     held: HashMap<u32, Vec<u32>>,
@@ -146,6 +149,7 @@ impl Static {
             job_start: HashMap::default(),
             next_start: 0,
             placed: HashMap::default(),
+            changes: 0,
             held: HashMap::default(),
             working: Working::default(),
             waiting: false,
@@ -196,26 +200,34 @@ impl Policy for Static {
         let mut plan = Plan::default();
         let snap = view.snapshot;
         let tasks = &snap.tasks;
-        let changed = self.last_ids.changed(tasks);
+        let changed = self.last_ids.changed(snap);
         if !changed && !self.waiting {
             return plan;
         }
-        // Tasks that left free their places (looked for only when the
-        // tasks changed and fewer placed ones remain than are held).
+        // Tasks that left free their places: each present placed task is
+        // marked with this change's number, and those left unmarked are
+        // gone (swept only when fewer were marked than are held).
         if changed {
-            let present = tasks.iter().filter(|t| self.placed.contains_key(&t.id)).count();
+            self.changes += 1;
+            let mark = self.changes;
+            let mut present = 0;
+            for t in tasks {
+                if let Some(p) = self.placed.get_mut(&t.id) {
+                    p.2 = mark;
+                    present += 1;
+                }
+            }
             if present < self.placed.len() {
-                let ids: FxHashSet<TaskId> = tasks.iter().map(|t| t.id).collect();
                 let held = &mut self.held;
-                self.placed.retain(|id, (job, place)| {
-                    let keep = ids.contains(id);
+                self.placed.retain(|_, (job, place, seen)| {
+                    let keep = *seen == mark;
                     if !keep && let Some(h) = held.get_mut(job) {
                         h[*place] -= 1;
                     }
                     keep
                 });
-                let jobs: FxHashSet<u32> = self.placed.values().map(|&(j, _)| j).collect();
-                self.held.retain(|j, _| jobs.contains(j));
+                // A job's counts add up to its placed tasks: none left, none held.
+                self.held.retain(|_, h| h.iter().any(|&n| n > 0));
             }
         }
         let placed = &self.placed;
@@ -226,36 +238,38 @@ impl Policy for Static {
             .working
             .unplaced(snap, |id| placed.contains_key(&id), |t| t.rank == 0);
         self.waiting = new.len() < tasks.len().saturating_sub(self.placed.len());
+        if new.is_empty() {
+            return plan;
+        }
         new.sort_by_key(|t| (t.job, t.rank, t.id));
-        let mut threads_of: Option<HashMap<u32, usize>> = None;
-        // The CPUs each job's placed threads worked on over the last period
-        // (built at the first new thread: most turns place none).
-        let mut working_on: Option<HashMap<u32, FxHashSet<u32>>> = None;
+        // The jobs of the new threads (most turns have one), each one's
+        // thread count and the CPUs its placed threads worked on over the
+        // last period, in one pass over the tasks.
+        let mut new_jobs: Vec<u32> = new.iter().map(|t| t.job).collect();
+        new_jobs.dedup();
+        let mut threads_of = vec![0usize; new_jobs.len()];
+        let mut working_on: Vec<FxHashSet<u32>> = vec![FxHashSet::default(); new_jobs.len()];
+        for o in tasks {
+            let Ok(k) = new_jobs.binary_search(&o.job) else {
+                continue;
+            };
+            threads_of[k] += 1;
+            if worked(snap, o)
+                && let Some(&(job, place, _)) = self.placed.get(&o.id)
+            {
+                let start = self.job_start.get(&job).copied().unwrap_or(0);
+                working_on[k].insert(order[(start + place) % order.len()]);
+            }
+        }
         for t in new {
-            let counts = threads_of.get_or_insert_with(|| {
-                let mut c = HashMap::default();
-                for o in tasks {
-                    *c.entry(o.job).or_insert(0) += 1;
-                }
-                c
-            });
-            let threads = counts[&t.job];
+            let k = new_jobs.binary_search(&t.job).expect("a new thread's job");
+            let threads = threads_of[k];
             let start = *self.job_start.entry(t.job).or_insert_with(|| {
                 let s = self.next_start;
                 self.next_start += threads;
                 s
             });
-            let working_on = working_on.get_or_insert_with(|| {
-                let mut w: HashMap<u32, FxHashSet<u32>> = HashMap::default();
-                for o in tasks.iter().filter(|o| worked(snap, o)) {
-                    if let Some(&(job, place)) = self.placed.get(&o.id) {
-                        let start = self.job_start.get(&job).copied().unwrap_or(0);
-                        w.entry(job).or_default().insert(order[(start + place) % order.len()]);
-                    }
-                }
-                w
-            });
-            let busy = working_on.entry(t.job).or_default();
+            let busy = &mut working_on[k];
             let cpu_at = |place: usize| order[(start + place) % order.len()];
             let held = self.held.entry(t.job).or_default();
             // The first place whose CPU none of the job's threads worked on
@@ -278,7 +292,7 @@ impl Policy for Static {
             held[place] += 1;
             let cpu = cpu_at(place);
             busy.insert(cpu);
-            self.placed.insert(t.id, (t.job, place));
+            self.placed.insert(t.id, (t.job, place, self.changes));
             let cpus = if self.whole_cores {
                 m.siblings(cpu).cloned().unwrap_or_default()
             } else {

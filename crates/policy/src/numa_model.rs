@@ -226,7 +226,7 @@ impl Policy for NumaModel {
         }
         let snap = view.snapshot;
         if let Some((tasks, declared, asleep)) = &self.settled
-            && tasks.same(&snap.tasks)
+            && tasks.same(snap)
             && snap.jobs.iter().map(|j| (j.id, j.threads_declared)).eq(declared.iter().copied())
             && !asleep.iter().any(|&i| wants_cpu(snap, &snap.tasks[i]))
         {
@@ -410,7 +410,7 @@ impl Policy for NumaModel {
         self.unpin_shared_nodes(m, &shared, &mut plan);
         self.settled = complete.then(|| {
             (
-                SeenTasks::of(&snap.tasks),
+                SeenTasks::of(snap),
                 snap.jobs.iter().map(|j| (j.id, j.threads_declared)).collect(),
                 asleep,
             )

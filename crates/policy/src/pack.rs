@@ -558,7 +558,7 @@ impl Policy for Pack {
         let allowed = self.allowed.as_ref().expect("just set").1.clone();
         let (cores, all) = &*allowed;
         let tasks = &view.snapshot.tasks;
-        if self.last_ids.changed(tasks) {
+        if self.last_ids.changed(view.snapshot) {
             let present: FxHashSet<TaskId> = tasks.iter().map(|t| t.id).collect();
             self.group_of.retain(|t, _| present.contains(t));
             self.pinned.retain(|t| present.contains(t));

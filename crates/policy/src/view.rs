@@ -195,6 +195,15 @@ pub struct Snapshot {
     /// derived from it instead of passing over every task again.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub repeats_last: bool,
+    /// A name for this snapshot's list of tasks (their ids, in order): the
+    /// sensor gives a new one whenever the list may have changed, so two
+    /// snapshots with the same non-zero value list the same tasks, however
+    /// many snapshots lie between them. 0 vouches for nothing (live, and a
+    /// snapshot read back from a file: not serialised). Lets a policy that
+    /// acts when tasks come or go see that none did without comparing a
+    /// thousand ids every period.
+    #[serde(skip)]
+    pub tasks_epoch: u64,
 }
 
 /// What the profile store knows about a program before it runs.
@@ -322,25 +331,37 @@ impl Rng {
 /// that acts on change has nothing to do (most periods; at a thousand
 /// tasks going through them was a policy's whole cost).
 #[derive(Debug, Default)]
-pub(crate) struct SeenTasks(Vec<TaskId>);
+pub(crate) struct SeenTasks {
+    ids: Vec<TaskId>,
+    /// The snapshot's [`Snapshot::tasks_epoch`] the ids were last found
+    /// in (0: none vouched).
+    epoch: u64,
+}
 
 impl SeenTasks {
-    /// `tasks` seen.
-    pub(crate) fn of(tasks: &[TaskView]) -> Self {
-        SeenTasks(tasks.iter().map(|t| t.id).collect())
+    /// The tasks of `snap` seen.
+    pub(crate) fn of(snap: &Snapshot) -> Self {
+        SeenTasks {
+            ids: snap.tasks.iter().map(|t| t.id).collect(),
+            epoch: snap.tasks_epoch,
+        }
     }
 
-    /// Whether `tasks` are the ones seen last, in the same order.
-    pub(crate) fn same(&self, tasks: &[TaskView]) -> bool {
-        tasks.iter().map(|t| t.id).eq(self.0.iter().copied())
+    /// Whether `snap`'s tasks are the ones seen last, in the same order:
+    /// at once when the sensor vouches for it, else id by id.
+    pub(crate) fn same(&self, snap: &Snapshot) -> bool {
+        (snap.tasks_epoch != 0 && snap.tasks_epoch == self.epoch)
+            || snap.tasks.iter().map(|t| t.id).eq(self.ids.iter().copied())
     }
 
-    /// Whether `tasks` differ from the ones seen last; remembers them.
-    pub(crate) fn changed(&mut self, tasks: &[TaskView]) -> bool {
-        if self.same(tasks) {
+    /// Whether `snap`'s tasks differ from the ones seen last; remembers them.
+    pub(crate) fn changed(&mut self, snap: &Snapshot) -> bool {
+        if self.same(snap) {
+            // The same list under a new name: next time the name suffices.
+            self.epoch = snap.tasks_epoch;
             return false;
         }
-        *self = SeenTasks::of(tasks);
+        *self = SeenTasks::of(snap);
         true
     }
 }
@@ -360,12 +381,25 @@ mod tests {
             obs: Obs::default(),
             heartbeats: None,
         };
+        let snap = |tasks: Vec<TaskView>, tasks_epoch| Snapshot {
+            tasks,
+            tasks_epoch,
+            ..Snapshot::default()
+        };
         let mut seen = SeenTasks::default();
-        assert!(seen.same(&[]));
-        assert!(seen.changed(&[task(1), task(2)]));
-        assert!(!seen.changed(&[task(1), task(2)]));
-        assert!(seen.changed(&[task(2), task(1)]), "order counts");
-        assert!(seen.changed(&[task(2)]), "one gone");
-        assert!(seen.same(&[task(2)]));
+        assert!(seen.same(&snap(vec![], 0)));
+        assert!(seen.changed(&snap(vec![task(1), task(2)], 0)));
+        assert!(!seen.changed(&snap(vec![task(1), task(2)], 0)));
+        assert!(seen.changed(&snap(vec![task(2), task(1)], 0)), "order counts");
+        assert!(seen.changed(&snap(vec![task(2)], 0)), "one gone");
+        assert!(seen.same(&snap(vec![task(2)], 0)));
+        // A sensor's name for the list: a new name with the same ids is
+        // still the same list; the name then suffices.
+        assert!(!seen.changed(&snap(vec![task(2)], 7)));
+        assert!(seen.same(&snap(vec![task(2)], 7)));
+        assert!(seen.changed(&snap(vec![task(2), task(3)], 8)));
+        assert!(!seen.changed(&snap(vec![task(2), task(3)], 8)));
+        // 0 vouches for nothing, even after a name was seen.
+        assert!(seen.changed(&snap(vec![task(3)], 0)));
     }
 }

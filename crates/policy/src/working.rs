@@ -68,24 +68,23 @@ impl Working {
         placed: impl Fn(TaskId) -> bool,
         always: impl Fn(&TaskView) -> bool,
     ) -> Vec<&'a TaskView> {
-        let busy = |t: &TaskView| worked(snap, t);
-        let working: Vec<&TaskView> = snap
-            .tasks
-            .iter()
-            .filter(|t| !placed(t.id))
-            .filter(|t| {
-                always(t) || busy(t) && (t.state == TaskState::Runnable || self.busy_before.contains(&t.id))
-            })
-            .collect();
         // What the next full period compares with (a progress-only turn
-        // measures nothing: the last full one stands).
-        if !snap.progress_only && snap.period_ns > 0 {
-            self.busy_before = snap
-                .tasks
-                .iter()
-                .filter(|t| !placed(t.id) && busy(t))
-                .map(|t| t.id)
-                .collect();
+        // measures nothing: the last full one stands). One pass: `placed`
+        // is a map look-up per task.
+        let measured = !snap.progress_only && snap.period_ns > 0;
+        let mut busy_now = FxHashSet::default();
+        let mut working = Vec::new();
+        for t in snap.tasks.iter().filter(|t| !placed(t.id)) {
+            let busy = worked(snap, t);
+            if always(t) || busy && (t.state == TaskState::Runnable || self.busy_before.contains(&t.id)) {
+                working.push(t);
+            }
+            if measured && busy {
+                busy_now.insert(t.id);
+            }
+        }
+        if measured {
+            self.busy_before = busy_now;
         }
         working
     }

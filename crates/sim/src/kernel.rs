@@ -61,7 +61,23 @@ pub(crate) struct Kernel {
     packages: usize,
     /// Which scheduler generation this kernel behaves as.
     pub era: KernelModel,
+    /// For each set of allowed CPUs of more than [`MASKED_FROM`] seen, the
+    /// positions it allows as a rank mask for the queues' index (a handful
+    /// of sets: the machine, its nodes, a gang's CPUs). Cleared when the
+    /// tie-breaks change.
+    masks: rustc_hash::FxHashMap<CpuSet, Vec<u64>>,
 }
+
+/// From how many allowed CPUs a wake-up's search goes by the allowed set's
+/// rank mask (a hash look-up, then a few words per queue length) rather
+/// than through the queues' index CPU by CPU. At 256 CPUs a gang's node
+/// passed over so many CPUs of other nodes that the index gave up and
+/// scanned: the scan was an eighth of a cosched:fair run.
+const MASKED_FROM: usize = 32;
+
+/// Masks kept at most: a policy that hands out ever new large sets does
+/// not grow the table without end.
+const MASKS_KEPT: usize = 1024;
 
 impl Kernel {
     pub fn new(m: &Machine) -> Self {
@@ -87,6 +103,7 @@ impl Kernel {
             queues: Queues::new(&(0..cpus.len()).collect::<Vec<_>>()),
             packages: m.packages().len(),
             era: KernelModel::Current,
+            masks: Default::default(),
         }
     }
 
@@ -105,6 +122,7 @@ impl Kernel {
             tie.swap(i, j);
         }
         self.queues.set_ties(&tie);
+        self.masks.clear();
     }
 
     /// Number of CPUs.
@@ -136,7 +154,7 @@ impl Kernel {
     }
 
     /// Where a waking or new thread goes; `None` if `allowed` names no CPU here.
-    pub fn select(&self, allowed: &CpuSet, prev: Option<usize>) -> Option<usize> {
+    pub fn select(&mut self, allowed: &CpuSet, prev: Option<usize>) -> Option<usize> {
         if let Some(p) = prev {
             // 2.6.27 had no idle search on wake-up (select_idle_sibling
             // came in 2.6.32): the task went back where it last ran.
@@ -144,6 +162,13 @@ impl Kernel {
             if self.allows(allowed, p) && (wake_home || self.core_idle(self.core[p])) {
                 return Some(p);
             }
+        }
+        if allowed.len() > MASKED_FROM && !self.masks.contains_key(allowed) {
+            if self.masks.len() >= MASKS_KEPT {
+                self.masks.clear();
+            }
+            let mask = self.queues.rank_mask(|p| self.allows(allowed, p));
+            self.masks.insert(allowed.clone(), mask);
         }
         let allowed_pos = || allowed.iter().filter_map(|os| self.pos(os));
         // The shortest allowed queue first: if it is not empty, no allowed
@@ -153,15 +178,21 @@ impl Kernel {
             || allowed_pos().min_by_key(|&p| (self.queues[p].len(), Some(p) != prev, self.queues.ties()[p]));
         // The queues' index, shortest first, passes over at most as many
         // CPUs as a scan of the allowed ones would look at.
-        let shortest = match self
-            .queues
-            .shortest_where(prev, allowed.len(), |p| self.allows(allowed, p))
-        {
-            Some(found) => {
-                debug_assert_eq!(found, scan(), "the queues' index agrees with a scan");
-                found
+        let shortest = if allowed.len() > MASKED_FROM {
+            let found = self.queues.shortest_in(prev, &self.masks[allowed]);
+            debug_assert_eq!(found, scan(), "the queues' index by mask agrees with a scan");
+            found
+        } else {
+            match self
+                .queues
+                .shortest_where(prev, allowed.len(), |p| self.allows(allowed, p))
+            {
+                Some(found) => {
+                    debug_assert_eq!(found, scan(), "the queues' index agrees with a scan");
+                    found
+                }
+                None => scan(),
             }
-            None => scan(),
         };
         if shortest.is_none_or(|p| !self.queues[p].is_empty()) {
             return shortest;
@@ -533,6 +564,54 @@ mod tests {
             Some((3, 1)),
             "thread 3 may go to CPU 1"
         );
+    }
+
+    /// On a machine with more CPUs than [`MASKED_FROM`], a wake-up that
+    /// finds every allowed queue busy goes to the shortest one, its
+    /// previous CPU first among equals, then the lowest tie-break: what a
+    /// scan of the allowed CPUs finds, for sets of every size (through the
+    /// rank masks above the threshold, the index CPU by CPU below).
+    #[test]
+    fn wake_ups_on_a_busy_machine_go_where_a_scan_says() {
+        let m = Machine::synthetic("package:2 core:32 pu:2").unwrap();
+        let mut k = Kernel::new(&m);
+        k.shuffle_ties(11);
+        let all = m.all_cpus().clone();
+        let sets: Vec<CpuSet> = vec![
+            all.clone(),
+            (0..64).collect(),
+            (0..128).filter(|c| c % 2 == 1).collect(),
+            (40..80).collect(),
+            (5..20).collect(),
+        ];
+        // Every CPU busy: the idle searches find nothing and the shortest
+        // queue is the answer.
+        for t in 0..128 {
+            k.enqueue(t, t);
+        }
+        let mut state: u64 = 3;
+        let mut next = move || {
+            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            state >> 33
+        };
+        for (step, thread) in (0..400).zip(128..) {
+            let allowed = &sets[(next() % sets.len() as u64) as usize];
+            let prev = (next() % 3 > 0).then(|| (next() % 128) as usize);
+            let want = (0..128)
+                .filter(|&p| allowed.contains(k.os[p]))
+                .min_by_key(|&p| (k.queues[p].len(), Some(p) != prev, k.queues.ties()[p]));
+            let got = k.select(allowed, prev);
+            assert_eq!(got, want, "step {step}");
+            // Queue there, and now and then take a thread off a long queue
+            // (never emptying one), so lengths spread.
+            k.enqueue(thread, got.unwrap());
+            if step % 3 == 0 {
+                let p = (next() % 128) as usize;
+                if k.queues[p].len() > 1 {
+                    k.queues.pop(p);
+                }
+            }
+        }
     }
 
     #[test]

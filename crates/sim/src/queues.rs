@@ -101,6 +101,38 @@ impl Queues {
         Some(None)
     }
 
+    /// The same answer as [`Queues::shortest_where`] for the positions
+    /// whose tie-break rank `mask` has a bit set (a bitset in rank order,
+    /// as `by_len`'s): word by word, a few steps for any number of them.
+    pub(crate) fn shortest_in(&self, prev: Option<usize>, mask: &[u64]) -> Option<usize> {
+        let admitted = |p: usize| {
+            let r = self.tie[p];
+            mask.get(r / 64).is_some_and(|w| w >> (r % 64) & 1 == 1)
+        };
+        let prev = prev.filter(|&p| p < self.q.len() && admitted(p));
+        for (len, set) in self.by_len.iter().enumerate() {
+            if prev.is_some_and(|p| self.q[p].len() == len) {
+                return prev;
+            }
+            for (w, (&word, &m)) in set.iter().zip(mask).enumerate() {
+                let bits = word & m;
+                if bits != 0 {
+                    return Some(self.at_rank[w * 64 + bits.trailing_zeros() as usize]);
+                }
+            }
+        }
+        None
+    }
+
+    /// `mask` for [`Queues::shortest_in`]: the ranks of the positions `ok` admits.
+    pub(crate) fn rank_mask(&self, ok: impl Fn(usize) -> bool) -> Vec<u64> {
+        let mut mask = vec![0u64; self.q.len().div_ceil(64)];
+        for (_, &r) in self.tie.iter().enumerate().filter(|&(p, _)| ok(p)) {
+            mask[r / 64] |= 1u64 << (r % 64);
+        }
+        mask
+    }
+
     pub(crate) fn push(&mut self, pos: usize, thread: usize) {
         self.change(pos, |q| q.push(thread));
     }
@@ -193,6 +225,11 @@ mod tests {
                         if let Some(found) = q.shortest_where(prev, 0, ok) {
                             assert_eq!(found, want, "step {step}, prev {prev:?}, set {a}, no budget");
                         }
+                        assert_eq!(
+                            q.shortest_in(prev, &q.rank_mask(ok)),
+                            want,
+                            "step {step}, prev {prev:?}, set {a}, by mask"
+                        );
                     }
                 }
             }

@@ -780,6 +780,8 @@ impl Sensor for LiveWorld {
             progress_only: false,
             lanes_apply: self.lanes_allowed,
             repeats_last: false,
+            // Live task lists are read afresh each turn: a policy compares them.
+            tasks_epoch: 0,
         };
         &self.snapshot
     }

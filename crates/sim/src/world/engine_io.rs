@@ -138,6 +138,8 @@ impl World<'_> {
                     heartbeats: None,
                 })
                 .collect();
+            // A new name for a new list (the first is 1: 0 vouches for nothing).
+            self.view.snapshot.tasks_epoch += 1;
         }
         let hw = self.sensor.hw_counters;
         let bw = self.sensor.mem_bandwidth;
