@@ -99,6 +99,9 @@ pub struct Guard {
     /// turns again, since a policy pins threads as they appear and a
     /// program's threads starting one by one crowd for a moment.
     tasks_seen: (usize, u64),
+    /// The snapshot's [`Snapshot::tasks_epoch`] `tasks_seen` was taken
+    /// from: a snapshot that names the same list has the same count and sum.
+    tasks_seen_epoch: u64,
     /// A back-off on crowding was spent on the present mix of jobs: one
     /// per mix, so that a placement that idles CPUs by design and wins its
     /// probes back is not backed off every few periods.
@@ -142,6 +145,7 @@ impl Guard {
             last_turn_ns: None,
             crowded_turns: 0,
             tasks_seen: (0, 0),
+            tasks_seen_epoch: 0,
             early_spent: false,
             was_busy: WasBusy::default(),
             crowd_memo: None,
@@ -191,7 +195,9 @@ impl Guard {
         // A snapshot that repeats the last (the simulator's, when nothing
         // changed) gives the answers the last one gave, found again
         // without a pass over every task.
-        let tasks_now = if snap.repeats_last {
+        let named_again = snap.tasks_epoch != 0 && snap.tasks_epoch == self.tasks_seen_epoch;
+        self.tasks_seen_epoch = snap.tasks_epoch;
+        let tasks_now = if snap.repeats_last || named_again {
             self.tasks_seen
         } else {
             (

@@ -12,8 +12,10 @@ use rustc_hash::FxHashMap as HashMap;
 /// Beside the last full snapshot's tasks, in their order (a pass beside
 /// the tasks each turn, not a map insert per task); with the period of
 /// the snapshot they were last updated from, if any.
+/// The third field is the snapshot's [`Snapshot::tasks_epoch`] the flags
+/// were last lined up with (0: none vouched).
 #[derive(Debug, Default)]
-pub(crate) struct WasBusy(Vec<(TaskId, bool)>, Option<u64>);
+pub(crate) struct WasBusy(Vec<(TaskId, bool)>, Option<u64>, u64);
 
 impl WasBusy {
     /// Each of `snap`'s tasks' flag, in its order; empty when the flags
@@ -26,9 +28,11 @@ impl WasBusy {
         }
     }
 
-    /// Whether the flags are of `snap`'s tasks, in its order.
+    /// Whether the flags are of `snap`'s tasks, in its order: at once when
+    /// the sensor names the same list, else id by id.
     fn aligned(&self, snap: &Snapshot) -> bool {
-        self.0.len() == snap.tasks.len() && self.0.iter().zip(&snap.tasks).all(|(w, t)| w.0 == t.id)
+        (snap.tasks_epoch != 0 && snap.tasks_epoch == self.2)
+            || self.0.len() == snap.tasks.len() && self.0.iter().zip(&snap.tasks).all(|(w, t)| w.0 == t.id)
     }
 
     /// Takes in a full snapshot `elapsed_ns` after the last.
@@ -51,6 +55,7 @@ impl WasBusy {
                 .map(|t| (t.id, before.get(&t.id).copied().unwrap_or(false)))
                 .collect();
         }
+        self.2 = snap.tasks_epoch;
         for (w, t) in self.0.iter_mut().zip(&snap.tasks) {
             if t.state != TaskState::Paused {
                 w.1 = t.state == TaskState::Runnable || t.obs.cpu_time_ns.saturating_mul(10) >= elapsed_ns;
@@ -148,7 +153,7 @@ mod tests {
             !crowded(&snap, &cpus, period, &WasBusy::default()),
             "nothing known of task 2"
         );
-        let mut was_busy = WasBusy(vec![(1, false), (2, false)], None);
+        let mut was_busy = WasBusy(vec![(1, false), (2, false)], None, 0);
         assert!(
             !crowded(&snap, &cpus, period, &was_busy),
             "task 2 slept when it last ran"
