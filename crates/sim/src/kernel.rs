@@ -66,6 +66,9 @@ pub(crate) struct Kernel {
     /// of sets: the machine, its nodes, a gang's CPUs). Cleared when the
     /// tie-breaks change.
     masks: rustc_hash::FxHashMap<CpuSet, Vec<u64>>,
+    /// Each package's positions as a rank mask: its idle CPUs are counted
+    /// a word at a time.
+    package_masks: Vec<Vec<u64>>,
 }
 
 /// From how many allowed CPUs a wake-up's search goes by the allowed set's
@@ -91,7 +94,7 @@ impl Kernel {
         for (p, c) in cpus.iter().enumerate() {
             core_cpus[c.core].push(p);
         }
-        Kernel {
+        let mut k = Kernel {
             os: cpus.iter().map(|c| c.os).collect(),
             pos_of,
             core: cpus.iter().map(|c| c.core).collect(),
@@ -104,7 +107,17 @@ impl Kernel {
             packages: m.packages().len(),
             era: KernelModel::Current,
             masks: Default::default(),
-        }
+            package_masks: Vec::new(),
+        };
+        k.mask_packages();
+        k
+    }
+
+    /// Each package's rank mask, for the tie-breaks as they are.
+    fn mask_packages(&mut self) {
+        self.package_masks = (0..self.packages)
+            .map(|pk| self.queues.rank_mask(|p| self.package[p] == pk))
+            .collect();
     }
 
     /// Breaks placement ties in an order drawn from `seed` instead of by
@@ -123,6 +136,7 @@ impl Kernel {
         }
         self.queues.set_ties(&tie);
         self.masks.clear();
+        self.mask_packages();
     }
 
     /// Number of CPUs.
@@ -144,12 +158,20 @@ impl Kernel {
     }
 
     fn idle_per_package(&self) -> Vec<usize> {
-        let mut idle = vec![0; self.packages];
-        for (p, q) in self.queues.iter().enumerate() {
-            if q.is_empty() {
-                idle[self.package[p]] += 1;
-            }
-        }
+        let idle: Vec<usize> = self
+            .package_masks
+            .iter()
+            .map(|m| self.queues.empty_count_in(m))
+            .collect();
+        debug_assert_eq!(
+            idle,
+            (0..self.packages)
+                .map(|pk| (0..self.len())
+                    .filter(|&p| self.package[p] == pk && self.queues[p].is_empty())
+                    .count())
+                .collect::<Vec<_>>(),
+            "idle CPUs counted by package masks"
+        );
         idle
     }
 
@@ -216,7 +238,7 @@ impl Kernel {
         // empty queue itself.
         let mut on_idle_core: Option<((bool, usize, usize), usize)> = None;
         let mut empty: Option<((bool, usize, usize), usize)> = None;
-        for p in allowed_pos().filter(|&p| self.queues[p].is_empty()) {
+        let mut visit = |p: usize| {
             let r = rank(p);
             if empty.is_none_or(|(best, _)| r < best) {
                 empty = Some((r, p));
@@ -224,6 +246,15 @@ impl Kernel {
             if on_idle_core.is_none_or(|(best, _)| r < best) && self.core_idle(self.core[p]) {
                 on_idle_core = Some((r, p));
             }
+        };
+        // Through the rank mask, only the empty allowed queues are visited
+        // (few on a busy machine); the order of visits does not matter, as
+        // the tie-break makes every rank distinct.
+        match self.masks.get(allowed).filter(|_| allowed.len() > MASKED_FROM) {
+            Some(mask) => self.queues.empty_in(mask).for_each(&mut visit),
+            None => allowed_pos()
+                .filter(|&p| self.queues[p].is_empty())
+                .for_each(&mut visit),
         }
         on_idle_core.or(empty).map(|(_, p)| p)
     }
@@ -610,6 +641,76 @@ mod tests {
                 if k.queues[p].len() > 1 {
                     k.queues.pop(p);
                 }
+            }
+        }
+    }
+
+    /// With idle CPUs about, a wake-up goes to an idle core, then an idle
+    /// CPU, ranked by the previous CPU's LLC, then the idlest package, then
+    /// the tie-break: a brute-force search over every allowed CPU agrees
+    /// with the masks' visit of the empty ones, for sets of every size.
+    #[test]
+    fn wake_ups_beside_idle_cpus_go_where_a_brute_force_search_says() {
+        let m = Machine::synthetic("package:4 core:16 pu:2").unwrap();
+        let mut k = Kernel::new(&m);
+        k.shuffle_ties(5);
+        let sets: Vec<CpuSet> = vec![
+            m.all_cpus().clone(),
+            (0..64).collect(),
+            (0..128).filter(|c| c % 3 != 0).collect(),
+            (30..70).collect(),
+            (5..20).collect(),
+        ];
+        let brute = |k: &Kernel, allowed: &CpuSet, prev: Option<usize>| {
+            let ok: Vec<usize> = (0..k.len()).filter(|&p| allowed.contains(k.os[p])).collect();
+            let idle_core = |p: usize| k.core_cpus[k.core[p]].iter().all(|&c| k.queues[c].is_empty());
+            if let Some(p) = prev.filter(|&p| ok.contains(&p) && idle_core(p)) {
+                return Some(p);
+            }
+            let shortest = ok
+                .iter()
+                .copied()
+                .min_by_key(|&p| (k.queues[p].len(), Some(p) != prev, k.queues.ties()[p]));
+            if shortest.is_none_or(|p| !k.queues[p].is_empty()) {
+                return shortest;
+            }
+            let idle: Vec<usize> = (0..k.packages)
+                .map(|pk| {
+                    (0..k.len())
+                        .filter(|&p| k.package[p] == pk && k.queues[p].is_empty())
+                        .count()
+                })
+                .collect();
+            let prev_llc = prev.and_then(|p| k.llc[p]);
+            let rank = |p: usize| {
+                (
+                    prev_llc.is_none() || k.llc[p] != prev_llc,
+                    usize::MAX - idle[k.package[p]],
+                    k.queues.ties()[p],
+                )
+            };
+            let empty = || ok.iter().copied().filter(|&p| k.queues[p].is_empty());
+            empty()
+                .filter(|&p| idle_core(p))
+                .min_by_key(|&p| rank(p))
+                .or_else(|| empty().min_by_key(|&p| rank(p)))
+        };
+        let mut state: u64 = 9;
+        let mut next = move || {
+            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            state >> 33
+        };
+        for (step, thread) in (0..300).zip(0..) {
+            let allowed = &sets[(next() % sets.len() as u64) as usize];
+            let prev = (next() % 3 > 0).then(|| (next() % 128) as usize);
+            let want = brute(&k, allowed, prev);
+            let got = k.select(allowed, prev);
+            assert_eq!(got, want, "step {step}");
+            // Fill to about a third of the CPUs, emptying now and then.
+            k.enqueue(thread, got.unwrap());
+            if step % 2 == 0 {
+                let p = (next() % 128) as usize;
+                k.queues.pop(p);
             }
         }
     }

@@ -124,6 +124,37 @@ impl Queues {
         None
     }
 
+    /// The positions with an empty queue whose rank `mask` has (a bitset
+    /// as [`Queues::shortest_in`]'s), in tie-break order: as many steps as
+    /// there are such positions, plus a word per 64 CPUs.
+    pub(crate) fn empty_in<'a>(&'a self, mask: &'a [u64]) -> impl Iterator<Item = usize> + 'a {
+        let empty = self.by_len.first().map_or(&[][..], Vec::as_slice);
+        empty
+            .iter()
+            .zip(mask)
+            .enumerate()
+            .flat_map(move |(w, (&word, &m))| {
+                let mut bits = word & m;
+                std::iter::from_fn(move || {
+                    (bits != 0).then(|| {
+                        let r = w * 64 + bits.trailing_zeros() as usize;
+                        bits &= bits - 1;
+                        self.at_rank[r]
+                    })
+                })
+            })
+    }
+
+    /// How many positions with an empty queue `mask` has.
+    pub(crate) fn empty_count_in(&self, mask: &[u64]) -> usize {
+        let empty = self.by_len.first().map_or(&[][..], Vec::as_slice);
+        empty
+            .iter()
+            .zip(mask)
+            .map(|(w, m)| (w & m).count_ones() as usize)
+            .sum()
+    }
+
     /// `mask` for [`Queues::shortest_in`]: the ranks of the positions `ok` admits.
     pub(crate) fn rank_mask(&self, ok: impl Fn(usize) -> bool) -> Vec<u64> {
         let mut mask = vec![0u64; self.q.len().div_ceil(64)];
@@ -229,6 +260,19 @@ mod tests {
                             q.shortest_in(prev, &q.rank_mask(ok)),
                             want,
                             "step {step}, prev {prev:?}, set {a}, by mask"
+                        );
+                        let mut empty: Vec<usize> =
+                            (0..q.len()).filter(|&p| ok(p) && q[p].is_empty()).collect();
+                        empty.sort_by_key(|&p| tie[p]);
+                        assert_eq!(
+                            q.empty_count_in(&q.rank_mask(ok)),
+                            empty.len(),
+                            "step {step}, set {a}, empty ones counted"
+                        );
+                        assert_eq!(
+                            q.empty_in(&q.rank_mask(ok)).collect::<Vec<_>>(),
+                            empty,
+                            "step {step}, set {a}, empty ones"
                         );
                     }
                 }
