@@ -620,11 +620,8 @@ mod tests {
         for t in 0..128 {
             k.enqueue(t, t);
         }
-        let mut state: u64 = 3;
-        let mut next = move || {
-            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-            state >> 33
-        };
+        let mut rng = herd_policy::Rng::new(3);
+        let mut next = move || rng.next_u64();
         for (step, thread) in (0..400).zip(128..) {
             let allowed = &sets[(next() % sets.len() as u64) as usize];
             let prev = (next() % 3 > 0).then(|| (next() % 128) as usize);
@@ -695,11 +692,8 @@ mod tests {
                 .min_by_key(|&p| rank(p))
                 .or_else(|| empty().min_by_key(|&p| rank(p)))
         };
-        let mut state: u64 = 9;
-        let mut next = move || {
-            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-            state >> 33
-        };
+        let mut rng = herd_policy::Rng::new(9);
+        let mut next = move || rng.next_u64();
         for (step, thread) in (0..300).zip(0..) {
             let allowed = &sets[(next() % sets.len() as u64) as usize];
             let prev = (next() % 3 > 0).then(|| (next() % 128) as usize);
