@@ -202,6 +202,7 @@ impl Policy for Static {
         let tasks = &snap.tasks;
         let changed = self.last_ids.changed(snap);
         if !changed && !self.waiting {
+            self.working.none_unplaced(snap);
             return plan;
         }
         // Tasks that left free their places: each present placed task is

@@ -558,7 +558,8 @@ impl Policy for Pack {
         let allowed = self.allowed.as_ref().expect("just set").1.clone();
         let (cores, all) = &*allowed;
         let tasks = &view.snapshot.tasks;
-        if self.last_ids.changed(view.snapshot) {
+        let ids_changed = self.last_ids.changed(view.snapshot);
+        if ids_changed {
             let present: FxHashSet<TaskId> = tasks.iter().map(|t| t.id).collect();
             self.group_of.retain(|t, _| present.contains(t));
             self.pinned.retain(|t| present.contains(t));
@@ -566,7 +567,10 @@ impl Policy for Pack {
             self.lanes.retain(|t, _| present.contains(t));
         }
         if self.kind != Packing::Palm {
-            for t in &view.snapshot.tasks {
+            // The same tasks on the same cores: every one was let run on
+            // them when it came (a thousand set inserts a turn otherwise).
+            let all_pinned = !ids_changed && !changed;
+            for t in view.snapshot.tasks.iter().filter(|_| !all_pinned) {
                 if self.pinned.insert(t.id) {
                     plan.run(
                         t.id,

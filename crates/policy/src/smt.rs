@@ -59,6 +59,12 @@ pub struct SmtPlace {
     /// Which unplaced tasks work.
     working: Working,
     note: Option<String>,
+    /// The tasks of the last snapshot, and whether one of them was left
+    /// unplaced (not working yet): with the same tasks and none waiting,
+    /// every one has its unit and there is nothing to do (two passes of
+    /// map look-ups over every task a turn otherwise).
+    last_ids: crate::view::SeenTasks,
+    waiting: bool,
 }
 
 impl SmtPlace {
@@ -73,6 +79,8 @@ impl SmtPlace {
             last_unit: HashMap::default(),
             working: Working::default(),
             note: None,
+            last_ids: Default::default(),
+            waiting: false,
         }
     }
 
@@ -163,6 +171,14 @@ impl Policy for SmtPlace {
         if self.order.is_empty() {
             self.setup(m);
         }
+        if !self.last_ids.changed(view.snapshot) && !self.waiting {
+            self.working.none_unplaced(view.snapshot);
+            let mut plan = Plan::default();
+            if view.decision == 0 {
+                plan.note = self.note.clone().map(Into::into);
+            }
+            return plan;
+        }
         // New tasks in rank order, so a job's threads take its units in
         // order. Only working threads take units ([`Working`]): such a
         // thread takes a unit the period it works.
@@ -193,6 +209,7 @@ impl Policy for SmtPlace {
             let jobs: FxHashSet<JobId> = self.placed.values().map(|&(_, j)| j).collect();
             self.last_unit.retain(|j, _| jobs.contains(j));
         }
+        self.waiting = unplaced > new.len();
         let mut plan = Plan::default();
         // The note (for --explain) goes with the first plan and with any that
         // places something, not with every period's empty one.
