@@ -262,6 +262,9 @@ impl Policy for Static {
                 working_on[k].insert(order[(start + place) % order.len()]);
             }
         }
+        // At once, not grown insert by insert (a first decision places
+        // every task).
+        self.placed.reserve(new.len());
         for t in new {
             let k = new_jobs.binary_search(&t.job).expect("a new thread's job");
             let threads = threads_of[k];
