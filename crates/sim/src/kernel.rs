@@ -163,15 +163,16 @@ impl Kernel {
             .iter()
             .map(|m| self.queues.empty_count_in(m))
             .collect();
-        debug_assert_eq!(
-            idle,
-            (0..self.packages)
-                .map(|pk| (0..self.len())
-                    .filter(|&p| self.package[p] == pk && self.queues[p].is_empty())
-                    .count())
-                .collect::<Vec<_>>(),
-            "idle CPUs counted by package masks"
-        );
+        #[cfg(debug_assertions)]
+        {
+            let mut counted = vec![0; self.packages];
+            for (p, q) in self.queues.iter().enumerate() {
+                if q.is_empty() {
+                    counted[self.package[p]] += 1;
+                }
+            }
+            assert_eq!(idle, counted, "idle CPUs counted by package masks");
+        }
         idle
     }
 

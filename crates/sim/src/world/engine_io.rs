@@ -22,6 +22,13 @@ fn whole(x: f64) -> u64 {
     (x.max(0.0).min(TWO_52 - 1.0) + TWO_52).to_bits() - TWO_52.to_bits()
 }
 
+/// A name for a snapshot's task list no world in this process gave before
+/// (the first is 1). Only compared for equality: results do not depend on it.
+fn next_tasks_epoch() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 impl Clock for World<'_> {
     fn now_ns(&self) -> u64 {
         self.now_ns
@@ -138,8 +145,10 @@ impl World<'_> {
                     heartbeats: None,
                 })
                 .collect();
-            // A new name for a new list (the first is 1: 0 vouches for nothing).
-            self.view.snapshot.tasks_epoch += 1;
+            // A new name for a new list, never given before in this process
+            // (so a policy that saw another world's snapshots cannot take
+            // this list for one of those; 0 vouches for nothing).
+            self.view.snapshot.tasks_epoch = next_tasks_epoch();
         }
         let hw = self.sensor.hw_counters;
         let bw = self.sensor.mem_bandwidth;
