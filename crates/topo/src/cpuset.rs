@@ -132,25 +132,27 @@ impl CpuSet {
         }
     }
 
-    /// Set intersection.
+    /// Set intersection. Copied then masked in place: collecting from an
+    /// iterator went through `SmallVec`'s generic extend, two fifths of
+    /// the simulator applying a plan of a thousand placements.
     pub fn intersection(&self, other: &Self) -> Self {
+        let n = self.words.len().min(other.words.len());
         let mut out = Self {
-            words: self.words.iter().zip(&other.words).map(|(a, b)| a & b).collect(),
+            words: SmallVec::from_slice(&self.words[..n]),
         };
+        for (w, o) in out.words.iter_mut().zip(&other.words) {
+            *w &= o;
+        }
         out.trim();
         out
     }
 
     /// The CPUs of `self` that are not in `other`.
     pub fn difference(&self, other: &Self) -> Self {
-        let mut out = Self {
-            words: self
-                .words
-                .iter()
-                .enumerate()
-                .map(|(i, a)| a & !other.words.get(i).copied().unwrap_or(0))
-                .collect(),
-        };
+        let mut out = self.clone();
+        for (w, o) in out.words.iter_mut().zip(&other.words) {
+            *w &= !o;
+        }
         out.trim();
         out
     }
@@ -314,5 +316,32 @@ mod tests {
         c.remove(70);
         assert_eq!(c, CpuSet::first_n(3));
         assert_eq!(a.difference(&a), CpuSet::new());
+    }
+
+    /// Intersection and difference agree with ordered sets of the same
+    /// CPUs, and their results compare equal to sets built CPU by CPU
+    /// (high words emptied are trimmed), over sets of 0-6 words.
+    #[test]
+    fn intersection_and_difference_match_a_model() {
+        let mut x: u64 = 17;
+        let mut next = move || {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            x >> 33
+        };
+        for round in 0..300 {
+            let mut make = || -> std::collections::BTreeSet<u32> {
+                let top = (next() % 400) as u32;
+                (0..top).filter(|_| next() % 3 == 0).collect()
+            };
+            let (ma, mb) = (make(), make());
+            let a: CpuSet = ma.iter().copied().collect();
+            let b: CpuSet = mb.iter().copied().collect();
+            let both: CpuSet = ma.intersection(&mb).copied().collect();
+            let only: CpuSet = ma.difference(&mb).copied().collect();
+            assert_eq!(a.intersection(&b), both, "round {round}");
+            assert_eq!(a.difference(&b), only, "round {round}");
+        }
     }
 }
