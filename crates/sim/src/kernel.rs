@@ -544,13 +544,8 @@ mod tests {
     /// by queue, then as gathered (equal services on one queue).
     #[test]
     fn most_served_are_taken_in_the_order_a_stable_sort_gives() {
-        let mut state = 7u64;
-        let mut next = move || {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            state >> 33
-        };
+        let mut rng = herd_policy::Rng::new(7);
+        let mut next = move || rng.next_u64();
         for round in 0..50 {
             let n = 1 + (next() % 40) as usize;
             // Few distinct values, so ties on service and queue abound
