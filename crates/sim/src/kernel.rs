@@ -186,13 +186,17 @@ impl Kernel {
                 return Some(p);
             }
         }
-        if allowed.len() > MASKED_FROM && !self.masks.contains_key(allowed) {
+        // The allowed set's rank mask, made at its first use: one look-up
+        // serves both searches below.
+        let masked = allowed.len() > MASKED_FROM;
+        if masked && !self.masks.contains_key(allowed) {
             if self.masks.len() >= MASKS_KEPT {
                 self.masks.clear();
             }
             let mask = self.queues.rank_mask(|p| self.allows(allowed, p));
             self.masks.insert(allowed.clone(), mask);
         }
+        let mask = self.masks.get(allowed).filter(|_| masked);
         let allowed_pos = || allowed.iter().filter_map(|os| self.pos(os));
         // The shortest allowed queue first: if it is not empty, no allowed
         // CPU is idle and neither search below can find one (an
@@ -201,8 +205,8 @@ impl Kernel {
             || allowed_pos().min_by_key(|&p| (self.queues[p].len(), Some(p) != prev, self.queues.ties()[p]));
         // The queues' index, shortest first, passes over at most as many
         // CPUs as a scan of the allowed ones would look at.
-        let shortest = if allowed.len() > MASKED_FROM {
-            let found = self.queues.shortest_in(prev, &self.masks[allowed]);
+        let shortest = if let Some(mask) = mask {
+            let found = self.queues.shortest_in(prev, mask);
             debug_assert_eq!(found, scan(), "the queues' index by mask agrees with a scan");
             found
         } else {
@@ -251,7 +255,7 @@ impl Kernel {
         // Through the rank mask, only the empty allowed queues are visited
         // (few on a busy machine); the order of visits does not matter, as
         // the tie-break makes every rank distinct.
-        match self.masks.get(allowed).filter(|_| allowed.len() > MASKED_FROM) {
+        match mask {
             Some(mask) => self.queues.empty_in(mask).for_each(&mut visit),
             None => allowed_pos()
                 .filter(|&p| self.queues[p].is_empty())
