@@ -80,9 +80,17 @@ pub enum NumaError {
         /// Nodes of the machine.
         nodes: usize,
     },
-    /// A program has no threads.
+    /// A program has no threads (or stands for no copies).
     #[error("program {0}: no threads placed")]
     NoThreads(usize),
+    /// The copies given are not one count per program.
+    #[error("{given} copy counts for {programs} programs")]
+    Copies {
+        /// Counts given.
+        given: usize,
+        /// Programs.
+        programs: usize,
+    },
     /// A memory distribution is not one non-negative share per node with a
     /// positive sum.
     #[error("program {0}: memory shares must be one number >= 0 per NUMA node, not all 0")]
@@ -187,9 +195,34 @@ pub fn predict(mem: &MemSystem, programs: &[Placed]) -> Result<Prediction, NumaE
 /// `slowdown_ratio` are NaN. A node selector comparing many nodes needs
 /// only the contended times.
 pub fn predict_with(mem: &MemSystem, programs: &[Placed], clean: bool) -> Result<Prediction, NumaError> {
+    predict_copies(mem, programs, None, clean)
+}
+
+/// As [`predict_with`], where program i stands for `copies[i]` identical
+/// programs placed alike (`None`: one each): one solver user per node of
+/// each, with that many times the traffic, so a thousand jobs of a few
+/// kinds cost a solve of a few users. Each prediction is one copy's. With
+/// every count 1 the arithmetic is [`predict_with`]'s exactly.
+pub fn predict_copies(
+    mem: &MemSystem,
+    programs: &[Placed],
+    copies: Option<&[u32]>,
+    clean: bool,
+) -> Result<Prediction, NumaError> {
     let n = mem.nodes();
     check(n, programs)?;
-    let (together, groups) = solve(mem, programs);
+    if let Some(c) = copies {
+        if c.len() != programs.len() {
+            return Err(NumaError::Copies {
+                given: c.len(),
+                programs: programs.len(),
+            });
+        }
+        if let Some(i) = c.iter().position(|&k| k == 0) {
+            return Err(NumaError::NoThreads(i));
+        }
+    }
+    let (together, groups) = solve(mem, programs, copies);
     let mut out = Vec::with_capacity(programs.len());
     // Each program's groups, in order: `solve` makes them program by
     // program, so one pass finds them all (a search of every group per
@@ -204,7 +237,7 @@ pub fn predict_with(mem: &MemSystem, programs: &[Placed], clean: bool) -> Result
         first_group += count;
         let time_s = program_time_s(p, &together.ns_per_instr[mine.clone()]);
         let clean_time_s = if clean {
-            let (alone, _) = solve(mem, std::slice::from_ref(p));
+            let (alone, _) = solve(mem, std::slice::from_ref(p), None);
             program_time_s(p, &alone.ns_per_instr)
         } else {
             f64::NAN
@@ -340,10 +373,18 @@ fn program_time_s(p: &Placed, ns_per_access: &[f64]) -> f64 {
 }
 
 /// Builds routes (S2's shares per queue) and solves.
-fn solve(mem: &MemSystem, programs: &[Placed]) -> (crate::memory::Solution, Vec<Group>) {
+/// `copies[i]` multiplies program i's users' traffic (see
+/// [`predict_copies`]).
+fn solve(
+    mem: &MemSystem,
+    programs: &[Placed],
+    copies: Option<&[u32]>,
+) -> (crate::memory::Solution, Vec<Group>) {
     let n = mem.nodes();
     let (mut base, mut rate, mut routes, mut groups) = (vec![], vec![], vec![], vec![]);
     for (i, p) in programs.iter().enumerate() {
+        // 1.0 leaves each rate exactly as without copies.
+        let times = copies.map_or(1.0, |c| f64::from(c[i]));
         let total: f64 = p.threads_per_node.iter().map(|&t| f64::from(t)).sum();
         let s = p.character.shared_fraction;
         for (h, &t) in p.threads_per_node.iter().enumerate() {
@@ -376,7 +417,7 @@ fn solve(mem: &MemSystem, programs: &[Placed]) -> (crate::memory::Solution, Vec<
             }
             debug_assert!(n == p.threads_per_node.len());
             base.push(b);
-            rate.push(f64::from(t));
+            rate.push(f64::from(t) * times);
             groups.push(Group {
                 program: i,
                 threads: f64::from(t),
@@ -460,6 +501,47 @@ mod tests {
             threads_per_node: placement,
             memory: Vec::new(),
         }
+    }
+
+    /// A program standing for two copies predicts what the two programs
+    /// predict side by side (to the solver's tolerance); with every count
+    /// 1 the arithmetic is the plain prediction's, bit for bit; bad counts
+    /// are refused.
+    #[test]
+    fn copies_predict_what_the_programs_do_side_by_side() {
+        let mem = s2_node(0.5, 0.2);
+        let a = program(2.0, 0.5, vec![2, 1]);
+        let b = program(9.0, 0.0, vec![0, 3]);
+        let apart = predict_with(&mem, &[a.clone(), a.clone(), b.clone(), a.clone()], false).unwrap();
+        let kinds = predict_copies(&mem, &[a.clone(), b.clone()], Some(&[3, 1]), false).unwrap();
+        for (k, i) in [(0, 0), (0, 1), (0, 3), (1, 2)] {
+            let (x, y) = (kinds.programs[k].time_s, apart.programs[i].time_s);
+            assert!((x - y).abs() <= 1e-6 * y, "kind {k} {x} against program {i} {y}");
+            let (x, y) = (kinds.programs[k].bw_gbps, apart.programs[i].bw_gbps);
+            assert!(
+                (x - y).abs() <= 1e-6 * y,
+                "kind {k} {x} GB/s against program {i} {y}"
+            );
+        }
+        for (x, y) in kinds.node_bw_gbps.iter().zip(&apart.node_bw_gbps) {
+            assert!((x - y).abs() <= 1e-6 * y, "node {x} GB/s against {y}");
+        }
+        let ones = predict_copies(&mem, &[a.clone(), b.clone()], Some(&[1, 1]), false).unwrap();
+        let plain = predict_with(&mem, &[a.clone(), b.clone()], false).unwrap();
+        for (x, y) in ones.programs.iter().zip(&plain.programs) {
+            assert_eq!(x.time_s.to_bits(), y.time_s.to_bits());
+        }
+        assert_eq!(
+            predict_copies(&mem, &[a.clone(), b.clone()], Some(&[1]), false).unwrap_err(),
+            NumaError::Copies {
+                given: 1,
+                programs: 2
+            }
+        );
+        assert_eq!(
+            predict_copies(&mem, &[a, b], Some(&[1, 0]), false).unwrap_err(),
+            NumaError::NoThreads(1)
+        );
     }
 
     /// S2's equation (5) in its own form, solved independently: for one

@@ -289,6 +289,7 @@ impl Policy for NumaModel {
         // (a job placed in this loop is scored with every placed job and
         // itself last, which is that prediction exactly).
         let mut carried: Option<Prediction> = None;
+        let mut memo = Memo::default();
         for (job, mut tasks) in threads {
             tasks.sort_unstable();
             // A job that grew past its layout is laid out again for the
@@ -335,7 +336,7 @@ impl Policy for NumaModel {
             }
             if !self.placed.contains_key(&job) {
                 let (sys, _) = mem.get_or_insert_with(|| self.mem(view));
-                let Some((placed, why, pred)) = self.choose(view, sys, job, threads, carried.take()) else {
+                let Some((placed, why, pred)) = self.choose(view, sys, &mut memo, job, threads, carried.take()) else {
                     complete = false;
                     continue;
                 };
@@ -423,6 +424,51 @@ impl Policy for NumaModel {
     }
 }
 
+/// Within one decision, what the model said for a job's layout alone:
+/// jobs of a kind (the same layout alone, memory and traffic) get the same
+/// answer, and finding a job's characteristics takes dozens of solves (at
+/// 1,024 tasks, three fifths of a first decision's instructions).
+#[derive(Default)]
+struct Memo {
+    /// The most a layout draws alone, by (layout, memory's bits).
+    most: FxHashMap<(Vec<u32>, Vec<u64>), Option<f64>>,
+    /// Characteristics, by (layout, memory's bits, traffic's bits).
+    character: FxHashMap<(Vec<u32>, Vec<u64>, u64), Option<numa::Character>>,
+}
+
+/// A kind of placed job: its characteristics' bits, layout and memory's
+/// bits.
+type KindKey<'a> = ((u64, u64, u64), &'a [u32], Vec<u64>);
+
+/// The placed jobs as kinds, in order of first appearance: jobs with the
+/// same characteristics, layout and memory are one program standing for
+/// that many copies (`numa::predict_copies`). Such jobs have the same
+/// predicted time, so the prediction of a kind is each of its jobs'; with
+/// a few kinds among a thousand jobs, each layout's prediction solves for
+/// a few programs, not a thousand (a first decision at 1,024 tasks on 384
+/// CPUs took 0.66 s). With no two alike, the programs are the jobs.
+fn kinds<'a>(placed: impl Iterator<Item = &'a Placed>) -> (Vec<Placed>, Vec<u32>) {
+    let mut index: FxHashMap<KindKey<'a>, usize> = FxHashMap::default();
+    let (mut kinds, mut copies): (Vec<Placed>, Vec<u32>) = (Vec::new(), Vec::new());
+    for p in placed {
+        let c = &p.character;
+        let key = (
+            (c.beta_ns.to_bits(), c.accesses_per_thread.to_bits(), c.shared_fraction.to_bits()),
+            p.threads_per_node.as_slice(),
+            p.memory.iter().map(|m| m.to_bits()).collect(),
+        );
+        match index.get(&key) {
+            Some(&k) => copies[k] += 1,
+            None => {
+                index.insert(key, kinds.len());
+                kinds.push(p.clone());
+                copies.push(1);
+            }
+        }
+    }
+    (kinds, copies)
+}
+
 /// A memory hint as a share of the most a job's threads can draw from a
 /// node alone: memory-bound programs reach well over half of it
 /// (STREAM-like codes nearly all), compute-bound ones a few percent.
@@ -463,6 +509,7 @@ impl NumaModel {
         &self,
         view: &View<'_>,
         mem: &MemSystem,
+        memo: &mut Memo,
         job: JobId,
         threads: u32,
         before: Option<Prediction>,
@@ -502,7 +549,12 @@ impl NumaModel {
             })
             .filter(|v: &Vec<f64>| v.iter().sum::<f64>() > 0.0)
             .unwrap_or_default();
-        let most = numa::max_bw_gbps(mem, &alone, &memory, self.shared_fraction).ok()?;
+        let memory_bits: Vec<u64> = memory.iter().map(|x| x.to_bits()).collect();
+        let most = *memo
+            .most
+            .entry((alone.clone(), memory_bits.clone()))
+            .or_insert_with(|| numa::max_bw_gbps(mem, &alone, &memory, self.shared_fraction).ok())
+            .as_ref()?;
         let (gbps, source) = match traffic(view, job) {
             Some((per_thread, src)) => (
                 (per_thread * f64::from(threads)).min(numa::DRAWABLE_SHARE * most),
@@ -516,11 +568,23 @@ impl NumaModel {
                 )
             }
         };
-        let character =
-            numa::from_alone_in(mem, &alone, &memory, 1.0, gbps.max(1e-6), self.shared_fraction).ok()?;
-        let others: Vec<Placed> = self.placed.values().cloned().collect();
+        let character = *memo
+            .character
+            .entry((alone.clone(), memory_bits, gbps.to_bits()))
+            .or_insert_with(|| {
+                numa::from_alone_in(mem, &alone, &memory, 1.0, gbps.max(1e-6), self.shared_fraction).ok()
+            })
+            .as_ref()?;
+        let (others, copies) = kinds(self.placed.values());
+        // The caller's prediction is for these kinds when the last job
+        // placed made a kind of its own (it came last); one that joined a
+        // kind left a prediction with one program more.
         let before = (!others.is_empty())
-            .then(|| before.or_else(|| numa::predict_with(mem, &others, false).ok()))
+            .then(|| {
+                before
+                    .filter(|b| b.programs.len() == others.len())
+                    .or_else(|| numa::predict_copies(mem, &others, Some(&copies), false).ok())
+            })
             .flatten();
         let distances = numa_distances(m);
         let mut layouts: Vec<(String, Vec<u32>)> = Vec::new();
@@ -559,6 +623,8 @@ impl NumaModel {
             layouts.push(("spread by threads per CPU (the CPUs are oversubscribed)".into(), p));
         }
         let mut scored: Vec<(f64, f64, String, Vec<u32>, Prediction)> = Vec::new();
+        let mut all_copies = copies;
+        all_copies.push(1);
         for (label, p) in layouts {
             let mut all = others.clone();
             all.push(Placed {
@@ -566,7 +632,7 @@ impl NumaModel {
                 threads_per_node: p.clone(),
                 memory: memory.clone(),
             });
-            let Ok(pred) = numa::predict_with(mem, &all, false) else {
+            let Ok(pred) = numa::predict_copies(mem, &all, Some(&all_copies), false) else {
                 continue;
             };
             let mine = pred.programs.last()?.time_s;

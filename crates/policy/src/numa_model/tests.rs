@@ -281,3 +281,31 @@ fn one_numa_node_leaves_the_kernel_alone_and_says_why() {
     );
     assert!(crate::build("numa:model:shared=2").is_err());
 }
+
+/// Placed jobs alike in characteristics, layout and memory are one kind,
+/// counted; any difference makes another; kinds keep the order in which
+/// they first come.
+#[test]
+fn alike_placed_jobs_are_one_kind_counted() {
+    let placed = |beta_ns: f64, layout: Vec<u32>, memory: Vec<f64>| Placed {
+        character: numa::Character {
+            beta_ns,
+            accesses_per_thread: 1e9,
+            shared_fraction: 0.5,
+        },
+        threads_per_node: layout,
+        memory,
+    };
+    let jobs = [
+        placed(2.0, vec![2, 0], vec![]),
+        placed(3.0, vec![2, 0], vec![]),
+        placed(2.0, vec![2, 0], vec![]),
+        placed(2.0, vec![0, 2], vec![]),
+        placed(2.0, vec![2, 0], vec![1.0, 0.0]),
+        placed(2.0, vec![2, 0], vec![]),
+        placed(3.0, vec![2, 0], vec![]),
+    ];
+    let (kinds, copies) = kinds(jobs.iter());
+    assert_eq!(copies, [3, 2, 1, 1]);
+    assert_eq!(kinds, [jobs[0].clone(), jobs[1].clone(), jobs[3].clone(), jobs[4].clone()]);
+}
