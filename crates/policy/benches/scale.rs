@@ -147,9 +147,9 @@ fn main() {
         print!(" {:>22}", format!("{t} tasks/{} CPUs", m.cpus().len()));
     }
     println!();
-    // A policy whose first sight of the jobs costs far more than a later
-    // decision (numa:model lays every job out then) gets both, below.
-    let mut first_heavy: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    // Every policy's first decision (its first sight of every task, which
+    // it places at once) and the mean of its later ones, below.
+    let mut first_and_later: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     for p in &policies {
         print!("{p:<20}");
         let mut split = Vec::new();
@@ -168,13 +168,11 @@ fn main() {
             split.push((median.first_us, median.rest_us));
         }
         println!();
-        if split.iter().any(|(first, rest)| *first > 10.0 * rest.max(1.0)) {
-            first_heavy.push((p.clone(), split));
-        }
+        first_and_later.push((p.clone(), split));
     }
-    if !first_heavy.is_empty() {
+    if !first_and_later.is_empty() {
         println!("\nfirst decision / mean of the later ones, µs (same runs)");
-        for (p, split) in first_heavy {
+        for (p, split) in first_and_later {
             print!("{p:<20}");
             for (first, rest) in split {
                 print!(" {:>22}", format!("{first:.0} / {rest:.1}"));

@@ -2,7 +2,7 @@
 
 // Task and job ids are small integers the policy looks up for every task
 // every period: rustc's Fx hash costs a multiply where SipHash costs ~20 ns.
-use rustc_hash::{FxHashMap as HashMap, FxHashSet};
+use rustc_hash::FxHashMap as HashMap;
 
 use herd_topo::CpuSet;
 
@@ -249,7 +249,8 @@ impl Policy for Static {
         let mut new_jobs: Vec<u32> = new.iter().map(|t| t.job).collect();
         new_jobs.dedup();
         let mut threads_of = vec![0usize; new_jobs.len()];
-        let mut working_on: Vec<FxHashSet<u32>> = vec![FxHashSet::default(); new_jobs.len()];
+        // Bit sets, not hash sets: a first decision inserts every task's CPU.
+        let mut working_on: Vec<CpuSet> = vec![CpuSet::new(); new_jobs.len()];
         for o in tasks {
             let Ok(k) = new_jobs.binary_search(&o.job) else {
                 continue;
@@ -287,7 +288,7 @@ impl Policy for Static {
             // need be looked at.
             let place = (0..order.len())
                 .filter(|_| busy.len() < order.len())
-                .find(|&p| !busy.contains(&cpu_at(p)))
+                .find(|&p| !busy.contains(cpu_at(p)))
                 .or_else(|| held.iter().position(|&n| n == 0))
                 .unwrap_or(held.len());
             if place >= held.len() {
