@@ -31,6 +31,7 @@ use std::collections::BTreeMap;
 use herd_profile::behaviour::{Event, Monitor, MonitorParams};
 use herd_topo::CpuSet;
 
+use crate::amp_queues::Queues;
 use crate::param::{Accepts, Args, Entry, Param, Range, Value};
 use crate::{Level, Plan, Policy, TaskId, View};
 
@@ -325,10 +326,16 @@ impl Policy for Comprehensive {
         } else {
             Strands::default()
         };
+        let mut queues = Queues::of(
+            kinds.len(),
+            self.tasks
+                .iter()
+                .filter_map(|(id, st)| Some((st.kind?, st.monitor.ib(), *id))),
+        );
         for id in reschedule {
-            self.insert(id, &kinds, &strands);
+            self.insert(id, &kinds, &strands, &mut queues);
         }
-        self.rebalance(&kinds, &strands);
+        self.rebalance(&kinds, &strands, &mut queues);
         self.domains.refresh(&kinds, view);
         let home = NodeDomains::task_homes(view);
         for (id, st) in &self.tasks {
@@ -354,39 +361,28 @@ impl Policy for Comprehensive {
 }
 
 impl Comprehensive {
-    /// Tasks per kind, with their IB.
-    fn queues(&self, kinds: usize) -> Vec<Vec<(f64, TaskId)>> {
-        let mut q = vec![Vec::new(); kinds];
-        for (id, st) in &self.tasks {
-            if let Some(k) = st.kind {
-                q[k].push((st.monitor.ib(), *id));
-            }
-        }
-        q
-    }
-
     /// S3's reschedule(t): the kind whose IB range holds t's IB, the less
     /// loaded neighbour when it falls between two ranges. A task whose
     /// memory sits by its present kind's cores stays there unless the move
     /// is worth the memory it would leave behind ([`Strands`]).
-    fn insert(&mut self, id: TaskId, kinds: &[(usize, CpuSet, f64)], strands: &Strands) {
-        let Some(ib) = self.tasks.get(&id).map(|s| s.monitor.ib()) else {
+    fn insert(&mut self, id: TaskId, kinds: &[(usize, CpuSet, f64)], strands: &Strands, q: &mut Queues) {
+        let Some(st) = self.tasks.get_mut(&id) else {
             return;
         };
-        let current = self.tasks.get(&id).and_then(|s| s.kind);
-        self.tasks.get_mut(&id).expect("present").kind = None;
-        let q = self.queues(kinds.len());
-        let load = |k: usize| q[k].len() as f64 / kinds[k].2;
-        let max_ib = |k: usize| q[k].iter().map(|x| x.0).fold(f64::NEG_INFINITY, f64::max);
-        let min_ib = |k: usize| q[k].iter().map(|x| x.0).fold(f64::INFINITY, f64::min);
+        let ib = st.monitor.ib();
+        let current = st.kind.take();
+        if let Some(c) = current {
+            q.remove(c, ib, id);
+        }
+        let load = |k: usize| q.len(k) as f64 / kinds[k].2;
         let last = kinds.len() - 1;
         let mut target = last;
         for k in 0..last {
-            if ib < max_ib(k) {
+            if ib < q.max_ib(k) {
                 target = k; // region a of the pair (k, k + 1)
                 break;
             }
-            if ib <= min_ib(k + 1) {
+            if ib <= q.min_ib(k + 1) {
                 // Region b: between the two kinds' ranges (or one is empty).
                 target = if load(k) > load(k + 1) { k + 1 } else { k };
                 break;
@@ -395,7 +391,7 @@ impl Comprehensive {
         if let Some(cur) = current.filter(|&c| c != target && strands.moving(id, c, target)) {
             // The IB the task would displace: the highest of a faster
             // kind, the lowest of a slower one (none: nobody to displace).
-            let rival = if target < cur { max_ib(target) } else { min_ib(target) };
+            let rival = if target < cur { q.max_ib(target) } else { q.min_ib(target) };
             let gap = if rival.is_finite() {
                 (ib - rival).abs() / ib.max(rival).max(f64::MIN_POSITIVE)
             } else {
@@ -409,7 +405,8 @@ impl Comprehensive {
                 target = cur;
             }
         }
-        self.tasks.get_mut(&id).expect("present").kind = Some(target);
+        st.kind = Some(target);
+        q.add(target, ib, id);
     }
 
     /// Rule 2 between adjacent kinds: move queue heads across until the
@@ -417,50 +414,39 @@ impl Comprehensive {
     /// pair's imbalance; the sweep is bounded by tasks x kinds. Of the
     /// tasks in line to move, the first whose memory stays near goes
     /// ([`Strands`]; a restarted run has none placed yet), else the head.
-    fn rebalance(&mut self, kinds: &[(usize, CpuSet, f64)], strands: &Strands) {
+    fn rebalance(&mut self, kinds: &[(usize, CpuSet, f64)], strands: &Strands, q: &mut Queues) {
         let bound = (self.tasks.len() + 1) * kinds.len() * 2;
         for _ in 0..bound {
-            let q = self.queues(kinds.len());
-            let mut moved = false;
+            let mut moved = None;
             for k in 0..kinds.len() - 1 {
-                let (tf, f) = (q[k].len() as f64, kinds[k].2);
-                let (ts, s) = (q[k + 1].len() as f64, kinds[k + 1].2);
-                let head = |v: &[(f64, TaskId)], highest: bool, from: usize, to: usize| {
-                    // First in line: the highest IB (or the lowest), the
-                    // lower id on a tie.
-                    let first = |a: &&(f64, TaskId), b: &&(f64, TaskId)| {
-                        let by_ib = if highest { a.0.total_cmp(&b.0) } else { b.0.total_cmp(&a.0) };
-                        by_ib.then(b.1.cmp(&a.1))
-                    };
-                    v.iter()
-                        .filter(|x| !strands.moving(x.1, from, to))
-                        .max_by(first)
-                        .or_else(|| v.iter().max_by(first))
-                        .map(|x| x.1)
-                };
+                let (tf, f) = (q.len(k) as f64, kinds[k].2);
+                let (ts, s) = (q.len(k + 1) as f64, kinds[k + 1].2);
                 if tf / f > ts / ((1.0 - self.beta) * s)
                     && (tf - 1.0) / f >= (ts + 1.0) / s * (1.0 - self.beta)
                 {
                     // The faster kind is overloaded: its highest-IB task goes down.
-                    if let Some(id) = head(&q[k], true, k, k + 1) {
-                        self.tasks.get_mut(&id).expect("queued").kind = Some(k + 1);
-                        moved = true;
+                    if let Some(id) = q.head(k, true, |id| strands.moving(id, k, k + 1)) {
+                        moved = Some((id, k, k + 1));
                         break;
                     }
                 } else if tf / f < (1.0 - self.beta) * ts / s
                     && (tf + 1.0) / f <= (ts - 1.0) / s / (1.0 - self.beta)
                 {
                     // The faster kind is underused: the slower kind's lowest IB comes up.
-                    if let Some(id) = head(&q[k + 1], false, k + 1, k) {
-                        self.tasks.get_mut(&id).expect("queued").kind = Some(k);
-                        moved = true;
+                    if let Some(id) = q.head(k + 1, false, |id| strands.moving(id, k + 1, k)) {
+                        moved = Some((id, k + 1, k));
                         break;
                     }
                 }
             }
-            if !moved {
+            let Some((id, from, to)) = moved else {
                 return;
-            }
+            };
+            let st = self.tasks.get_mut(&id).expect("queued");
+            let ib = st.monitor.ib();
+            q.remove(from, ib, id);
+            q.add(to, ib, id);
+            st.kind = Some(to);
         }
     }
 }

@@ -12,6 +12,7 @@
 //! typed defaults and ranges, constructor) beside its code; [`catalog`]
 //! lists them in the order of the registry below.
 
+mod amp_queues;
 mod api;
 pub mod order;
 mod pack_plan;
