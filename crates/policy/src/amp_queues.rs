@@ -163,10 +163,10 @@ mod tests {
                 q.add(k, ib, id);
             }
             let skip = |id: TaskId| (id + step) % 3 == 0;
-            for k in 0..2 {
-                assert_eq!(q.len(k), v[k].len());
-                let max = v[k].iter().map(|x| x.0).fold(f64::NEG_INFINITY, f64::max);
-                let min = v[k].iter().map(|x| x.0).fold(f64::INFINITY, f64::min);
+            for (k, tasks) in v.iter().enumerate() {
+                assert_eq!(q.len(k), tasks.len());
+                let max = tasks.iter().map(|x| x.0).fold(f64::NEG_INFINITY, f64::max);
+                let min = tasks.iter().map(|x| x.0).fold(f64::INFINITY, f64::min);
                 assert_eq!(q.max_ib(k), max, "step {step} kind {k}");
                 assert_eq!(q.min_ib(k), min, "step {step} kind {k}");
                 for highest in [true, false] {
