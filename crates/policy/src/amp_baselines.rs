@@ -28,6 +28,7 @@ use std::collections::BTreeMap;
 
 use crate::amp::{KindCache, Kinds, hint_gb};
 use crate::param::{Accepts, Entry, Param, Range, Value};
+use crate::view::SeenTasks;
 use crate::{Plan, Policy, TaskId, View};
 
 /// Registry entry: `amp:hass-s`.
@@ -190,6 +191,7 @@ pub struct HassDynamic {
     counts: BTreeMap<TaskId, (u64, u64)>,
     kind: BTreeMap<TaskId, usize>,
     kinds: KindCache,
+    seen: SeenTasks,
 }
 
 impl HassDynamic {
@@ -202,6 +204,7 @@ impl HassDynamic {
             counts: BTreeMap::new(),
             kind: BTreeMap::new(),
             kinds: KindCache::default(),
+            seen: SeenTasks::default(),
         }
     }
 }
@@ -220,17 +223,23 @@ impl Policy for HassDynamic {
         if kinds.len() < 2 {
             return Plan::default();
         }
-        let present: rustc_hash::FxHashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
-        self.rate.retain(|id, _| present.contains(id));
-        self.counts.retain(|id, _| present.contains(id));
-        self.kind.retain(|id, _| present.contains(id));
+        // The same tasks as last time (most periods): none gone, none new.
+        let changed = self.seen.changed(view.snapshot);
+        if changed {
+            let present: rustc_hash::FxHashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
+            self.rate.retain(|id, _| present.contains(id));
+            self.counts.retain(|id, _| present.contains(id));
+            self.kind.retain(|id, _| present.contains(id));
+        }
         let mut new = false;
         for t in &view.snapshot.tasks {
-            self.rate.entry(t.id).or_insert_with(|| {
-                new = true;
-                let job = view.snapshot.jobs.iter().find(|j| j.id == t.job);
-                hint_gb(job.and_then(|j| j.memory_hint))
-            });
+            if changed {
+                self.rate.entry(t.id).or_insert_with(|| {
+                    new = true;
+                    let job = view.snapshot.jobs.iter().find(|j| j.id == t.job);
+                    hint_gb(job.and_then(|j| j.memory_hint))
+                });
+            }
             if let (Some(r), Some(m)) = (t.obs.llc_refs, t.obs.llc_misses) {
                 let c = self.counts.entry(t.id).or_default();
                 c.0 += r;
@@ -243,9 +252,12 @@ impl Policy for HassDynamic {
             .is_none_or(|l| now_ns.saturating_sub(l) >= self.interval_ns);
         if due {
             self.last_ns = Some(now_ns);
-            for (id, (r, m)) in std::mem::take(&mut self.counts) {
+            // Counts start again at zero, kept in place: a map rebuilt
+            // every interval allocated every entry again.
+            for (id, c) in &mut self.counts {
+                let (r, m) = std::mem::take(c);
                 if r > 0 {
-                    self.rate.insert(id, m as f64 / r as f64);
+                    self.rate.insert(*id, m as f64 / r as f64);
                 }
             }
         }
@@ -280,6 +292,7 @@ pub struct SampleRun {
     kind: BTreeMap<TaskId, usize>,
     kinds: KindCache,
     domains: crate::amp::NodeDomains,
+    seen: SeenTasks,
 }
 
 impl SampleRun {
@@ -295,6 +308,7 @@ impl SampleRun {
             kind: BTreeMap::new(),
             kinds: KindCache::default(),
             domains: crate::amp::NodeDomains::default(),
+            seen: SeenTasks::default(),
         }
     }
 }
@@ -321,10 +335,13 @@ impl Policy for SampleRun {
             return Plan::default();
         }
         let nk = kinds.len() as u32;
-        let present: rustc_hash::FxHashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
-        self.rate.retain(|id, _| present.contains(id));
-        self.counts.retain(|id, _| present.contains(id));
-        self.kind.retain(|id, _| present.contains(id));
+        // The same tasks as last time (most periods): none gone.
+        if self.seen.changed(view.snapshot) {
+            let present: rustc_hash::FxHashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
+            self.rate.retain(|id, _| present.contains(id));
+            self.counts.retain(|id, _| present.contains(id));
+            self.kind.retain(|id, _| present.contains(id));
+        }
         for t in &view.snapshot.tasks {
             if let Some(i) = t.obs.instructions {
                 let c = self.counts.entry(t.id).or_default();
@@ -349,7 +366,9 @@ impl Policy for SampleRun {
                 }
             }
         }
-        self.counts.clear();
+        // Counts start again at zero, kept in place (a count of zero CPU
+        // time records nothing, as no count did).
+        self.counts.values_mut().for_each(|c| *c = (0, 0));
         if self.last_ns.is_some() {
             self.step = (self.step + 1) % (nk + self.period);
         }
