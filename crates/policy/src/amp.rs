@@ -165,6 +165,7 @@ pub struct Comprehensive {
     domains: NodeDomains,
     /// Whether moves weigh the memory they leave behind ([`Strands`]).
     keep_memory: bool,
+    seen: crate::view::SeenTasks,
 }
 
 impl Comprehensive {
@@ -181,6 +182,7 @@ impl Comprehensive {
             kinds: KindCache::default(),
             domains: NodeDomains::default(),
             keep_memory: false,
+            seen: crate::view::SeenTasks::default(),
         }
     }
 
@@ -275,11 +277,15 @@ impl Policy for Comprehensive {
             return plan;
         }
         let now = view.now_ns();
-        let present: rustc_hash::FxHashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
-        let before = self.tasks.len();
-        self.tasks.retain(|id, _| present.contains(id));
-        // A task that left changes the loads: rule 2 is checked again.
-        let left = self.tasks.len() < before;
+        // A task that left changes the loads: rule 2 is checked again. The
+        // same tasks as last time (most periods): none left.
+        let mut left = false;
+        if self.seen.changed(view.snapshot) {
+            let present: rustc_hash::FxHashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
+            let before = self.tasks.len();
+            self.tasks.retain(|id, _| present.contains(id));
+            left = self.tasks.len() < before;
+        }
         let mut reschedule: Vec<TaskId> = Vec::new();
         let mut counters = false;
         for t in &view.snapshot.tasks {
