@@ -127,6 +127,9 @@ impl World<'_> {
             self.recompute();
         }
         if self.view.tasks_changed && read {
+            // The reused observations' reports belong to the threads then
+            // present: added before the list changes.
+            self.add_repeats_unseen();
             self.view.tasks_changed = false;
             self.view.present = (0..self.threads.len())
                 .filter(|&t| self.threads[t].arrived && !self.threads[t].done)
@@ -170,9 +173,9 @@ impl World<'_> {
         if unchanged {
             self.totals.reused_observations += 1;
             // What this observation reports has happened: the next full one
-            // must not report it again.
-            for &t in self.view.present.iter().filter(|_| read) {
-                self.view.seen[t] = self.view.seen[t].plus(&self.view.reported[t]);
+            // must not report it again (added to `seen` when it is needed).
+            if read {
+                self.view.repeats_unseen += 1;
             }
             let mem = self.view.snapshot.system.mem_bytes;
             self.view.seen_mem_bytes += mem.unwrap_or(0) as f64;
@@ -188,6 +191,7 @@ impl World<'_> {
         }
         self.view.snapshot.repeats_last = false;
         self.settle_all();
+        self.add_repeats_unseen();
         if !read {
             self.view.tasks_changed = false;
             self.jobs_changed = false;
@@ -272,6 +276,24 @@ impl World<'_> {
         self.view.snapshot.system = system;
         self.view.last_observe_ns = self.now_ns;
         &self.view.snapshot
+    }
+}
+
+impl World<'_> {
+    /// Adds each reused observation's report to `seen`, thread by thread
+    /// in the order the observations came (the same additions as one
+    /// pass per observation).
+    fn add_repeats_unseen(&mut self) {
+        let k = std::mem::take(&mut self.view.repeats_unseen);
+        if k == 0 {
+            return;
+        }
+        let (seen, reported) = (&mut self.view.seen, &self.view.reported);
+        for &t in &self.view.present {
+            for _ in 0..k {
+                seen[t] = seen[t].plus(&reported[t]);
+            }
+        }
     }
 }
 

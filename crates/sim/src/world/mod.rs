@@ -367,6 +367,7 @@ impl<'a> World<'a> {
                 tasks_changed: true,
                 seen: vec![Counters::default(); thread_count],
                 reported: vec![Counters::default(); thread_count],
+                repeats_unseen: 0,
                 unread: false,
             },
             acct: parts::Accounting {

@@ -81,6 +81,11 @@ pub(super) struct SensorView {
     /// last full one reported (a reused one reports it again), by thread.
     pub(super) seen: Vec<Counters>,
     pub(super) reported: Vec<Counters>,
+    /// Reused observations since the last full one whose reports are not
+    /// yet added to `seen`: each adds `reported` once, and the additions
+    /// are made, in the same order, when `seen` is next needed (a pass
+    /// over every thread per reused observation was its whole cost).
+    pub(super) repeats_unseen: u32,
     /// The run observes without reading (`Sensor::observe_unread`): the
     /// tasks and jobs in the snapshot are not kept up to date.
     pub(super) unread: bool,
