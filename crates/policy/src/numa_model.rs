@@ -95,6 +95,9 @@ pub struct NumaModel {
     /// of them wants a CPU (a sleeping thread in every job cost 126-160 µs
     /// a decision at 1,024 tasks when each decision went through them all).
     settled: Option<Seen>,
+    /// Placed jobs alike are scored as one program standing for copies
+    /// ([`kinds`]); off only in the test that compares the two.
+    group_kinds: bool,
 }
 
 /// The tasks of a snapshot, each job's declared thread count, in order,
@@ -154,6 +157,7 @@ impl NumaModel {
             order: None,
             noted_single_node: false,
             settled: None,
+            group_kinds: true,
         }
     }
 
@@ -575,7 +579,11 @@ impl NumaModel {
                 numa::from_alone_in(mem, &alone, &memory, 1.0, gbps.max(1e-6), self.shared_fraction).ok()
             })
             .as_ref()?;
-        let (others, copies) = kinds(self.placed.values());
+        let (others, copies) = if self.group_kinds {
+            kinds(self.placed.values())
+        } else {
+            (self.placed.values().cloned().collect(), vec![1; self.placed.len()])
+        };
         // The caller's prediction is for these kinds when the last job
         // placed made a kind of its own (it came last); one that joined a
         // kind left a prediction with one program more.

@@ -309,3 +309,33 @@ fn alike_placed_jobs_are_one_kind_counted() {
     assert_eq!(copies, [3, 2, 1, 1]);
     assert_eq!(kinds, [jobs[0].clone(), jobs[1].clone(), jobs[3].clone(), jobs[4].clone()]);
 }
+
+/// Scoring placed jobs alike as one program with copies chooses what
+/// scoring every job alone chooses: 2-thread jobs of three kinds seen at
+/// once on a 4-node machine of 48 CPUs (the jobs merge into a few kinds,
+/// every layout is scored: they fit), then more.
+#[test]
+fn kinds_of_jobs_choose_what_every_job_alone_chooses() {
+    let m = Machine::synthetic("package:2 numa:2 core:12").unwrap();
+    let levels = [Level::High, Level::Low, Level::Medium];
+    let snap_of = |n: u32| Snapshot {
+        tasks: (0..n).flat_map(|j| tasks(j, 100 + 10 * u64::from(j), 2)).collect(),
+        jobs: (0..n).map(|j| job(j, levels[j as usize % 3])).collect(),
+        ..Snapshot::default()
+    };
+    let mut grouped = NumaModel::new(DEFAULT_NODE_BW_GBPS, DEFAULT_SHARED);
+    let mut alone = NumaModel::new(DEFAULT_NODE_BW_GBPS, DEFAULT_SHARED);
+    alone.group_kinds = false;
+    for n in [16, 22] {
+        let snap = snap_of(n);
+        let (a, b) = (decide(&mut grouped, &m, &snap), decide(&mut alone, &m, &snap));
+        assert_eq!(a.tasks, b.tasks, "{n} jobs");
+        assert_eq!(a.note, b.note, "{n} jobs");
+        // The layouts were chosen by their predicted times.
+        assert!(a.note.as_deref().is_some_and(|s| s.contains("vs the others")), "{:?}", a.note);
+        assert_eq!(grouped.placed, alone.placed, "{n} jobs");
+    }
+    let (kinds, copies) = kinds(grouped.placed.values());
+    assert!(kinds.len() < grouped.placed.len() / 2, "{} kinds: the test must merge jobs", kinds.len());
+    assert_eq!(copies.iter().sum::<u32>() as usize, grouped.placed.len());
+}
