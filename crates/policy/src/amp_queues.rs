@@ -111,13 +111,18 @@ impl Queues {
         highest: bool,
         passed_over: impl Fn(TaskId) -> bool,
     ) -> Option<TaskId> {
+        // In line order: by IB down (highest) or up, then by id up.
+        fn first(
+            mut line: impl Iterator<Item = TaskId> + Clone,
+            passed_over: impl Fn(TaskId) -> bool,
+        ) -> Option<TaskId> {
+            line.clone().find(|&id| !passed_over(id)).or_else(|| line.next())
+        }
         let q = &self.kinds[k];
         if highest {
-            let ids = || q.down.iter().map(|(_, id)| *id);
-            ids().find(|&id| !passed_over(id)).or_else(|| ids().next())
+            first(q.down.iter().map(|(_, id)| *id), passed_over)
         } else {
-            let ids = || q.up.iter().map(|(_, id)| *id);
-            ids().find(|&id| !passed_over(id)).or_else(|| ids().next())
+            first(q.up.iter().map(|(_, id)| *id), passed_over)
         }
     }
 }
@@ -152,13 +157,8 @@ mod tests {
         let ibs = [0.3, 0.3, 0.05, f64::NAN, -0.0, 0.0, 0.7, f64::INFINITY, 0.3, 0.05];
         let mut q = Queues::of(2, std::iter::empty());
         let mut v: Vec<Vec<(f64, TaskId)>> = vec![Vec::new(), Vec::new()];
-        let mut state = 7u64;
-        let mut next = |n: u64| {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (state >> 33) % n
-        };
+        let mut rng = crate::Rng::new(7);
+        let mut next = |n: u64| rng.below(n);
         for step in 0..400 {
             let id = next(12) + 1;
             let k = next(2) as usize;
