@@ -324,7 +324,7 @@ fn run_once(
                     // The guard's notes are in its report.
                     if let Some(n) = plan.note.as_ref().filter(|n| !n.starts_with(herd_engine::guard::NOTE_PREFIX))
                         && notes.len() < 8
-                        && !notes.iter().any(|m| m == n)
+                        && !notes.iter().any(|m| **m == **n)
                     {
                         notes.push(n.to_string());
                     }

@@ -166,6 +166,9 @@ impl Policy for Watched {
         c.placements.fetch_add(plan.tasks.len() as u64, Ordering::Relaxed);
         plan
     }
+    fn prepare(&mut self, machine: &herd_topo::Machine) {
+        self.inner.prepare(machine);
+    }
     fn wants_learning(&self) -> bool {
         self.inner.wants_learning()
     }

@@ -225,6 +225,11 @@ where
     // What the last wait cost beyond the wait itself: waking, the clock's
     // system calls (half of herd's CPU per turn at 0.3 ms periods here).
     let mut woke_ns = 0u64;
+    // The policy meets the machine before the first turn; what that costs
+    // is herd's, counted with deciding.
+    meter.start();
+    policy.prepare(machine);
+    overhead.decide_ns_total += meter.stop();
     // Bounded: the clock moves forward by at least min_period_ns per turn, so
     // a horizon bounds the turns; without one the sensor's `finished` does.
     loop {
@@ -427,6 +432,36 @@ mod tests {
             |_, _| {},
         );
         (world.gaps_ns, o.overhead)
+    }
+
+    /// Records the machine it met and whether that came before deciding.
+    #[derive(Default)]
+    struct Meets {
+        met_cpus: Option<usize>,
+        decided_unmet: bool,
+    }
+    impl herd_policy::Policy for Meets {
+        fn name(&self) -> String {
+            "meets".into()
+        }
+        fn prepare(&mut self, machine: &Machine) {
+            self.met_cpus = Some(machine.cpus().len());
+        }
+        fn decide(&mut self, _view: &View<'_>) -> Plan {
+            self.decided_unmet |= self.met_cpus.is_none();
+            Plan::default()
+        }
+    }
+
+    /// The loop lets the policy meet the machine before its first turn,
+    /// and counts that as deciding's cost.
+    #[test]
+    fn the_policy_meets_the_machine_before_its_first_turn() {
+        let mut p = Meets::default();
+        let (_, o) = costly_run(&mut p, 1_000_000, 10_000_000, None);
+        assert_eq!(p.met_cpus, Some(2));
+        assert!(!p.decided_unmet);
+        assert_eq!(o.decide_ns_total, 50_000 * (o.decisions + 1));
     }
 
     #[test]

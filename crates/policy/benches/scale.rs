@@ -149,7 +149,7 @@ fn main() {
     println!();
     // Every policy's first decision (its first sight of every task, which
     // it places at once) and the mean of its later ones, below.
-    let mut first_and_later: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    let mut first_and_later: Vec<(String, Vec<(f64, f64, f64)>)> = Vec::new();
     for p in &policies {
         print!("{p:<20}");
         let mut split = Vec::new();
@@ -165,17 +165,19 @@ fn main() {
                     median.mean_us * 1e3 / *tasks as f64
                 )
             );
-            split.push((median.first_us, median.rest_us));
+            split.push((median.prepare_us, median.first_us, median.rest_us));
         }
         println!();
         first_and_later.push((p.clone(), split));
     }
     if !first_and_later.is_empty() {
-        println!("\nfirst decision / mean of the later ones, µs (same runs)");
+        println!(
+            "\nmeeting the machine (before the first turn) / first decision / mean of the later ones, µs (same runs)"
+        );
         for (p, split) in first_and_later {
             print!("{p:<20}");
-            for (first, rest) in split {
-                print!(" {:>22}", format!("{first:.0} / {rest:.1}"));
+            for (prepare, first, rest) in split {
+                print!(" {:>22}", format!("{prepare:.0} / {first:.0} / {rest:.1}"));
             }
             println!();
         }

@@ -10,6 +10,13 @@ pub trait Policy: Send {
     fn name(&self) -> String;
     /// Decides from `view`. Must not read clocks, files or global state.
     fn decide(&mut self, view: &View<'_>) -> Plan;
+    /// Meets the machine every later view will hold, once, before the
+    /// first decision (the loop calls it before its first turn): work that
+    /// depends on the machine alone (CPU orders, each unit's reason) is
+    /// done here, not in the first turn, which places every task at once
+    /// while they wait. A policy never prepared prepares itself at its
+    /// first decision.
+    fn prepare(&mut self, _machine: &herd_topo::Machine) {}
     /// Whether it wants exact solo profiles in [`View::oracle`]. Only the
     /// simulator has them; on a real machine the view has none.
     fn wants_oracle(&self) -> bool {

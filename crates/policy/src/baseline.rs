@@ -159,6 +159,19 @@ impl Static {
 }
 
 impl Static {
+    /// Makes the CPU order for `m` if there is none yet.
+    fn order_for(&mut self, m: &herd_topo::Machine) {
+        let (layout, width) = (self.layout, self.width);
+        self.order.get_or_insert_with(|| {
+            let mut o = match layout {
+                Layout::Compact => order::compact(m),
+                Layout::Scatter => order::scatter(m),
+            };
+            o.truncate(width.unwrap_or(usize::MAX).max(1));
+            o
+        });
+    }
+
     /// Uses only the first `width` places of the order (`None`: all).
     pub fn using(mut self, width: Option<usize>) -> Self {
         self.width = width;
@@ -186,17 +199,15 @@ impl Policy for Static {
         }
     }
 
+    fn prepare(&mut self, machine: &herd_topo::Machine) {
+        self.order_for(machine);
+    }
+
     fn decide(&mut self, view: &View<'_>) -> Plan {
         let m = view.machine;
-        let (layout, width) = (self.layout, self.width);
-        let order = self.order.get_or_insert_with(|| {
-            let mut o = match layout {
-                Layout::Compact => order::compact(m),
-                Layout::Scatter => order::scatter(m),
-            };
-            o.truncate(width.unwrap_or(usize::MAX).max(1));
-            o
-        });
+        let layout = self.layout;
+        self.order_for(m);
+        let order = self.order.as_ref().expect("just made");
         let mut plan = Plan::default();
         let snap = view.snapshot;
         let tasks = &snap.tasks;
@@ -251,8 +262,19 @@ impl Policy for Static {
         let mut threads_of = vec![0usize; new_jobs.len()];
         // Bit sets, not hash sets: a first decision inserts every task's CPU.
         let mut working_on: Vec<CpuSet> = vec![CpuSet::new(); new_jobs.len()];
+        // A job's tasks come together in a snapshot: its index is searched
+        // for once per run of them, not per task.
+        let mut last: Option<(u32, Option<usize>)> = None;
         for o in tasks {
-            let Ok(k) = new_jobs.binary_search(&o.job) else {
+            let k = match last {
+                Some((job, k)) if job == o.job => k,
+                _ => {
+                    let k = new_jobs.binary_search(&o.job).ok();
+                    last = Some((o.job, k));
+                    k
+                }
+            };
+            let Some(k) = k else {
                 continue;
             };
             threads_of[k] += 1;
@@ -266,48 +288,55 @@ impl Policy for Static {
         // At once, not grown insert by insert (a first decision places
         // every task).
         self.placed.reserve(new.len());
-        for t in new {
-            let k = new_jobs.binary_search(&t.job).expect("a new thread's job");
-            let threads = threads_of[k];
-            let start = *self.job_start.entry(t.job).or_insert_with(|| {
+        self.job_start.reserve(new_jobs.len());
+        self.held.reserve(new_jobs.len());
+        plan.tasks.reserve(new.len());
+        let why = match layout {
+            Layout::Compact => "compact: next hardware thread in topology order",
+            Layout::Scatter => "scatter: next place spread over packages, nodes and cores",
+        };
+        // `new` is in job order, as `new_jobs`: each run of a job's new
+        // threads is the next job's, its start and held places looked up once.
+        for (run, (&job, (&threads, busy))) in new
+            .chunk_by(|a, b| a.job == b.job)
+            .zip(new_jobs.iter().zip(threads_of.iter().zip(working_on.iter_mut())))
+        {
+            let start = *self.job_start.entry(job).or_insert_with(|| {
                 let s = self.next_start;
                 self.next_start += threads;
                 s
             });
-            let busy = &mut working_on[k];
             let cpu_at = |place: usize| order[(start + place) % order.len()];
-            let held = self.held.entry(t.job).or_default();
-            // The first place whose CPU none of the job's threads worked on
-            // (a place held by a thread that sleeps, as make does while
-            // its compilers work, is not taken from the next worker); with
-            // every CPU of the stretch worked on, the first place no
-            // present thread holds, wrapping around the stretch as an
-            // oversubscribed OpenMP team does.
-            // Places `len` apart share a CPU: the first `len` places show
-            // every CPU of the order, and once all are worked on none
-            // need be looked at.
-            let place = (0..order.len())
-                .filter(|_| busy.len() < order.len())
-                .find(|&p| !busy.contains(cpu_at(p)))
-                .or_else(|| held.iter().position(|&n| n == 0))
-                .unwrap_or(held.len());
-            if place >= held.len() {
-                held.resize(place + 1, 0);
+            let held = self.held.entry(job).or_insert_with(|| Vec::with_capacity(threads));
+            for t in run {
+                // The first place whose CPU none of the job's threads worked on
+                // (a place held by a thread that sleeps, as make does while
+                // its compilers work, is not taken from the next worker); with
+                // every CPU of the stretch worked on, the first place no
+                // present thread holds, wrapping around the stretch as an
+                // oversubscribed OpenMP team does.
+                // Places `len` apart share a CPU: the first `len` places show
+                // every CPU of the order, and once all are worked on none
+                // need be looked at.
+                let open = if busy.len() < order.len() { order.len() } else { 0 };
+                let place = (0..open)
+                    .find(|&p| !busy.contains(cpu_at(p)))
+                    .or_else(|| held.iter().position(|&n| n == 0))
+                    .unwrap_or(held.len());
+                if place >= held.len() {
+                    held.resize(place + 1, 0);
+                }
+                held[place] += 1;
+                let cpu = cpu_at(place);
+                busy.insert(cpu);
+                self.placed.insert(t.id, (job, place, self.changes));
+                let cpus = if self.whole_cores {
+                    m.siblings(cpu).cloned().unwrap_or_default()
+                } else {
+                    CpuSet::single(cpu)
+                };
+                plan.run(t.id, cpus, why);
             }
-            held[place] += 1;
-            let cpu = cpu_at(place);
-            busy.insert(cpu);
-            self.placed.insert(t.id, (t.job, place, self.changes));
-            let cpus = if self.whole_cores {
-                m.siblings(cpu).cloned().unwrap_or_default()
-            } else {
-                CpuSet::single(cpu)
-            };
-            let why = match layout {
-                Layout::Compact => "compact: next hardware thread in topology order",
-                Layout::Scatter => "scatter: next place spread over packages, nodes and cores",
-            };
-            plan.run(t.id, cpus, why);
         }
         plan
     }

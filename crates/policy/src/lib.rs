@@ -179,6 +179,36 @@ mod tests {
         }
     }
 
+    /// Meeting the machine first changes nothing a policy decides: every
+    /// policy's first two plans are the same prepared or not.
+    #[test]
+    fn a_prepared_policy_decides_as_one_that_was_not() {
+        let m = herd_topo::Machine::synthetic("package:2 core:4 pu:2").unwrap();
+        let mut snap = testkit::beats_snapshot(0, &[None; 6]);
+        for (i, t) in snap.tasks.iter_mut().enumerate() {
+            t.job = (i / 2) as u32;
+        }
+        snap.jobs = (0..3)
+            .map(|j| JobView {
+                id: j,
+                ..snap.jobs[0].clone()
+            })
+            .collect();
+        for info in catalog() {
+            let plans = |prepare: bool| {
+                let mut p = build(info.name).unwrap();
+                if prepare {
+                    p.prepare(&m);
+                }
+                [
+                    testkit::decide_once(p.as_mut(), &m, &snap),
+                    testkit::decide_once(p.as_mut(), &m, &snap),
+                ]
+            };
+            assert_eq!(plans(true), plans(false), "{}", info.name);
+        }
+    }
+
     #[test]
     fn rng_is_deterministic() {
         let mut a = Rng::new(7);

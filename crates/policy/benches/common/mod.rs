@@ -15,12 +15,17 @@ pub struct Cost {
     pub first_us: f64,
     /// The mean of the others (0 with one decision).
     pub rest_us: f64,
+    /// Meeting the machine before the first decision (`Policy::prepare`).
+    pub prepare_us: f64,
 }
 
 /// What deciding on `snaps` costs `policy` ([`Cost`]).
 pub fn us_per_decision(m: &Machine, policy: &str, snaps: &[Snapshot]) -> Cost {
     let mut p = herd_policy::build(policy).expect("policy builds");
     let (est, know) = (Estimates::default(), Knowledge::default());
+    let start = Instant::now();
+    p.prepare(m);
+    let prepare_us = start.elapsed().as_secs_f64() * 1e6;
     let mut each_us = Vec::with_capacity(snaps.len());
     for (d, snap) in snaps.iter().enumerate() {
         let view = View {
@@ -41,5 +46,6 @@ pub fn us_per_decision(m: &Machine, policy: &str, snaps: &[Snapshot]) -> Cost {
         mean_us: each_us.iter().sum::<f64>() / n,
         first_us: each_us.first().copied().unwrap_or(0.0),
         rest_us: each_us.iter().skip(1).sum::<f64>() / (n - 1.0).max(1.0),
+        prepare_us,
     }
 }
