@@ -435,26 +435,19 @@ impl Pack {
     }
 }
 
-/// The K cores: (CPUs, capacity) in the machine's compact order.
+/// The K cores: (CPUs, capacity) in the machine's compact order. A core's
+/// CPUs and kind are the machine's record of them, which its builder
+/// makes from the same list as each CPU's core (found instead by a search
+/// of every CPU for every core, this was most of pack:tp's first decision
+/// at 384 CPUs).
 fn allowed_cores(view: &View<'_>, k: Option<usize>) -> Vec<(CpuSet, f64)> {
     let m = view.machine;
-    let mut seen = Vec::new();
-    for cpu in crate::order::compact(m) {
-        let Some(c) = m.cpu(cpu) else { continue };
-        if !seen.iter().any(|(core, _, _)| *core == c.core) {
-            let cpus: CpuSet = m
-                .cpus()
-                .iter()
-                .filter(|x| x.core == c.core)
-                .map(|x| x.os)
-                .collect();
-            seen.push((c.core, cpus, m.kinds()[c.kind].capacity));
-        }
-    }
-    let k = k.unwrap_or(seen.len()).clamp(1, seen.len().max(1));
-    seen.into_iter()
-        .take(k)
-        .map(|(_, cpus, cap)| (cpus, cap))
+    let cores: Vec<&herd_topo::Core> = (crate::order::compact_cores(m).into_iter())
+        .map(|c| &m.cores()[c])
+        .collect();
+    let k = k.unwrap_or(cores.len()).clamp(1, cores.len().max(1));
+    (cores.into_iter().take(k))
+        .map(|c| (c.cpus.clone(), m.kinds()[c.kind].capacity))
         .collect()
 }
 
@@ -541,7 +534,10 @@ impl Policy for Pack {
         let changed = self.allowed.as_ref().is_some_and(|(was, _)| *was != k);
         if self.allowed.as_ref().is_none_or(|(was, _)| *was != k) {
             let cores = allowed_cores(view, Some(k));
-            let all: CpuSet = cores.iter().flat_map(|(c, _)| c.iter()).collect();
+            let mut all = CpuSet::new();
+            for (c, _) in &cores {
+                all.union_with(c);
+            }
             self.allowed = Some((k, std::sync::Arc::new((cores, all))));
         }
         if changed {
@@ -559,7 +555,12 @@ impl Policy for Pack {
         let (cores, all) = &*allowed;
         let tasks = &view.snapshot.tasks;
         let ids_changed = self.last_ids.changed(view.snapshot);
-        if ids_changed {
+        // (Nothing to forget on a first sight: no set of every task then.)
+        let remembers = !(self.group_of.is_empty()
+            && self.pinned.is_empty()
+            && self.progress.is_empty()
+            && self.lanes.is_empty());
+        if ids_changed && remembers {
             let present: FxHashSet<TaskId> = tasks.iter().map(|t| t.id).collect();
             self.group_of.retain(|t, _| present.contains(t));
             self.pinned.retain(|t| present.contains(t));
@@ -570,6 +571,9 @@ impl Policy for Pack {
             // The same tasks on the same cores: every one was let run on
             // them when it came (a thousand set inserts a turn otherwise).
             let all_pinned = !ids_changed && !changed;
+            if !all_pinned {
+                self.pinned.reserve(tasks.len());
+            }
             for t in view.snapshot.tasks.iter().filter(|_| !all_pinned) {
                 if self.pinned.insert(t.id) {
                     plan.run(
