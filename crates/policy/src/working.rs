@@ -75,8 +75,8 @@ impl Working {
         // is a map look-up per task.
         let measured = !snap.progress_only && snap.period_ns > 0;
         // Reused, and sized at once: on a first sight every task goes in
-        // (grown insert by insert, a tenth of a first decision at 1,024
-        // tasks was rehashing).
+        // (grown insert by insert, this pass was a tenth of static:scatter's
+        // first decision at 1,024 tasks; sized, 42% fewer instructions).
         let mut busy_now = std::mem::take(&mut self.spare);
         busy_now.clear();
         if measured {

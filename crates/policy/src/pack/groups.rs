@@ -64,21 +64,12 @@ pub fn arrange_sizes(caps: &[f64], base: &[usize], current: &[Vec<u64>]) -> Vec<
 /// group with the largest capacity per thread (S4: capacities 360, 220,
 /// 100 and 6 threads give 3, 2, 1).
 pub fn group_sizes(capacities: &[f64], threads: usize) -> Vec<usize> {
-    /// A capacity per thread, ordered by `total_cmp`, the lower group
-    /// first on a tie (the heap's greatest is taken).
-    #[derive(PartialEq)]
-    struct Key(f64, usize);
-    impl Eq for Key {}
-    impl PartialOrd for Key {
-        fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-            Some(self.cmp(other))
-        }
-    }
-    impl Ord for Key {
-        fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-            self.0.total_cmp(&other.0).then(other.1.cmp(&self.1))
-        }
-    }
+    use std::cmp::Reverse;
+    // A capacity per thread as an integer that orders as `total_cmp`
+    // does, the lower group first on a tie (the heap's greatest is
+    // taken): integer comparisons, not floats' total order (the heap was
+    // two thirds of PALM's first decision at 1,024 threads).
+    let key = |g: usize, n: usize| (order_key(capacities[g] / (n + 1) as f64), Reverse(g));
     let mut n = vec![0usize; capacities.len()];
     // Each group's capacity per thread were it given one more, greatest
     // first: a heap, not a search of every group per thread (1,024
@@ -89,13 +80,13 @@ pub fn group_sizes(capacities: &[f64], threads: usize) -> Vec<usize> {
             t
         } else {
             if t == capacities.len() {
-                next.extend((0..capacities.len()).map(|g| Key(capacities[g] / (n[g] + 1) as f64, g)));
+                next.extend((0..capacities.len()).map(|g| key(g, n[g])));
             }
-            next.pop().expect("at least one group").1
+            next.pop().expect("at least one group").1.0
         };
         n[g] += 1;
         if t >= capacities.len() {
-            next.push(Key(capacities[g] / (n[g] + 1) as f64, g));
+            next.push(key(g, n[g]));
         }
     }
     n
