@@ -149,14 +149,14 @@ fn main() {
     println!();
     // Every policy's first decision (its first sight of every task, which
     // it places at once) and the mean of its later ones, below.
-    let mut first_and_later: Vec<(String, Vec<(f64, f64, f64)>)> = Vec::new();
+    let mut first_and_later: Vec<(String, Vec<common::Cost>)> = Vec::new();
     for p in &policies {
         print!("{p:<20}");
         let mut split = Vec::new();
         for (tasks, m) in &machines {
             let mut runs: Vec<common::Cost> = (0..3).map(|_| run(m, *tasks, p)).collect();
             runs.sort_by(|a, b| a.mean_us.total_cmp(&b.mean_us));
-            let median = &runs[1];
+            let median = runs.swap_remove(1);
             print!(
                 " {:>22}",
                 format!(
@@ -165,7 +165,7 @@ fn main() {
                     median.mean_us * 1e3 / *tasks as f64
                 )
             );
-            split.push((median.prepare_us, median.first_us, median.rest_us));
+            split.push(median);
         }
         println!();
         first_and_later.push((p.clone(), split));
@@ -176,8 +176,11 @@ fn main() {
         );
         for (p, split) in first_and_later {
             print!("{p:<20}");
-            for (prepare, first, rest) in split {
-                print!(" {:>22}", format!("{prepare:.0} / {first:.0} / {rest:.1}"));
+            for c in split {
+                print!(
+                    " {:>22}",
+                    format!("{:.0} / {:.0} / {:.1}", c.prepare_us, c.first_us, c.rest_us)
+                );
             }
             println!();
         }
