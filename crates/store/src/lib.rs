@@ -215,6 +215,41 @@ pub fn default_path(xdg_data_home: Option<&str>, home: Option<&str>) -> Option<P
     }
 }
 
+/// How long opening waits for other herds holding the file.
+const OPEN_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Puts the file in WAL mode. The switch needs the file to itself, and
+/// SQLite does not run the busy handler for it: ten herds opening a new
+/// file at once failed now and then with "database is locked" (CI's
+/// `ten_concurrent_runs_all_count_in_the_profile`). WAL stays with the
+/// file, so the mode is read first (no switch, no lock, once any herd has
+/// made it), and a busy switch is tried again, waiting a little longer
+/// each time, until `OPEN_WAIT` has passed. A file system that refuses WAL
+/// leaves the mode as it was, as before.
+fn to_wal(conn: &Connection) -> Result<(), rusqlite::Error> {
+    let start = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_millis(1);
+    loop {
+        let mode: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0))?;
+        if mode.eq_ignore_ascii_case("wal") {
+            return Ok(());
+        }
+        match conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0)) {
+            Ok(_) => return Ok(()),
+            Err(rusqlite::Error::SqliteFailure(f, _))
+                if matches!(
+                    f.code,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                ) && start.elapsed() < OPEN_WAIT =>
+            {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(50));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path` and migrates it.
     pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
@@ -226,12 +261,10 @@ impl SqliteStore {
         }
         let err = sqlite_err(path);
         let mut conn = Connection::open(path).map_err(err)?;
-        // A writer waits for a lock (first: switching to WAL takes one too).
-        // WAL: readers never block the writer, and a crash mid-write leaves
-        // every committed transaction intact.
-        conn.busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(err)?;
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(err)?;
+        // A writer waits for a lock. WAL: readers never block the writer,
+        // and a crash mid-write leaves every committed transaction intact.
+        conn.busy_timeout(OPEN_WAIT).map_err(err)?;
+        to_wal(&conn).map_err(err)?;
         conn.pragma_update(None, "synchronous", "NORMAL").map_err(err)?;
         // The version is read and the migrations run under one write lock
         // taken up front (BEGIN IMMEDIATE): two herds opening a new file at
