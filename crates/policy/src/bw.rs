@@ -358,8 +358,10 @@ impl Policy for BwCosched {
         }
 
         // Demand per job: per running thread times its threads; in job
-        // order, beside the counts (the jobs without a demand: none).
-        in_job_order(&mut demand);
+        // order, beside the counts (the jobs without a demand: none). Every
+        // branch above leaves `demand` in job order: the hints by sorting,
+        // the others built from `jobs`, the counts' keys.
+        debug_assert!(demand.is_sorted_by(|a, b| a.0 < b.0), "demand in job order");
         let mut at = demand.iter().peekable();
         let demand: Vec<Option<f64>> = threads
             .entries()

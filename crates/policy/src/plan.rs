@@ -56,24 +56,6 @@ impl From<String> for Reason {
     }
 }
 
-impl From<Arc<str>> for Reason {
-    fn from(s: Arc<str>) -> Self {
-        Reason::Shared(s)
-    }
-}
-
-impl PartialEq<str> for Reason {
-    fn eq(&self, other: &str) -> bool {
-        **self == *other
-    }
-}
-
-impl PartialEq<&str> for Reason {
-    fn eq(&self, other: &&str) -> bool {
-        **self == **other
-    }
-}
-
 impl Serialize for Reason {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self)
