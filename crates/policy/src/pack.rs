@@ -220,16 +220,45 @@ pub struct Pack {
     told: Option<(u64, bool)>,
     /// The tasks the plan put in a lane other than `Fair`, and that lane.
     lanes: FxHashMap<TaskId, Lane>,
-    /// The last [`group_sizes`]: the capacities and thread count it was
-    /// for, and what it gave (the same every turn while the cores and
-    /// workers hold; a third of a decision at 1,024 threads).
-    sizes: Option<(Vec<f64>, usize, Vec<usize>)>,
+    /// The last [`group_sizes`] and what follows from it alone (the same
+    /// every turn while the cores and workers hold; a third of a decision
+    /// at 1,024 threads, its order and classes a ninth of what was left).
+    sizes: Option<Sizing>,
     /// Each group's threads' wanted classes, kept between decisions so
     /// that a decision does not allocate one vector per core again.
     current: Vec<Vec<u64>>,
     /// The last decision's threads by progress, as positions in its list
     /// of workers: where the next sort starts.
     order: Vec<u32>,
+}
+
+/// PALM's group sizes for one set of cores and count of workers, and what
+/// follows from them alone.
+#[derive(Debug, Clone)]
+struct Sizing {
+    /// The cores' capacities and the workers it is for.
+    caps: Vec<f64>,
+    threads: usize,
+    /// [`group_sizes`]' thread count per core.
+    base: Vec<usize>,
+    /// The cores by capacity per thread at those sizes, most first.
+    order: Vec<usize>,
+    /// Slot by slot in that order, each slot's class (capacity per thread,
+    /// as bits): the threads with the least progress take them in turn,
+    /// which decides each thread's class, not its core.
+    wants: Vec<u64>,
+}
+
+impl Sizing {
+    fn new(caps: Vec<f64>, threads: usize) -> Sizing {
+        let base = group_sizes(&caps, threads);
+        let order = most_per_thread_first(&caps, &base);
+        let wants = order
+            .iter()
+            .flat_map(|&g| std::iter::repeat_n(class_key(caps[g], base[g]), base[g]))
+            .collect();
+        Sizing { caps, threads, base, order, wants }
+    }
 }
 
 impl Pack {
@@ -717,22 +746,16 @@ impl Policy for Pack {
         self.order.clear();
         self.order.extend(keyed.iter().map(|&k| k as u32));
         let totals: Vec<(u64, u32, TaskId)> = self.order.iter().map(|&i| totals[i as usize]).collect();
-        let caps: Vec<f64> = cores.iter().map(|(_, c)| *c).collect();
-        let base = match &self.sizes {
-            Some((c, n, sizes)) if *c == caps && *n == totals.len() => sizes.clone(),
-            _ => {
-                let sizes = group_sizes(&caps, totals.len());
-                self.sizes = Some((caps.clone(), totals.len(), sizes.clone()));
-                sizes
-            }
-        };
-        // Slots in order of capacity per thread, most first; the threads
-        // with the least progress take them in turn. That decides each
-        // thread's class (its capacity per thread), not its core.
-        let wants: Vec<u64> = most_per_thread_first(&caps, &base)
-            .into_iter()
-            .flat_map(|g| std::iter::repeat_n(class_key(caps[g], base[g]), base[g]))
-            .collect();
+        let caps_now = || cores.iter().map(|(_, c)| *c);
+        if self
+            .sizes
+            .as_ref()
+            .is_none_or(|s| s.threads != totals.len() || !s.caps.iter().copied().eq(caps_now()))
+        {
+            self.sizes = Some(Sizing::new(caps_now().collect(), totals.len()));
+        }
+        let sizing = self.sizes.take().expect("just set");
+        let (caps, base, wants) = (&sizing.caps, &sizing.base, &sizing.wants);
         // Which of the cores of one capacity shares its core among more
         // threads is free: give the sizes to the cores whose threads already
         // want them, so fewer threads move (locality, and fewer migrations:
@@ -740,20 +763,27 @@ impl Policy for Pack {
         let mut current = std::mem::take(&mut self.current);
         current.resize_with(cores.len(), Vec::new);
         current.iter_mut().for_each(Vec::clear);
-        for ((_, _, id), &want) in totals.iter().zip(&wants) {
+        for ((_, _, id), &want) in totals.iter().zip(wants) {
             if let Some(&g) = self.group_of.get(id).filter(|&&g| g < cores.len()) {
                 current[g].push(want);
             }
         }
-        let sizes = arrange_sizes(&caps, &base, &current);
+        let sizes = arrange_sizes(caps, base, &current);
         self.current = current;
         let class_of = |g: usize| class_key(caps[g], sizes[g]);
-        let order = most_per_thread_first(&caps, &sizes);
+        // (The sizes' order is the base's when nothing was rearranged.)
+        let rearranged;
+        let order = if sizes == *base {
+            &sizing.order
+        } else {
+            rearranged = most_per_thread_first(caps, &sizes);
+            &rearranged
+        };
         // A thread whose class its group still has stays; the others fill
         // what is left.
         let mut room = sizes.clone();
         let mut pending: Vec<(TaskId, u64)> = Vec::new();
-        for ((_, _, id), &want) in totals.iter().zip(&wants) {
+        for ((_, _, id), &want) in totals.iter().zip(wants) {
             match self.group_of.get(id) {
                 Some(&g) if g < room.len() && class_of(g) == want && room[g] > 0 => room[g] -= 1,
                 _ => pending.push((*id, want)),
@@ -764,7 +794,7 @@ impl Policy for Pack {
         // class's still with room, found without searching every core
         // per thread (1,024 threads on 192 cores: most of a decision).
         let mut by_class: rustc_hash::FxHashMap<u64, (Vec<usize>, usize)> = rustc_hash::FxHashMap::default();
-        for &g in &order {
+        for &g in order {
             by_class.entry(class_of(g)).or_default().0.push(g);
         }
         for (id, want) in pending {
@@ -786,6 +816,7 @@ impl Policy for Pack {
                 );
             }
         }
+        self.sizes = Some(sizing);
         plan.next_period_ns = Some(self.period_ns);
         if !self.noted {
             self.noted = true;

@@ -234,10 +234,13 @@ mod tests {
         for case in 0..400 {
             let n = 1 + (next() % 60) as usize;
             let c: Vec<f64> = (0..n)
-                .map(|_| match next() % 4 {
+                .map(|_| match next() % 6 {
                     0 => 0.5,
                     1 => 2.0,
                     2 => 0.0,
+                    // Signs too: the sorted keys fold them.
+                    3 => -0.0,
+                    4 => -((next() % 1000) as f64) / 100.0,
                     _ => (next() % 1000) as f64 / 100.0,
                 })
                 .collect();

@@ -217,3 +217,56 @@ fn group_sizes_from_the_heap_are_the_scans() {
         assert_eq!(group_sizes(&caps, threads), group_sizes_scan(&caps, threads), "{caps:?} {threads}");
     }
 }
+
+/// [`arrange_sizes`] as first written: each core's gain counted at every
+/// comparison of a stable sort.
+fn arrange_sizes_by_stable_sort(caps: &[f64], base: &[usize], current: &[Vec<u64>]) -> Vec<usize> {
+    let keep = |g: usize, n: usize| {
+        let class = class_key(caps[g], n);
+        current[g].iter().filter(|&&c| c == class).count().min(n)
+    };
+    let mut out = base.to_vec();
+    let mut kinds: std::collections::BTreeMap<u64, Vec<usize>> = Default::default();
+    for (g, cap) in caps.iter().enumerate().take(base.len()) {
+        kinds.entry(cap.to_bits()).or_default().push(g);
+    }
+    for cores in kinds.values() {
+        let small = cores.iter().map(|&g| base[g]).min().unwrap_or(0);
+        let big = cores.iter().filter(|&&g| base[g] > small).count();
+        let mut ranked = cores.clone();
+        ranked.sort_by_key(|&g| {
+            let gain = keep(g, small + 1) as i64 - keep(g, small) as i64;
+            (std::cmp::Reverse(gain), base[g] == small, g)
+        });
+        for (i, &g) in ranked.iter().enumerate() {
+            out[g] = if i < big { small + 1 } else { small };
+        }
+    }
+    out
+}
+
+/// Sizes arranged with each core's key made once are those the stable
+/// sort by keys made at each comparison gave: cores of two capacities,
+/// zero capacity (where both sizes have one class), sizes 0-6, and
+/// threads wanting those classes, others, or none.
+#[test]
+fn arranged_sizes_are_the_stable_sorts() {
+    let mut rng = crate::Rng::new(29);
+    for round in 0..400 {
+        let cores = 1 + rng.below(24) as usize;
+        let threads = rng.below(7 * cores as u64) as usize;
+        let caps: Vec<f64> = (0..cores).map(|_| [1.0, 0.0, 2.5][rng.below(3) as usize]).collect();
+        let base = group_sizes(&caps, threads);
+        let classes: Vec<u64> = (0..8)
+            .map(|n| class_key([1.0, 0.0, 2.5][rng.below(3) as usize], n))
+            .collect();
+        let current: Vec<Vec<u64>> = (0..cores)
+            .map(|_| (0..rng.below(8)).map(|_| classes[rng.below(8) as usize]).collect())
+            .collect();
+        assert_eq!(
+            arrange_sizes(&caps, &base, &current),
+            arrange_sizes_by_stable_sort(&caps, &base, &current),
+            "round {round}: {caps:?} {base:?} {current:?}"
+        );
+    }
+}
