@@ -760,17 +760,20 @@ impl Policy for Pack {
         // threads is free: give the sizes to the cores whose threads already
         // want them, so fewer threads move (locality, and fewer migrations:
         // with 3 threads on 2 cores, one move a turn instead of two).
+        // Each thread's group, looked up once for both passes below.
+        let had: Vec<Option<usize>> = totals.iter().map(|(_, _, id)| self.group_of.get(id).copied()).collect();
         let mut current = std::mem::take(&mut self.current);
         current.resize_with(cores.len(), Vec::new);
         current.iter_mut().for_each(Vec::clear);
-        for ((_, _, id), &want) in totals.iter().zip(wants) {
-            if let Some(&g) = self.group_of.get(id).filter(|&&g| g < cores.len()) {
+        for (&had, &want) in had.iter().zip(wants) {
+            if let Some(g) = had.filter(|&g| g < cores.len()) {
                 current[g].push(want);
             }
         }
         let sizes = arrange_sizes(caps, base, &current);
         self.current = current;
-        let class_of = |g: usize| class_key(caps[g], sizes[g]);
+        // Each core's class at its size, worked out once.
+        let class: Vec<u64> = (0..sizes.len()).map(|g| class_key(caps[g], sizes[g])).collect();
         // (The sizes' order is the base's when nothing was rearranged.)
         let rearranged;
         let order = if sizes == *base {
@@ -783,9 +786,9 @@ impl Policy for Pack {
         // what is left.
         let mut room = sizes.clone();
         let mut pending: Vec<(TaskId, u64)> = Vec::new();
-        for ((_, _, id), &want) in totals.iter().zip(wants) {
-            match self.group_of.get(id) {
-                Some(&g) if g < room.len() && class_of(g) == want && room[g] > 0 => room[g] -= 1,
+        for (((_, _, id), &had), &want) in totals.iter().zip(&had).zip(wants) {
+            match had {
+                Some(g) if g < room.len() && class[g] == want && room[g] > 0 => room[g] -= 1,
                 _ => pending.push((*id, want)),
             }
         }
@@ -795,7 +798,7 @@ impl Policy for Pack {
         // per thread (1,024 threads on 192 cores: most of a decision).
         let mut by_class: rustc_hash::FxHashMap<u64, (Vec<usize>, usize)> = rustc_hash::FxHashMap::default();
         for &g in order {
-            by_class.entry(class_of(g)).or_default().0.push(g);
+            by_class.entry(class[g]).or_default().0.push(g);
         }
         for (id, want) in pending {
             let (groups, next) = by_class
