@@ -67,11 +67,12 @@ pub fn order_key(v: f64) -> i64 {
 /// finish near the target. Ties go to the lower index. Returns indices
 /// into `candidates`, `first` first.
 ///
-/// The candidates are sorted once, so each slot is a binary search, not
-/// a scan: O(N log N + slots * N) moves of indices instead of
-/// O(N * slots) comparisons (a decision of `bw:*` at 1,024 tasks spent
-/// 60% of its time scanning). It picks exactly what the scan picks
-/// (`choose_scan`; the test compares them).
+/// The candidates are sorted once and grouped by value, so each slot is a
+/// binary search over the values, not a scan: O(N log N + slots * log N)
+/// (a decision of `bw:*` at 1,024 tasks spent 60% of its time scanning;
+/// taking each choice out of a sorted list of the rest, a fifth of what
+/// was left). It picks exactly what the scan picks (`choose_scan`; the
+/// test compares them).
 pub fn choose(candidates: &[f64], slots: usize, target: f64, first: Option<usize>) -> Vec<usize> {
     if candidates.iter().any(|c| c.is_nan()) {
         return choose_scan(candidates, slots, target, first);
@@ -80,58 +81,146 @@ pub fn choose(candidates: &[f64], slots: usize, target: f64, first: Option<usize
     let slots = slots.min(n);
     let mut chosen = Vec::with_capacity(slots);
     let mut sum = 0.0;
-    // The candidates not taken, by value then index.
-    // Sorted as integer keys that order as `total_cmp` does (sign-folded
-    // bits), the index last: unique keys, so an unstable sort gives the
-    // same order as the stable one by value then index, at a fraction of
-    // the comparisons' cost.
+    // The candidates by value then index, as integer keys that order as
+    // `total_cmp` does (sign-folded bits): unique keys, so an unstable sort
+    // gives the order of a stable one, at a fraction of its cost.
     let mut keyed: Vec<(i64, usize)> = candidates
         .iter()
         .enumerate()
         .map(|(i, &v)| (order_key(v), i))
         .collect();
     keyed.sort_unstable();
-    let mut free: Vec<usize> = keyed.into_iter().map(|(_, i)| i).collect();
+    let mut free = Groups::new(&keyed);
     if let Some(f) = first.filter(|&f| f < n && slots > 0) {
-        let at = free.iter().position(|&i| i == f).unwrap_or(0);
-        free.remove(at);
+        free.take_index(f, candidates[f], &keyed);
         chosen.push(f);
         sum += candidates[f];
     }
-    while chosen.len() < slots && !free.is_empty() {
+    while chosen.len() < slots {
         let after = slots - chosen.len() - 1;
-        let at = if after == 0 {
-            // The last slot: closest to the target, lower index on a tie.
-            let mut best = 0;
-            for (k, &i) in free.iter().enumerate().skip(1) {
-                let b = free[best];
-                let ord = ((sum + candidates[i]) - target)
-                    .abs()
-                    .total_cmp(&((sum + candidates[b]) - target).abs())
-                    .then(i.cmp(&b));
-                if ord.is_lt() {
-                    best = k;
+        let Some(smallest) = free.lowest() else {
+            break;
+        };
+        let g = if after == 0 {
+            // The last slot: closest to the target, lower index on a tie
+            // (within a group every candidate is as close: its first).
+            let mut best: Option<(f64, usize, usize)> = None;
+            for g in free.nonempty(smallest) {
+                let i = keyed[free.next[g]].1;
+                let d = ((sum + candidates[i]) - target).abs();
+                if best.is_none_or(|(bd, bi, _)| d.total_cmp(&bd).then(i.cmp(&bi)).is_lt()) {
+                    best = Some((d, i, g));
                 }
             }
-            best
+            best.expect("a group is left").2
         } else {
-            let smallest = candidates[free[0]];
-            let room = target - sum - after as f64 * smallest;
-            let fits = free.partition_point(|&i| candidates[i] <= room);
-            if fits == 0 {
-                // None fits: the smallest, lowest index first.
-                0
-            } else {
-                // The largest that fits, the lowest index of its value.
-                let v = candidates[free[fits - 1]];
-                free[..fits].partition_point(|&i| candidates[i].total_cmp(&v).is_lt())
-            }
+            let room = target - sum - after as f64 * free.value(smallest, candidates, &keyed);
+            // The largest value that fits (its lowest index), else the
+            // smallest.
+            let fits = free.starts[..free.groups()].partition_point(|&k| candidates[keyed[k].1] <= room);
+            free.highest_below(fits).unwrap_or(smallest)
         };
-        let best = free.remove(at);
-        chosen.push(best);
-        sum += candidates[best];
+        let i = free.take_first(g, &keyed);
+        chosen.push(i);
+        sum += candidates[i];
     }
     chosen
+}
+
+/// The candidates not yet chosen, as runs of equal value in a sorted
+/// list: each run's first is the lowest index of its value, and a run,
+/// once empty, is skipped by a link to the next lower run (path-halved),
+/// so finding the highest run left below a point is near O(1).
+struct Groups {
+    /// Where each run starts in the sorted list, and the list's end last.
+    starts: Vec<usize>,
+    /// Each run's first candidate not yet taken.
+    next: Vec<usize>,
+    /// `below[g + 1]`: a run at or below g that may have candidates (0:
+    /// none); `below[g + 1] == g + 1` while run g has candidates.
+    below: Vec<usize>,
+    /// Taken out of turn (the forced first), still in its run's list.
+    taken: Vec<bool>,
+    /// No run below this one has candidates.
+    low: usize,
+}
+
+impl Groups {
+    fn new(keyed: &[(i64, usize)]) -> Groups {
+        let mut starts: Vec<usize> = (0..keyed.len())
+            .filter(|&k| k == 0 || keyed[k - 1].0 != keyed[k].0)
+            .collect();
+        let groups = starts.len();
+        let next = starts.clone();
+        starts.push(keyed.len());
+        Groups {
+            starts,
+            next,
+            below: (0..=groups).collect(),
+            taken: vec![false; keyed.len()],
+            low: 0,
+        }
+    }
+
+    fn groups(&self) -> usize {
+        self.next.len()
+    }
+
+    fn empty(&self, g: usize) -> bool {
+        self.next[g] == self.starts[g + 1]
+    }
+
+    fn value(&self, g: usize, candidates: &[f64], keyed: &[(i64, usize)]) -> f64 {
+        candidates[keyed[self.starts[g]].1]
+    }
+
+    /// The lowest run with candidates left.
+    fn lowest(&mut self) -> Option<usize> {
+        while self.low < self.groups() && self.empty(self.low) {
+            self.low += 1;
+        }
+        (self.low < self.groups()).then_some(self.low)
+    }
+
+    /// The highest run with candidates left among the first `end`.
+    fn highest_below(&mut self, end: usize) -> Option<usize> {
+        let mut x = end;
+        while self.below[x] != x {
+            self.below[x] = self.below[self.below[x]];
+            x = self.below[x];
+        }
+        x.checked_sub(1)
+    }
+
+    /// The runs with candidates left, from `from` up.
+    fn nonempty(&self, from: usize) -> impl Iterator<Item = usize> + '_ {
+        (from..self.groups()).filter(|&g| !self.empty(g))
+    }
+
+    /// Takes run `g`'s lowest index left.
+    fn take_first(&mut self, g: usize, keyed: &[(i64, usize)]) -> usize {
+        let i = keyed[self.next[g]].1;
+        self.taken[i] = true;
+        self.skip_taken(g, keyed);
+        i
+    }
+
+    /// Takes candidate `i` (of value `v`) wherever it is in its run.
+    fn take_index(&mut self, i: usize, v: f64, keyed: &[(i64, usize)]) {
+        let key = order_key(v);
+        let g = self.starts[..self.groups()].partition_point(|&k| keyed[k].0 < key);
+        self.taken[i] = true;
+        self.skip_taken(g, keyed);
+    }
+
+    fn skip_taken(&mut self, g: usize, keyed: &[(i64, usize)]) {
+        while self.next[g] < self.starts[g + 1] && self.taken[keyed[self.next[g]].1] {
+            self.next[g] += 1;
+        }
+        if self.empty(g) {
+            self.below[g + 1] = g;
+        }
+    }
 }
 
 /// [`choose`] by scanning every candidate for every slot, O(N * slots):
@@ -231,8 +320,9 @@ mod tests {
             x ^= x << 17;
             x
         };
-        for case in 0..400 {
-            let n = 1 + (next() % 60) as usize;
+        for case in 0..600 {
+            // Mostly small; some as large as a bw:* pool at 1,024 tasks.
+            let n = 1 + (next() % if case % 4 == 0 { 300 } else { 60 }) as usize;
             let c: Vec<f64> = (0..n)
                 .map(|_| match next() % 6 {
                     0 => 0.5,
