@@ -209,9 +209,14 @@ impl Turns {
         // a third of a decision at 1,024 tasks, maps per job half of what
         // was left). Each sum is the same, added in the same order, unless
         // a job's tasks come in two runs: those are added as maps would.
-        // Sized for the jobs seen so far, not grown push by push (a tenth
-        // of this function at 256 jobs).
-        let jobs = self.received_ns.len();
+        // Sized at once, not grown push by push (a tenth of this function
+        // at 256 jobs): for the jobs seen so far, or at a first sight one
+        // entry a run of a job's tasks (counting them every turn costs
+        // more than the growth it saves).
+        let jobs = match self.received_ns.len() {
+            0 => 1 + tasks.windows(2).filter(|w| w[0].job != w[1].job).count(),
+            seen => seen,
+        };
         let mut threads: Vec<(JobId, usize)> = Vec::with_capacity(jobs);
         let mut wanted: Vec<(JobId, f64)> = Vec::with_capacity(jobs);
         let mut received: Vec<(JobId, u64)> = Vec::with_capacity(jobs);
