@@ -631,6 +631,11 @@ impl Policy for Pack {
         let beats = view.snapshot.tasks.iter().any(|t| t.heartbeats.is_some());
         self.beats = beats;
         let mut totals: Vec<(u64, u32, TaskId)> = Vec::with_capacity(view.snapshot.tasks.len());
+        if self.progress.is_empty() {
+            // A first sight: every task at once, not grown and rehashed.
+            self.progress.reserve(view.snapshot.tasks.len());
+            self.group_of.reserve(view.snapshot.tasks.len());
+        }
         // The least and greatest job with a worker: one job when they agree.
         let mut jobs: Option<(JobId, JobId)> = None;
         for t in &view.snapshot.tasks {
@@ -785,7 +790,7 @@ impl Policy for Pack {
         // A thread whose class its group still has stays; the others fill
         // what is left.
         let mut room = sizes.clone();
-        let mut pending: Vec<(TaskId, u64)> = Vec::new();
+        let mut pending: Vec<(TaskId, u64)> = Vec::with_capacity(if self.group_of.is_empty() { totals.len() } else { 0 });
         for (((_, _, id), &had), &want) in totals.iter().zip(&had).zip(wants) {
             match had {
                 Some(g) if g < room.len() && class[g] == want && room[g] > 0 => room[g] -= 1,

@@ -74,6 +74,19 @@ pub fn arrange_sizes(caps: &[f64], base: &[usize], current: &[Vec<u64>]) -> Vec<
 /// 100 and 6 threads give 3, 2, 1).
 pub fn group_sizes(capacities: &[f64], threads: usize) -> Vec<usize> {
     use std::cmp::Reverse;
+    // Groups alike (one capacity, positive and far from underflow, so that
+    // capacity / n falls strictly as n grows): the rule below deals the
+    // threads round in group order, so each group has the quotient and the
+    // first ones the remainder. The heap took a fifth of PALM's first
+    // decision at 1,024 threads on 192 alike cores.
+    if let Some(&c) = capacities.first()
+        && capacities.iter().all(|x| x.to_bits() == c.to_bits())
+        && c > 0.0
+        && (c / (threads + 1) as f64).is_normal()
+    {
+        let (q, r) = (threads / capacities.len(), threads % capacities.len());
+        return (0..capacities.len()).map(|g| q + usize::from(g < r)).collect();
+    }
     // A capacity per thread as an integer that orders as `total_cmp`
     // does, the lower group first on a tie (the heap's greatest is
     // taken): integer comparisons, not floats' total order (the heap was

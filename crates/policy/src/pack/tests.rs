@@ -209,10 +209,17 @@ fn group_sizes_from_the_heap_are_the_scans() {
         x
     };
     assert_eq!(group_sizes(&[360.0, 220.0, 100.0], 6), vec![3, 2, 1]);
-    for _ in 0..300 {
+    for _ in 0..600 {
         let groups = 1 + (next() % 12) as usize;
         // Equal capacities too (ties go to the lower group).
-        let caps: Vec<f64> = (0..groups).map(|_| [1.0, 0.6, 2.5][(next() % 3) as usize]).collect();
+        let mut caps: Vec<f64> = (0..groups).map(|_| [1.0, 0.6, 2.5][(next() % 3) as usize]).collect();
+        // Every group alike a third of the time (the dealt-round path),
+        // some of them at capacities where dividing stops falling: zero,
+        // infinity and the smallest subnormal (the heap's path).
+        if next() % 3 == 0 {
+            let c = [1.0, 0.6, 0.0, f64::INFINITY, 5e-324, 1e-300][(next() % 6) as usize];
+            caps.iter_mut().for_each(|x| *x = c);
+        }
         let threads = (next() % 80) as usize;
         assert_eq!(group_sizes(&caps, threads), group_sizes_scan(&caps, threads), "{caps:?} {threads}");
     }
