@@ -761,12 +761,12 @@ impl Policy for Pack {
         }
         let sizing = self.sizes.take().expect("just set");
         let (caps, base, wants) = (&sizing.caps, &sizing.base, &sizing.wants);
+        // Each thread's group, looked up once for both passes below.
+        let had: Vec<Option<usize>> = totals.iter().map(|(_, _, id)| self.group_of.get(id).copied()).collect();
         // Which of the cores of one capacity shares its core among more
         // threads is free: give the sizes to the cores whose threads already
         // want them, so fewer threads move (locality, and fewer migrations:
         // with 3 threads on 2 cores, one move a turn instead of two).
-        // Each thread's group, looked up once for both passes below.
-        let had: Vec<Option<usize>> = totals.iter().map(|(_, _, id)| self.group_of.get(id).copied()).collect();
         let mut current = std::mem::take(&mut self.current);
         current.resize_with(cores.len(), Vec::new);
         current.iter_mut().for_each(Vec::clear);

@@ -136,8 +136,10 @@ struct Groups {
     starts: Vec<usize>,
     /// Each run's first candidate not yet taken.
     next: Vec<usize>,
-    /// `below[g + 1]`: a run at or below g that may have candidates (0:
-    /// none); `below[g + 1] == g + 1` while run g has candidates.
+    /// Links down past emptied runs, shifted by one so that 0 means none:
+    /// `below[g + 1] == g + 1` while run g has candidates; once it is
+    /// empty, `below[g + 1]` leads (through further links) to the highest
+    /// run below g that has some.
     below: Vec<usize>,
     /// Taken out of turn (the forced first), still in its run's list.
     taken: Vec<bool>,
