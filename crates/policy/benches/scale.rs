@@ -21,8 +21,8 @@
 
 mod common;
 
-use herd_policy::{JobView, Level, Obs, Snapshot, TaskState, TaskView};
-use herd_topo::Machine;
+use herd_policy::{JobView, Level, Obs, Plan, Snapshot, TaskState, TaskView};
+use herd_topo::{CpuSet, Machine};
 
 const PERIOD_NS: u64 = 100_000_000;
 const THREADS_PER_JOB: u64 = 4;
@@ -108,6 +108,33 @@ fn snapshot(m: &Machine, tasks: u64, now_ns: u64, helpers: bool) -> Snapshot {
     }
 }
 
+/// What a first decision pays before it decides anything: a plan placing
+/// each of `tasks` tasks on a CPU, built and dropped. µs, the first of
+/// three times (fresh memory, as a policy's first sight meets it) and
+/// their median.
+fn plan_floor_us(m: &Machine, tasks: u64) -> (f64, f64) {
+    let cpus: Vec<u32> = m.all_cpus().iter().collect();
+    let mut runs: Vec<f64> = (0..3)
+        .map(|_| {
+            let start = std::time::Instant::now();
+            let mut plan = Plan::default();
+            plan.tasks.reserve(tasks as usize);
+            for i in 0..tasks {
+                plan.run(
+                    i + 1,
+                    CpuSet::single(cpus[i as usize % cpus.len()]),
+                    "floor: a CPU per task",
+                );
+            }
+            std::hint::black_box(plan);
+            start.elapsed().as_secs_f64() * 1e6
+        })
+        .collect();
+    let first = runs[0];
+    runs.sort_by(f64::total_cmp);
+    (first, runs[1])
+}
+
 /// µs per decision of `policy` over `decisions()` periods.
 fn run(m: &Machine, tasks: u64, policy: &str) -> common::Cost {
     let snaps: Vec<Snapshot> = (0..decisions())
@@ -170,6 +197,14 @@ fn main() {
         println!();
         first_and_later.push((p.clone(), split));
     }
+    // Measured after the policies, in a heap they have used, as a first
+    // decision meets it.
+    print!("{:<20}", "(a plan, no policy)");
+    for (tasks, m) in &machines {
+        let (first, median) = plan_floor_us(m, *tasks);
+        print!(" {:>22}", format!("{first:.0}, {median:.0}"));
+    }
+    println!("  <- a plan placing every task, built and dropped: first time, median of 3 (µs)");
     if !first_and_later.is_empty() {
         println!(
             "\nmeeting the machine (before the first turn) / first decision / mean of the later ones, µs (same runs)"
