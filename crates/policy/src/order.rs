@@ -14,7 +14,9 @@ fn core_path(m: &Machine, core: usize) -> [usize; 4] {
 /// Cores sorted by their place in the hierarchy: neighbours stay together.
 pub fn compact_cores(m: &Machine) -> Vec<usize> {
     let mut cores: Vec<usize> = (0..m.cores().len()).collect();
-    cores.sort_by_key(|&c| core_path(m, c));
+    // Each core's path made once, not at every comparison (keys are
+    // unique: the core is the last part).
+    cores.sort_by_cached_key(|&c| core_path(m, c));
     cores
 }
 
@@ -22,17 +24,20 @@ pub fn compact_cores(m: &Machine) -> Vec<usize> {
 /// over NUMA nodes and LLCs inside each package, then cores.
 pub fn scatter_cores(m: &Machine) -> Vec<usize> {
     let cores = compact_cores(m);
-    interleave(m, &cores, 0)
+    let paths: Vec<[usize; 4]> = (0..m.cores().len()).map(|c| core_path(m, c)).collect();
+    interleave(&paths, &cores, 0)
 }
 
-fn interleave(m: &Machine, cores: &[usize], level: usize) -> Vec<usize> {
+/// `cores` spread round-robin over the groups of `paths[core][level]`,
+/// each group spread the same way over the next level.
+fn interleave(paths: &[[usize; 4]], cores: &[usize], level: usize) -> Vec<usize> {
     if level >= 3 || cores.len() <= 1 {
         return cores.to_vec();
     }
     // Group by the key at this level, keeping compact order inside groups.
     let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
     for &c in cores {
-        let key = core_path(m, c)[level];
+        let key = paths[c][level];
         match groups.iter_mut().find(|(k, _)| *k == key) {
             Some((_, g)) => g.push(c),
             None => groups.push((key, vec![c])),
@@ -40,7 +45,7 @@ fn interleave(m: &Machine, cores: &[usize], level: usize) -> Vec<usize> {
     }
     let ordered: Vec<Vec<usize>> = groups
         .into_iter()
-        .map(|(_, g)| interleave(m, &g, level + 1))
+        .map(|(_, g)| interleave(paths, &g, level + 1))
         .collect();
     let longest = ordered.iter().map(Vec::len).max().unwrap_or(0);
     (0..longest)

@@ -107,8 +107,9 @@ impl SmtPlace {
             .collect();
         self.load = Loads::new(self.order.len());
         let units = self.order.len();
+        let mut text = String::with_capacity(96);
         self.why = (self.order.iter().enumerate())
-            .map(|(u, &cpu)| unit_reason(m, u, units, cpu))
+            .map(|(u, &cpu)| unit_reason(m, u, units, cpu, &mut text))
             .collect();
         self.note = Some(explain_orders(m, self.goal, &self.order));
     }
@@ -205,14 +206,15 @@ fn units_in(words: &[u64]) -> impl Iterator<Item = usize> + '_ {
 
 /// Unit `u`'s reason: "unit {u + 1} of {units}: CPU {cpu}, {a shared
 /// sibling | the full-resource thread} of core {core} in package
-/// {package}", written piece by piece into one string of its size
-/// (`format!` of each unit's was 40% of smt:\*'s meeting the machine at
-/// 384 CPUs).
-fn unit_reason(m: &Machine, u: usize, units: usize, cpu: u32) -> Reason {
+/// {package}", written piece by piece into `text` (cleared first; one
+/// buffer for every unit) and shared from there (`format!` of each unit's
+/// was 40% of smt:\*'s meeting the machine at 384 CPUs, its allocations
+/// much of the rest).
+fn unit_reason(m: &Machine, u: usize, units: usize, cpu: u32, text: &mut String) -> Reason {
     let shared = m.siblings(cpu).is_some_and(|s| s.iter().next() != Some(cpu));
     let (core, package) = m.cpu(cpu).map_or((0, 0), |c| (c.core, c.package));
     let mut n = itoa::Buffer::new();
-    let mut text = String::with_capacity(96);
+    text.clear();
     text.push_str("unit ");
     text.push_str(n.format(u + 1));
     text.push_str(" of ");
@@ -227,7 +229,7 @@ fn unit_reason(m: &Machine, u: usize, units: usize, cpu: u32) -> Reason {
     text.push_str(n.format(core));
     text.push_str(" in package ");
     text.push_str(n.format(package));
-    Reason::from(text)
+    Reason::Shared(std::sync::Arc::from(text.as_str()))
 }
 
 /// Why the two orders differ on `m`, or why they coincide: what `--explain`
@@ -373,7 +375,8 @@ mod tests {
                         m.cpu(cpu).map_or(0, |c| c.core),
                         m.cpu(cpu).map_or(0, |c| c.package),
                     );
-                    assert_eq!(&*unit_reason(&m, u, units, cpu), want, "{spec}");
+                    let mut text = String::from("left over from the unit before");
+                    assert_eq!(&*unit_reason(&m, u, units, cpu, &mut text), want, "{spec}");
                 }
             }
         }
