@@ -240,6 +240,10 @@ impl Drop for EndOnDrop {
 /// order, which is the order herd discovers and ranks them (sorting thread
 /// ids would not do: ids wrap around), then waits for
 /// its workers (which sleep for `life` seconds) and exits with code 3.
+/// A worker done before the main thread has read it waits for that read:
+/// on a loaded machine the main thread can wake after the workers' `life`,
+/// and a thread's status cannot be read once it has exited (a CI run's
+/// `trace_writes_a_line_per_decision` failed so, with "No such process").
 #[allow(dead_code)]
 pub fn threads_program(delay: f64, life: f64) -> String {
     python_threads("time.sleep", delay, life)
@@ -256,16 +260,21 @@ pub fn working_threads_program(delay: f64, life: f64) -> String {
 fn python_threads(target: &str, delay: f64, life: f64) -> String {
     format!(
         "import os, threading, time, sys\n\
+         read = threading.Event()\n\
          def spin(s):\n\
          \x20   end = time.time() + s\n\
          \x20   while time.time() < end: pass\n\
-         ts = [threading.Thread(target={target}, args=({life},)) for _ in range(3)]\n\
+         def work(s):\n\
+         \x20   {target}(s)\n\
+         \x20   read.wait()\n\
+         ts = [threading.Thread(target=work, args=({life},)) for _ in range(3)]\n\
          [t.start() for t in ts]\n\
          time.sleep({delay})\n\
          pid = os.getpid()\n\
          for tid in [pid] + [t.native_id for t in ts]:\n\
          \x20   status = open(f'/proc/{{pid}}/task/{{tid}}/status').read()\n\
          \x20   print(tid, [l.split(':')[1].strip() for l in status.splitlines() if l.startswith('Cpus_allowed_list')][0], flush=True)\n\
+         read.set()\n\
          [t.join() for t in ts]\n\
          sys.exit(3)\n"
     )
