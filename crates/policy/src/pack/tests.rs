@@ -253,19 +253,21 @@ fn arrange_sizes_by_stable_sort(caps: &[f64], base: &[usize], current: &[Vec<u64
 }
 
 /// Sizes arranged with each core's key made once are those the stable
-/// sort by keys made at each comparison gave: cores of two capacities,
-/// zero capacity (where both sizes have one class), sizes 0-6, and
-/// threads wanting those classes, others, or none.
+/// sort by keys made at each comparison gave: cores of up to three
+/// capacities, sizes 0-6, and threads wanting those classes, others, or
+/// none.
 #[test]
 fn arranged_sizes_are_the_stable_sorts() {
     let mut rng = crate::Rng::new(29);
     for round in 0..400 {
         let cores = 1 + rng.below(24) as usize;
         let threads = rng.below(7 * cores as u64) as usize;
-        let caps: Vec<f64> = (0..cores).map(|_| [1.0, 0.0, 2.5][rng.below(3) as usize]).collect();
+        // Positive capacities: at zero `group_sizes` gives one core every
+        // thread, outside what `arrange_sizes` takes (sizes one apart).
+        let caps: Vec<f64> = (0..cores).map(|_| [1.0, 0.6, 2.5][rng.below(3) as usize]).collect();
         let base = group_sizes(&caps, threads);
         let classes: Vec<u64> = (0..8)
-            .map(|n| class_key([1.0, 0.0, 2.5][rng.below(3) as usize], n))
+            .map(|n| class_key([1.0, 0.6, 2.5][rng.below(3) as usize], n))
             .collect();
         let current: Vec<Vec<u64>> = (0..cores)
             .map(|_| (0..rng.below(8)).map(|_| classes[rng.below(8) as usize]).collect())
