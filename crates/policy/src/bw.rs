@@ -30,7 +30,6 @@
 use std::collections::BTreeMap;
 
 use herd_profile::iabw;
-
 use rustc_hash::FxHashSet;
 
 use crate::cosched::{Turns, admit};
@@ -274,11 +273,20 @@ impl Policy for BwCosched {
             mode = "hints";
             // Collected, not inserted one by one: a map built from its
             // entries at once (a tenth of a decision at 1,024 jobs).
+            // The present jobs, walked beside the counts when the snapshot
+            // lists jobs in order (it does), searched otherwise (a search
+            // per job was 3% of a decision at 1,024 tasks).
+            let mut present = threads.keys().peekable();
             demand = view
                 .snapshot
                 .jobs
                 .iter()
-                .filter(|j| threads.contains_key(&j.id))
+                .filter(|j| {
+                    while present.peek().is_some_and(|&&k| k < j.id) {
+                        present.next();
+                    }
+                    present.peek() == Some(&&j.id) || threads.contains_key(&j.id)
+                })
                 .map(|j| (j.id, hint_btr(j.memory_hint)))
                 .collect();
             in_job_order(&mut demand);
@@ -372,20 +380,16 @@ impl Policy for BwCosched {
                 at.peek().filter(|(k, _)| *k == j).map(|(_, d)| *d * n as f64)
             })
             .collect();
-        let admitted: FxHashSet<JobId> = if mode == "fits" {
-            jobs.into_iter().collect()
+        // Yes or no for each job, in job order; and the jobs chosen, in
+        // the order they were chosen.
+        let (admitted, chosen) = if mode == "fits" {
+            (vec![true; threads.len()], Vec::new())
         } else {
             self.pick(&threads, &demand, capacity, target)
         };
-        // Summed in the set's order, as it always was (a float sum's last
-        // bit, and with it the note, depends on the order).
-        let chosen_btr: f64 = admitted
-            .iter()
-            .filter_map(|j| demand[threads.position(j)?])
-            .sum();
         let mut plan = self.turns.apply(
             view,
-            |j| admitted.contains(&j),
+            threads.flagged(&admitted),
             mode != "fits",
             "bw: co-runner chosen for an even bandwidth demand",
             "bw: waits its turn; the CPUs are full",
@@ -395,6 +399,16 @@ impl Policy for BwCosched {
             let slice = if mode == "fits" {
                 String::new()
             } else {
+                // Summed in the order of a hash set the chosen jobs were
+                // put in one by one, as it always was: the note's tenth
+                // depends on a float sum's last bit (s1-wl07's slice read
+                // 166.7, not 166.8, summed in job order). Only when a
+                // note is written.
+                let mut set: FxHashSet<JobId> = FxHashSet::default();
+                for &i in chosen.iter().filter(|&&i| admitted[i]) {
+                    set.insert(threads.at(i).0);
+                }
+                let chosen_btr: f64 = set.iter().filter_map(|j| demand[threads.position(j)?]).sum();
                 format!(" (this slice: {chosen_btr:.1} of {target:.1})")
             };
             plan.note = Some(Reason::from(format!("{}: {why}{slice}", self.base_name())));
@@ -465,14 +479,16 @@ impl BwCosched {
     }
 
     /// The least-served job runs; the others are chosen from the next
-    /// least-served so the total predicted demand lands near `target`.
+    /// least-served so the total predicted demand lands near `target`:
+    /// whether each job runs (by position in `threads`), and the chosen
+    /// positions in the order chosen (some may not fit: see [`admit`]).
     fn pick(
         &self,
         threads: &crate::cosched::JobCounts,
         demand: &[Option<f64>],
         capacity: usize,
         target: f64,
-    ) -> FxHashSet<JobId> {
+    ) -> (Vec<bool>, Vec<usize>) {
         let order = self.turns.least_served(threads);
         // Slots in programs: the machine's CPUs over the mean thread count,
         // so multithreaded programs take their share.
@@ -480,8 +496,11 @@ impl BwCosched {
         let slots = ((capacity as f64 / mean_threads).floor() as usize).max(1);
         let pool: Vec<usize> = order.iter().copied().take(self.window * slots).collect();
         let values: Vec<f64> = pool.iter().map(|&i| demand[i].unwrap_or(0.0)).collect();
-        let picked = iabw::choose(&values, slots, target, None);
-        admit(picked.into_iter().map(|i| pool[i]), threads, capacity)
+        let chosen: Vec<usize> = iabw::choose(&values, slots, target, None)
+            .into_iter()
+            .map(|i| pool[i])
+            .collect();
+        (admit(chosen.iter().copied(), threads, capacity), chosen)
     }
 }
 
