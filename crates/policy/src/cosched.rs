@@ -49,8 +49,14 @@ enum Slot {
 #[derive(Debug, Default)]
 pub(crate) struct Turns {
     received_ns: ByJob<u64>,
+    /// Where each task was last told to be, as of the last turn in which
+    /// the task list changed: the slots of tasks that have left (one that
+    /// comes back keeps its place).
     slots: HashMap<TaskId, Slot>,
-    /// `slots` of the last turn's tasks, in that turn's task order.
+    /// The last turn's tasks and their slots, in that turn's task order:
+    /// the newest, put into `slots` only when the task list changes (a
+    /// first sight inserted every task into the map, and every turn the
+    /// tasks whose place changed).
     aligned: Vec<(TaskId, Option<Slot>)>,
     /// The CPUs each job kept busy the last time it ran: what it needs of
     /// the machine while it waits its turn.
@@ -387,8 +393,16 @@ impl Turns {
         // While the task list stays the same, last turn's slots in task
         // order stand for the map: no lookup at all.
         let mut aligned = std::mem::take(&mut self.aligned);
+        let first_sight = aligned.is_empty() && self.slots.is_empty();
         let same = aligned.len() == tasks.len() && aligned.iter().zip(tasks).all(|(a, t)| a.0 == t.id);
         if !same {
+            self.slots
+                .extend(aligned.iter().filter_map(|&(id, slot)| Some((id, slot?))));
+            // Forget tasks that left, so the map does not grow without bound.
+            if self.slots.len() > 2 * tasks.len() + 64 {
+                let present: FxHashSet<TaskId> = tasks.iter().map(|t| t.id).collect();
+                self.slots.retain(|id, _| present.contains(id));
+            }
             aligned.clear();
             aligned.extend(tasks.iter().map(|t| (t.id, self.slots.get(&t.id).copied())));
         }
@@ -421,11 +435,10 @@ impl Turns {
             .map(|c| c.os)
             .filter(|&c| !held.contains(c));
         let mut plan = Plan::default();
-        if self.slots.is_empty() {
+        if first_sight {
             // A first sight gives every task its place: sized at once, not
-            // grown (copying and rehashing were a fifth of cosched:fair's
-            // first decision at 1,024 tasks).
-            self.slots.reserve(tasks.len());
+            // grown (copying was a fifth of cosched:fair's first decision
+            // at 1,024 tasks).
             plan.tasks.reserve(tasks.len());
         }
         let mut at = 0;
@@ -446,7 +459,6 @@ impl Turns {
                 if old == Some(new) {
                     continue;
                 }
-                self.slots.insert(t.id, new);
                 match new {
                     Slot::Paused => plan.pause(t.id, pause_why),
                     Slot::Cpu(c) => plan.run(t.id, CpuSet::single(c), run_why),
@@ -456,11 +468,6 @@ impl Turns {
             at += len;
         }
         self.aligned = aligned;
-        // Forget tasks that left, so the map does not grow without bound.
-        if self.slots.len() > 2 * tasks.len() + 64 {
-            let present: FxHashSet<TaskId> = tasks.iter().map(|t| t.id).collect();
-            self.slots.retain(|id, _| present.contains(id));
-        }
         plan
     }
 }
