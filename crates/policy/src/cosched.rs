@@ -672,6 +672,26 @@ mod tests {
         assert_eq!(by.iter().map(|e| e.0).collect::<Vec<_>>(), [5, 9, 12]);
     }
 
+    /// A task that leaves the snapshots for some turns and comes back
+    /// keeps the place it was last given: the plan does not name it again.
+    #[test]
+    fn a_task_that_comes_back_keeps_its_place() {
+        let m = herd_topo::Machine::synthetic("core:2").unwrap();
+        let mut p = CoschedFair::new(None);
+        let all = main_and_worker(2, 0);
+        let first = decide_once(&mut p, &m, &all);
+        assert_eq!(first.tasks.len(), all.tasks.len(), "a first sight places every task");
+        let mut gone = None;
+        for turn in 1..3 {
+            let mut fewer = main_and_worker(2, turn * 100_000_000);
+            gone = Some(fewer.tasks.remove(1).id);
+            let plan = decide_once(&mut p, &m, &fewer);
+            assert!(plan.tasks.is_empty(), "turn {turn}: nothing moves: {plan:?}");
+        }
+        let back = decide_once(&mut p, &m, &main_and_worker(2, 300_000_000));
+        assert!(back.tasks.is_empty(), "task {gone:?} is back where it was: {back:?}");
+    }
+
     /// A job's flag reads the same asked in order, out of order, again,
     /// or for a job with no count (no).
     #[test]
