@@ -348,6 +348,7 @@ impl Policy for SmtPlace {
             plan.note = self.note.clone().map(Into::into);
         }
         self.placed.reserve(new.len());
+        plan.tasks.reserve(new.len());
         let mut whole_from = 0;
         // `new` is in job order: each job's last unit is looked up once and
         // kept once, not at every task (a map insert per task was a tenth of
