@@ -49,15 +49,19 @@ enum Slot {
 #[derive(Debug, Default)]
 pub(crate) struct Turns {
     received_ns: ByJob<u64>,
-    /// Where each task was last told to be, as of the last turn in which
-    /// the task list changed: the slots of tasks that have left (one that
-    /// comes back keeps its place).
+    /// Where each task was last told to be, but for the changes `dirty`
+    /// lists: kept for the tasks of another task list (one that leaves
+    /// and comes back keeps its place).
     slots: HashMap<TaskId, Slot>,
-    /// The last turn's tasks and their slots, in that turn's task order:
-    /// the newest, put into `slots` only when the task list changes (a
-    /// first sight inserted every task into the map, and every turn the
-    /// tasks whose place changed).
+    /// The last turn's tasks and their slots, in that turn's task order.
     aligned: Vec<(TaskId, Option<Slot>)>,
+    /// Where in `aligned` a slot changed since `slots` last took them in:
+    /// they go into the map when the task list changes, or once there are
+    /// twice as many as tasks. A first sight, which places every task, costs no
+    /// map inserts (inserting every task was a fifth of cosched:fair's
+    /// first decision at 1,024 tasks); later on, one insert per move at
+    /// most, as before.
+    dirty: Vec<usize>,
     /// The CPUs each job kept busy the last time it ran: what it needs of
     /// the machine while it waits its turn.
     need: ByJob<usize>,
@@ -396,8 +400,7 @@ impl Turns {
         let first_sight = aligned.is_empty() && self.slots.is_empty();
         let same = aligned.len() == tasks.len() && aligned.iter().zip(tasks).all(|(a, t)| a.0 == t.id);
         if !same {
-            self.slots
-                .extend(aligned.iter().filter_map(|&(id, slot)| Some((id, slot?))));
+            self.take_in(&aligned);
             // Forget tasks that left, so the map does not grow without bound.
             if self.slots.len() > 2 * tasks.len() + 64 {
                 let present: FxHashSet<TaskId> = tasks.iter().map(|t| t.id).collect();
@@ -440,10 +443,11 @@ impl Turns {
             // grown (copying was a fifth of cosched:fair's first decision
             // at 1,024 tasks).
             plan.tasks.reserve(tasks.len());
+            self.dirty.reserve(tasks.len());
         }
         let mut at = 0;
         for &(len, yes) in &runs {
-            for (t, slot) in tasks[at..at + len].iter().zip(&mut aligned[at..at + len]) {
+            for (k, (t, slot)) in tasks[at..at + len].iter().zip(&mut aligned[at..at + len]).enumerate() {
                 let old = slot.1;
                 let new = if !yes {
                     Slot::Paused
@@ -459,6 +463,7 @@ impl Turns {
                 if old == Some(new) {
                     continue;
                 }
+                self.dirty.push(at + k);
                 match new {
                     Slot::Paused => plan.pause(t.id, pause_why),
                     Slot::Cpu(c) => plan.run(t.id, CpuSet::single(c), run_why),
@@ -467,8 +472,23 @@ impl Turns {
             }
             at += len;
         }
+        // Bounded, and not at a first sight (as many moves as tasks).
+        if self.dirty.len() > 2 * aligned.len() {
+            self.take_in(&aligned);
+        }
         self.aligned = aligned;
         plan
+    }
+
+    /// Puts the slots `dirty` lists (of `aligned`, the last turn's) into
+    /// the map.
+    fn take_in(&mut self, aligned: &[(TaskId, Option<Slot>)]) {
+        for &i in &self.dirty {
+            if let Some(&(id, Some(slot))) = aligned.get(i) {
+                self.slots.insert(id, slot);
+            }
+        }
+        self.dirty.clear();
     }
 }
 
@@ -690,6 +710,46 @@ mod tests {
         }
         let back = decide_once(&mut p, &m, &main_and_worker(2, 300_000_000));
         assert!(back.tasks.is_empty(), "task {gone:?} is back where it was: {back:?}");
+    }
+
+    /// Taking turns for many periods, some with a task missing: every
+    /// task's slot in the map, with the changes not yet taken in applied
+    /// in order, is the one it was last told, and the changes waiting stay
+    /// bounded.
+    #[test]
+    fn slots_kept_aside_are_the_last_told() {
+        let m = herd_topo::Machine::synthetic("core:2").unwrap();
+        let mut p = CoschedFair::new(Some(2));
+        let mut told: BTreeMap<TaskId, Slot> = BTreeMap::new();
+        for turn in 0..40u64 {
+            let mut snap = main_and_worker(4, turn * 100_000_000);
+            // A paused task ran nothing: the least-served take turns.
+            for t in &mut snap.tasks {
+                if told.get(&t.id) == Some(&Slot::Paused) {
+                    t.state = TaskState::Paused;
+                    t.obs.cpu_time_ns = 0;
+                }
+            }
+            // Long stretches of one task list (the changes waiting are
+            // taken in when they grow), then a task away for a turn.
+            if turn == 25 || turn == 32 {
+                snap.tasks.remove(3);
+            }
+            decide_once(&mut p, &m, &snap);
+            let t = &p.turns;
+            for &(id, slot) in &t.aligned {
+                told.insert(id, slot.expect("every present task is told"));
+            }
+            let mut known = t.slots.clone();
+            for &i in &t.dirty {
+                let (id, slot) = t.aligned[i];
+                known.insert(id, slot.unwrap());
+            }
+            for (id, slot) in &told {
+                assert_eq!(known.get(id), Some(slot), "turn {turn}, task {id}");
+            }
+            assert!(t.dirty.len() <= 2 * t.aligned.len(), "turn {turn}");
+        }
     }
 
     /// A job's flag reads the same asked in order, out of order, again,
