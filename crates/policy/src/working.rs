@@ -46,10 +46,11 @@ pub fn wants_cpu_over(period_ns: u64, t: &TaskView) -> bool {
 #[derive(Debug, Default)]
 pub(crate) struct Working {
     /// Unplaced tasks that were busy over the last full period, sorted:
-    /// pushed in a snapshot's order (sorted already, as snapshots list
-    /// tasks) and searched, not hashed (a first sight inserted every task
-    /// into a hash set: a tenth of static:scatter's first decision at
-    /// 1,024 tasks; it is asked only of tasks still unplaced).
+    /// pushed in the snapshot's order (sorted already where it lists tasks
+    /// by id, sorted after otherwise) and searched, not hashed (a first
+    /// sight inserted every task into a hash set: a tenth of
+    /// static:scatter's first decision at 1,024 tasks; it is asked only of
+    /// tasks still unplaced).
     busy_before: Vec<TaskId>,
     /// The list before that, kept for its allocation.
     spare: Vec<TaskId>,
