@@ -276,17 +276,12 @@ impl Policy for BwCosched {
             // jobs found by a walk beside the counts while the snapshot
             // lists jobs in order (it does), by a search otherwise (a
             // search per job was 3% of a decision at 1,024 tasks).
-            let mut present = threads.keys().peekable();
+            let mut present = threads.finder();
             demand = view
                 .snapshot
                 .jobs
                 .iter()
-                .filter(|j| {
-                    while present.peek().is_some_and(|&&k| k < j.id) {
-                        present.next();
-                    }
-                    present.peek() == Some(&&j.id) || threads.contains_key(&j.id)
-                })
+                .filter(|j| present(j.id).is_some())
                 .map(|j| (j.id, hint_btr(j.memory_hint)))
                 .collect();
             in_job_order(&mut demand);

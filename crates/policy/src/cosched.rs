@@ -173,8 +173,13 @@ impl JobCounts {
     /// a job asked out of order (a search per job was a tenth of a bw:*
     /// decision at 1,024 tasks).
     pub(crate) fn flagged<'a>(&'a self, yes: &'a [bool]) -> impl FnMut(JobId) -> bool + 'a {
+        let mut find = self.finder();
+        move |job| find(job).is_some_and(|i| yes[i])
+    }
+    /// Where a job is in job order, for jobs asked in order ([`seek`]).
+    pub(crate) fn finder(&self) -> impl FnMut(JobId) -> Option<usize> + '_ {
         let mut at = 0;
-        move |job| seek(&self.0, &mut at, job).is_some_and(|i| yes[i])
+        move |job| seek(&self.0, &mut at, job)
     }
     /// How many jobs.
     pub(crate) fn len(&self) -> usize {
