@@ -124,6 +124,20 @@ pub fn parse_runnable(text: &str) -> Option<(u32, u32)> {
     Some((running, cpus as u32))
 }
 
+/// The id the kernel last gave a new process or thread in herd's pid
+/// namespace: `/proc/loadavg`'s last field. Unchanged between two reads,
+/// nothing was forked or cloned in between, here or in a namespace below
+/// (a fork there takes an id here too), short of the ids wrapping all the
+/// way round (`pid_max`, 4 million by default) in between.
+pub fn last_pid(proc_root: &Path) -> Option<i32> {
+    parse_last_pid(&fs::read_to_string(proc_root.join("loadavg")).ok()?)
+}
+
+/// Parses `/proc/loadavg`: "0.52 0.58 0.59 2/80 12345" gives 12345.
+fn parse_last_pid(text: &str) -> Option<i32> {
+    text.split_whitespace().nth(4)?.parse().ok()
+}
+
 /// A thread's schedstat: (run ns, wait ns, times put on a CPU).
 pub type Times = (u64, u64, u64);
 
@@ -612,6 +626,22 @@ mod tests {
         .unwrap();
         assert_eq!(start_time(dir.path(), 7), Some(22));
         assert!(start_time(Path::new("/proc"), std::process::id() as i32).is_some());
+    }
+
+    #[test]
+    fn the_last_pid_moves_with_a_fork_and_not_without() {
+        assert_eq!(parse_last_pid("0.52 0.58 0.59 2/80 12345\n"), Some(12345));
+        assert_eq!(parse_last_pid("0.52 0.58 0.59 2/80"), None);
+        let root = Path::new("/proc");
+        let before = last_pid(root).expect("this kernel's /proc/loadavg");
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let _ = child.wait();
+        let after = last_pid(root).unwrap();
+        assert_ne!(before, after, "a fork takes a new id");
+        assert!(
+            after >= child.id() as i32 || after < before,
+            "the child's id or a later one, or wrapped"
+        );
     }
 
     /// A fake `<root>/<pid>/task/<tid>/children` holding `list`.

@@ -37,7 +37,39 @@ impl LiveWorld {
     /// programs' own `children` lists where the kernel keeps them (a cost
     /// that grows with herd's programs, not the machine's processes; held
     /// and finished programs have none), else one pass over `/proc`.
-    fn rescan_family(&mut self) {
+    pub(super) fn rescan_family(&mut self) {
+        // Nothing forked anywhere since the last look (the kernel's last
+        // process id is where it was), and the same programs looked at:
+        // the family stands. 80 busy hackbench processes had every
+        // `children` list read four times a second for nothing, and each
+        // found process's `stat` read to check its parent. What it misses
+        // until the next fork: a process that exited (it fails to read,
+        // and a signal to it finds nothing; its id cannot be reused
+        // without a fork) and an orphan taken in by a reaper outside the
+        // program (it stays in the family, and pauses with its program).
+        let key = procfs::last_pid(&self.proc_root).map(|last| {
+            let looked: Vec<bool> = self.programs.iter().map(|p| p.alive() && !p.held()).collect();
+            (last, looked)
+        });
+        let unchanged = key.is_some() && key == self.family_key;
+        self.family_key = key;
+        if !unchanged {
+            self.find_family();
+        }
+        self.family_ns = Some(self.now_ns());
+        for (job, p) in self.programs.iter().enumerate() {
+            if p.paused && !p.frozen && p.alive() {
+                for &pid in forked(&self.family, job) {
+                    if procfs::state(&self.proc_root, pid) != Some('T') {
+                        actuate::stop(self.keeper.as_mut(), pid);
+                    }
+                }
+            }
+        }
+    }
+
+    /// [`Self::rescan_family`]'s look itself.
+    fn find_family(&mut self) {
         self.family = if procfs::children_lists(&self.proc_root) {
             // Only the lists of threads that ran since they were read, by
             // their schedstat now (a pread each, where reading all 1,024
@@ -74,15 +106,5 @@ impl LiveWorld {
             let roots: Vec<i32> = self.programs.iter().map(|p| p.pid).collect();
             procfs::descendants(&self.proc_root, &roots)
         };
-        self.family_ns = Some(self.now_ns());
-        for (job, p) in self.programs.iter().enumerate() {
-            if p.paused && !p.frozen && p.alive() {
-                for &pid in forked(&self.family, job) {
-                    if procfs::state(&self.proc_root, pid) != Some('T') {
-                        actuate::stop(self.keeper.as_mut(), pid);
-                    }
-                }
-            }
-        }
     }
 }

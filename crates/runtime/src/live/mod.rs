@@ -246,6 +246,9 @@ pub struct LiveWorld {
     /// and when: found again every [`family::FAMILY_RESCAN_NS`].
     family: Vec<Vec<i32>>,
     family_ns: Option<u64>,
+    /// The kernel's last process id and which programs were looked at,
+    /// when the family was last found (see [`family`]).
+    family_key: Option<(i32, Vec<bool>)>,
     /// Programs that could not join herd's cgroups (said once).
     adopt_failed: Vec<usize>,
     /// The CPUs herd itself may use: a program allowed all of them needs
@@ -353,6 +356,7 @@ impl LiveWorld {
             lanes_allowed: false,
             family: Vec::new(),
             family_ns: None,
+            family_key: None,
             adopt_failed: Vec::new(),
             own_cpus: control::affinity(std::process::id() as i32).ok(),
             keeper: None,
