@@ -160,7 +160,16 @@ impl LiveWorld {
 
     fn apply_plan(&mut self, plan: &Plan) {
         self.follow_memory();
-        if !plan.tasks.is_empty() || !plan.lanes.is_empty() {
+        // The keeper starts with the first pin or pause, not with a plan
+        // that lets every thread keep its mask.
+        let acts = plan.tasks.iter().any(|(id, p)| match p {
+            Placement::Pause { .. } => true,
+            Placement::Run { cpus, .. } => self
+                .tasks
+                .get(&(*id as i32))
+                .is_some_and(|t| !leaves_as_is(t, cpus, self.cgroups.as_ref().is_some_and(|c| c.has(t.job)))),
+        });
+        if acts || !plan.lanes.is_empty() {
             self.ensure_keeper();
         }
         // A held thread leaves the front before anything moves, and the
@@ -353,6 +362,11 @@ impl LiveWorld {
                     if track.placed.as_ref() == Some(cpus) {
                         continue;
                     }
+                    let in_group = self.cgroups.as_ref().is_some_and(|c| c.has(job));
+                    if leaves_as_is(track, cpus, in_group) {
+                        track.placed = Some(cpus.clone());
+                        continue;
+                    }
                     // The keeper learns the first mask before herd changes it.
                     if let (None, Some(original), Some(k)) =
                         (&track.placed, &track.original, self.keeper.as_mut())
@@ -499,6 +513,18 @@ impl LiveWorld {
             }
         }
     }
+}
+
+/// Whether placing `track` on `cpus` changes nothing: it is there, or
+/// herd has not placed it and `cpus` is the mask it had when herd first
+/// saw it (cosched:fair lets every thread run everywhere). Then there is
+/// no call to make and no pin to tell the keeper of or undo: 80 hackbench
+/// processes each cost a call and a message to the keeper. In herd's
+/// cgroup a thread's mask is the cpuset's, which may differ, so there it
+/// is placed as asked.
+fn leaves_as_is(track: &super::Track, cpus: &CpuSet, in_group: bool) -> bool {
+    track.placed.as_ref() == Some(cpus)
+        || (track.placed.is_none() && track.original.as_ref() == Some(cpus) && !in_group)
 }
 
 /// Stops process `pid` by SIGSTOP, the keeper told first (so that a herd

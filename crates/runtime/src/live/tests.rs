@@ -11,6 +11,19 @@ struct Starter {
     world: LiveWorld,
     pid: i32,
     go: PathBuf,
+    ended: bool,
+}
+
+/// A test that fails before its end leaves no program behind (nor the
+/// process a program forked, which ends with its parent).
+impl Drop for Starter {
+    fn drop(&mut self) {
+        if !self.ended {
+            // SAFETY: kill(2) on our own unreaped child's pid.
+            unsafe { libc::kill(self.pid, libc::SIGKILL) };
+            let _ = std::fs::remove_file(&self.go);
+        }
+    }
 }
 
 impl Starter {
@@ -32,7 +45,12 @@ impl Starter {
             vec![Program::new("py".into(), "python3".into(), pid, Some(child))],
             Arc::default(),
         );
-        Starter { world, pid, go }
+        Starter {
+            world,
+            pid,
+            go,
+            ended: false,
+        }
     }
 
     /// Pins the main thread to `cpu`.
@@ -52,7 +70,7 @@ impl Starter {
     /// Has the program start its thread, and waits until it has.
     fn start_thread(&self) {
         std::fs::write(&self.go, "").unwrap();
-        let deadline = Instant::now() + std::time::Duration::from_secs(5);
+        let deadline = Instant::now() + std::time::Duration::from_secs(30);
         while procfs::threads(Path::new("/proc"), self.pid).len() < 2 && Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
@@ -70,6 +88,7 @@ impl Starter {
         // SAFETY: kill(2) on our own child's pid; no memory is involved.
         unsafe { libc::kill(self.pid, libc::SIGKILL) };
         self.world.wait_all();
+        self.ended = true;
         masks
     }
 }
@@ -222,13 +241,22 @@ fn the_sensor_sees_cpu_time_and_says_which_counters_exist() {
 fn the_family_is_looked_for_again_only_after_a_fork() {
     let mut p = Starter::doing(
         "family",
-        "if os.fork() == 0:\n    ppid = os.getppid()\n    while os.getppid() == ppid: time.sleep(0.05)\n    os._exit(0)",
+        "parent = os.getpid()\nif os.fork() == 0:\n    while os.getppid() == parent: time.sleep(0.05)\n    os._exit(0)",
     );
     let root = Path::new("/proc");
+    // A pyenv shim forks helpers before it execs Python: wait for Python.
+    let deadline = Instant::now() + std::time::Duration::from_secs(30);
+    let exe = |pid: i32| std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+    while !(exe(p.pid).to_string_lossy().contains("python") && procfs::subtree(root, p.pid).is_empty())
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     p.world.rescan_family();
     assert!(p.world.family[0].is_empty(), "{:?}", p.world.family);
     std::fs::write(&p.go, "").unwrap();
-    let deadline = Instant::now() + std::time::Duration::from_secs(5);
+    // Python's start takes seconds when the whole suite runs beside it.
+    let deadline = Instant::now() + std::time::Duration::from_secs(30);
     while procfs::subtree(root, p.pid).is_empty() && Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
@@ -255,4 +283,49 @@ fn the_family_is_looked_for_again_only_after_a_fork() {
     }
     assert!(skipped, "no quiet moment in 400 tries");
     p.restore_and_end();
+}
+
+/// A plan that asks a thread herd never placed for the mask it had when
+/// herd first saw it changes nothing: no call (a mask the program set
+/// itself since stays), no placement counted, no keeper needed; a real
+/// move is made and undone as before.
+#[test]
+fn asking_a_thread_for_its_first_mask_changes_nothing() {
+    let all = control::affinity(0).unwrap();
+    let cpus: Vec<u32> = all.iter().collect();
+    if cpus.len() < 2 {
+        return;
+    }
+    let mut p = Starter::doing("first-mask", &format!("os.sched_setaffinity(0, {{{}}})", cpus[0]));
+    p.world.observe();
+    std::fs::write(&p.go, "").unwrap();
+    let deadline = Instant::now() + std::time::Duration::from_secs(30);
+    while control::affinity(p.pid).unwrap() == all && Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let _ = std::fs::remove_file(&p.go);
+    let run_on = |world: &mut LiveWorld, pid: i32, cpus: CpuSet| {
+        world.apply(&Plan {
+            tasks: vec![(
+                pid as u64,
+                Placement::Run {
+                    cpus,
+                    why: "test".into(),
+                },
+            )],
+            ..Plan::default()
+        });
+    };
+    run_on(&mut p.world, p.pid, all.clone());
+    assert_eq!(
+        control::affinity(p.pid).unwrap(),
+        CpuSet::single(cpus[0]),
+        "the program's own mask stays"
+    );
+    assert_eq!(p.world.stats.placements, 0);
+    run_on(&mut p.world, p.pid, CpuSet::single(cpus[1]));
+    assert_eq!(control::affinity(p.pid).unwrap(), CpuSet::single(cpus[1]));
+    assert_eq!(p.world.stats.placements, 1);
+    let masks = p.restore_and_end();
+    assert!(masks.iter().all(|(_, m)| *m == all), "{masks:?}");
 }
