@@ -95,7 +95,7 @@ bench-smoke:
 	HERD_BENCH_DECISIONS=5 $(CARGO) bench -q -p herd-policy --bench amp
 	HERD_BENCH_DECISIONS=2 $(CARGO) bench -q -p herd-policy --bench scale
 	HERD_BENCH_CALLS=50 $(CARGO) bench -q -p herd-runtime --bench affinity
-	HERD_BENCH_THREADS=16,64 HERD_BENCH_TURNS=3 $(CARGO) bench -q -p herd-runtime --bench live_turn
+	HERD_BENCH_THREADS=16,64 HERD_BENCH_PROCESSES=8 HERD_BENCH_TURNS=3 $(CARGO) bench -q -p herd-runtime --bench live_turn
 
 vm-deps:
 	$(call install_missing,$(VM_PACKAGES),--no-install-recommends)

@@ -4,9 +4,13 @@
 //! that changes nothing), in herd's own CPU time, for N from 64 to 4,096.
 //! The threads sleep, so the 2 CPUs here suffice.
 //!
+//! Then the same paced turn over a tree of N single-threaded processes
+//! (a root and N-1 children that each wake every 50 ms), as hackbench's
+//! 80 processes are watched.
+//!
 //! Run: cargo bench -p herd-runtime --bench live_turn
-//! HERD_BENCH_THREADS=64,256 and HERD_BENCH_TURNS=5 shorten it (`make
-//! bench-smoke`). Prints, per size, the median CPU time of a steady turn's
+//! HERD_BENCH_THREADS=64,256, HERD_BENCH_PROCESSES=16 and
+//! HERD_BENCH_TURNS=5 shorten it (`make bench-smoke`). Prints, per size, the median CPU time of a steady turn's
 //! observation (turns back to back); the mean over turns paced 100 ms
 //! apart, as herd runs them (with its look for forked processes every
 //! 250 ms), the share of threads whose sample was kept (they slept) and of
@@ -46,6 +50,78 @@ fn sleepers(n: usize) {
     let _ = std::io::stdin().read_line(&mut line);
 }
 
+/// A process of the tree: wakes every 50 ms (so that every turn finds it
+/// has run, as hackbench's 80 busy processes are found) until it is
+/// killed or its parent is gone.
+fn ticker() {
+    // SAFETY: getppid has no preconditions.
+    let parent = unsafe { libc::getppid() };
+    // SAFETY: as above.
+    while unsafe { libc::getppid() } == parent {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// The tree's root: N-1 tickers, "ready" on stdout; when stdin closes it
+/// ends them and itself.
+fn tree(n: usize) {
+    let mut children: Vec<_> = (1..n)
+        .map(|_| {
+            Command::new(std::env::current_exe().unwrap())
+                .env("HERD_BENCH_TICKER", "1")
+                .spawn()
+                .expect("a ticker")
+        })
+        .collect();
+    println!("ready");
+    std::io::stdout().flush().unwrap();
+    let mut line = String::new();
+    let _ = std::io::stdin().read_line(&mut line);
+    for c in &mut children {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+/// The same for a tree of `n` single-threaded processes that each run a
+/// little every period: herd's CPU per turn paced 100 ms apart, as herd
+/// runs them (its look for forked processes every 250 ms included).
+fn tree_turns(n: usize, turns: usize) -> (usize, f64) {
+    let mut root = Command::new(std::env::current_exe().unwrap())
+        .env("HERD_BENCH_TREE", n.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    std::io::BufReader::new(root.stdout.take().unwrap())
+        .read_line(&mut ready)
+        .unwrap();
+    assert_eq!(ready.trim(), "ready");
+    let program = Program::attach(root.id() as i32).unwrap();
+    let mut world = LiveWorld::new(vec![program], Arc::new(AtomicBool::new(false)));
+    // Turns until the family is found and every process watched.
+    let mut seen = 0;
+    for _ in 0..20 {
+        seen = world.observe().tasks.len();
+        if seen >= n {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    let mut paced = 0.0;
+    for _ in 0..turns {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let t = thread_cpu_ns();
+        world.observe();
+        paced += (thread_cpu_ns() - t) as f64 / 1e6;
+    }
+    world.restore();
+    drop(root.stdin.take());
+    root.wait().unwrap();
+    (seen, paced / turns as f64)
+}
+
 fn thread_cpu_ns() -> u64 {
     // SAFETY: timespec is plain data that clock_gettime fills.
     let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
@@ -62,6 +138,14 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn main() {
     if let Ok(n) = std::env::var("HERD_BENCH_SLEEPERS") {
         sleepers(n.parse().unwrap());
+        return;
+    }
+    if std::env::var_os("HERD_BENCH_TICKER").is_some() {
+        ticker();
+        return;
+    }
+    if let Ok(n) = std::env::var("HERD_BENCH_TREE") {
+        tree(n.parse().unwrap());
         return;
     }
     let env_list = |key: &str, default: &str| -> Vec<usize> {
@@ -213,5 +297,19 @@ fn main() {
             obs * 1e3 / (n + 1) as f64,
             median(floor)
         );
+    }
+    let trees = env_list("HERD_BENCH_PROCESSES", "16,64,256,1024");
+    println!(
+        "live turn, herd's CPU per turn paced 100 ms apart (mean of {turns}), a tree of N single-threaded processes that each run every 50 ms"
+    );
+    println!(
+        "{:>6} {:>8} {:>12} {:>14}",
+        "N", "seen", "paced ms", "paced us/proc"
+    );
+    for n in trees {
+        let (seen, paced) = tree_turns(n, turns);
+        // Every process of the tree is watched: it measures what it claims.
+        assert!(seen >= n, "observed {seen} threads of a tree of {n} processes");
+        println!("{n:>6} {seen:>8} {paced:>12.3} {:>14.2}", paced * 1e3 / n as f64);
     }
 }
