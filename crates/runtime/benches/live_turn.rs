@@ -83,23 +83,31 @@ fn tree(n: usize) {
     }
 }
 
-/// The same for a tree of `n` single-threaded processes that each run a
-/// little every period: herd's CPU per turn paced 100 ms apart, as herd
-/// runs them (its look for forked processes every 250 ms included).
-fn tree_turns(n: usize, turns: usize) -> (usize, f64) {
-    let mut root = Command::new(std::env::current_exe().unwrap())
-        .env("HERD_BENCH_TREE", n.to_string())
+/// This bench's binary run as the child that `key` = `n` makes it (the
+/// sleepers or the tree), once it says it is ready, and a live world
+/// watching it.
+fn watched(key: &str, n: usize) -> (std::process::Child, LiveWorld) {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .env(key, n.to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
     let mut ready = String::new();
-    std::io::BufReader::new(root.stdout.take().unwrap())
+    std::io::BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut ready)
         .unwrap();
     assert_eq!(ready.trim(), "ready");
-    let program = Program::attach(root.id() as i32).unwrap();
-    let mut world = LiveWorld::new(vec![program], Arc::new(AtomicBool::new(false)));
+    let program = Program::attach(child.id() as i32).unwrap();
+    let world = LiveWorld::new(vec![program], Arc::new(AtomicBool::new(false)));
+    (child, world)
+}
+
+/// The same for a tree of `n` single-threaded processes that each run a
+/// little every period: herd's CPU per turn paced 100 ms apart, as herd
+/// runs them (its look for forked processes every 250 ms included).
+fn tree_turns(n: usize, turns: usize) -> (usize, f64) {
+    let (mut root, mut world) = watched("HERD_BENCH_TREE", n);
     // Turns until the family is found and every process watched.
     let mut seen = 0;
     for _ in 0..20 {
@@ -179,19 +187,7 @@ fn main() {
         "taskstats ms"
     );
     for n in sizes {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .env("HERD_BENCH_SLEEPERS", n.to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut ready = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut ready)
-            .unwrap();
-        assert_eq!(ready.trim(), "ready");
-        let program = Program::attach(child.id() as i32).unwrap();
-        let mut world = LiveWorld::new(vec![program], Arc::new(AtomicBool::new(false)));
+        let (mut child, mut world) = watched("HERD_BENCH_SLEEPERS", n);
         let t = thread_cpu_ns();
         let seen = world.observe().tasks.len();
         let first = (thread_cpu_ns() - t) as f64 / 1e6;
