@@ -6,7 +6,8 @@
 //!
 //! Then the same paced turn over a tree of N single-threaded processes
 //! (a root and N-1 children that each wake every 50 ms), as hackbench's
-//! 80 processes are watched.
+//! 80 processes are watched, and its floor (one read of each process's
+//! `schedstat` and `stat`, paced alike).
 //!
 //! Run: cargo bench -p herd-runtime --bench live_turn
 //! HERD_BENCH_THREADS=64,256, HERD_BENCH_PROCESSES=16 and
@@ -105,8 +106,11 @@ fn watched(key: &str, n: usize) -> (std::process::Child, LiveWorld) {
 
 /// The same for a tree of `n` single-threaded processes that each run a
 /// little every period: herd's CPU per turn paced 100 ms apart, as herd
-/// runs them (its look for forked processes every 250 ms included).
-fn tree_turns(n: usize, turns: usize) -> (usize, f64) {
+/// runs them (its look for forked processes every 250 ms included); and
+/// the floor, paced alike: one read of each process's `schedstat` and
+/// `stat` through kept descriptors, what a turn must read of a thread that
+/// ran to know its time, state and CPU.
+fn tree_turns(n: usize, turns: usize) -> (usize, f64, f64) {
     let (mut root, mut world) = watched("HERD_BENCH_TREE", n);
     // Turns until the family is found and every process watched.
     let mut seen = 0;
@@ -124,10 +128,26 @@ fn tree_turns(n: usize, turns: usize) -> (usize, f64) {
         world.observe();
         paced += (thread_cpu_ns() - t) as f64 / 1e6;
     }
+    let ids: Vec<u64> = world.observe().tasks.iter().map(|t| t.id).collect();
+    let files: Vec<std::fs::File> = ids
+        .iter()
+        .flat_map(|id| ["schedstat", "stat"].map(|f| format!("/proc/{id}/task/{id}/{f}")))
+        .filter_map(|path| std::fs::File::open(path).ok())
+        .collect();
+    let mut buf = vec![0u8; 4096];
+    let mut floor = 0.0;
+    for _ in 0..turns {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let t = thread_cpu_ns();
+        for f in &files {
+            let _ = std::os::unix::fs::FileExt::read_at(f, &mut buf, 0);
+        }
+        floor += (thread_cpu_ns() - t) as f64 / 1e6;
+    }
     world.restore();
     drop(root.stdin.take());
     root.wait().unwrap();
-    (seen, paced / turns as f64)
+    (seen, paced / turns as f64, floor / turns as f64)
 }
 
 fn thread_cpu_ns() -> u64 {
@@ -299,13 +319,17 @@ fn main() {
         "live turn, herd's CPU per turn paced 100 ms apart (mean of {turns}), a tree of N single-threaded processes that each run every 50 ms"
     );
     println!(
-        "{:>6} {:>8} {:>12} {:>14}",
-        "N", "seen", "paced ms", "paced us/proc"
+        "{:>6} {:>8} {:>12} {:>14} {:>12} {:>14}",
+        "N", "seen", "paced ms", "paced us/proc", "floor ms", "floor us/proc"
     );
     for n in trees {
-        let (seen, paced) = tree_turns(n, turns);
+        let (seen, paced, floor) = tree_turns(n, turns);
         // Every process of the tree is watched: it measures what it claims.
         assert!(seen >= n, "observed {seen} threads of a tree of {n} processes");
-        println!("{n:>6} {seen:>8} {paced:>12.3} {:>14.2}", paced * 1e3 / n as f64);
+        println!(
+            "{n:>6} {seen:>8} {paced:>12.3} {:>14.2} {floor:>12.3} {:>14.2}",
+            paced * 1e3 / n as f64,
+            floor * 1e3 / n as f64
+        );
     }
 }

@@ -27,6 +27,9 @@ pub struct ThreadSample {
     pub start_ticks: u64,
     /// Moves between CPUs (`se.nr_migrations` in `sched`), when readable.
     pub migrations: Option<u64>,
+    /// Its process's thread count when its `stat` was read (field 20,
+    /// the same in every thread's `stat`).
+    pub threads: u32,
 }
 
 impl ThreadSample {
@@ -79,18 +82,37 @@ pub fn numa_memory_kb(proc_root: &Path, pid: i32) -> Option<Vec<(u32, u64)>> {
     Some(parse_numa_maps(&text))
 }
 
-/// Parses `/proc/.../stat`: (state, last CPU). The command name may hold
-/// spaces and parentheses, so fields are counted after the last ')'.
-pub fn parse_stat(text: &str) -> Option<(char, u32, u64)> {
+/// What a thread's `/proc/.../stat` says that herd uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    /// The state letter.
+    pub state: char,
+    /// The CPU it last ran on.
+    pub cpu: u32,
+    /// When it started, in clock ticks after boot.
+    pub start_ticks: u64,
+    /// Its process's thread count.
+    pub threads: u32,
+}
+
+/// Parses `/proc/.../stat`. The command name may hold spaces and
+/// parentheses, so fields are counted after the last ')'.
+pub fn parse_stat(text: &str) -> Option<Stat> {
     let rest = &text[text.rfind(')')? + 1..];
-    // rest starts at field 3 (state); field 22 (starttime) is 19 after it,
-    // field 39 (processor) 17 after that. Walked, not collected: this runs
-    // for every thread every period.
+    // rest starts at field 3 (state); field 20 (num_threads) is 17 after
+    // it, field 22 (starttime) 2 after that, field 39 (processor) 17 after
+    // that. Walked, not collected: this runs for every thread every period.
     let mut fields = rest.split_ascii_whitespace();
     let state = fields.next()?.chars().next()?;
-    let start_ticks = fields.nth(18)?.parse().ok()?;
+    let threads = fields.nth(16)?.parse().ok()?;
+    let start_ticks = fields.nth(1)?.parse().ok()?;
     let cpu = fields.nth(16)?.parse().ok()?;
-    Some((state, cpu, start_ticks))
+    Some(Stat {
+        state,
+        cpu,
+        start_ticks,
+        threads,
+    })
 }
 
 /// Parses `/proc/stat`'s per-CPU lines into (CPU, idle + iowait ticks).
@@ -172,19 +194,6 @@ pub fn threads(proc_root: &Path, pid: i32) -> Vec<i32> {
         .unwrap_or_default();
     tids.sort_unstable();
     tids
-}
-
-/// How many threads process `pid` has: the link count of its `task`
-/// directory less two (procfs counts one link per thread, as a filesystem
-/// counts subdirectories). The `stat` field `num_threads` says the same
-/// but costs a sum of every thread's CPU time (23-27 µs at 1,024 threads
-/// here, against 1.5-2 µs for this: `bench/proc-read-cost.c`).
-pub fn num_threads(proc_root: &Path, pid: i32) -> Option<usize> {
-    use std::os::unix::fs::MetadataExt;
-    let links = fs::metadata(proc_root.join(pid.to_string()).join("task"))
-        .ok()?
-        .nlink();
-    usize::try_from(links).ok()?.checked_sub(2)
 }
 
 /// Field `n` (1-based, as `man 5 proc` numbers them; 3 or later) of
@@ -385,7 +394,7 @@ pub fn state(proc_root: &Path, pid: i32) -> Option<char> {
     let text = fs::read_to_string(dir.join("task").join(pid.to_string()).join("stat"))
         .or_else(|_| fs::read_to_string(dir.join("stat")))
         .ok()?;
-    parse_stat(&text).map(|(st, _, _)| st)
+    parse_stat(&text).map(|s| s.state)
 }
 
 /// Process `pid`'s name (`comm`) and state letter, from one read of its
@@ -545,22 +554,19 @@ impl ThreadFiles {
         Some(self.made(stat, times))
     }
 
-    /// A sample of this thread from its stat's (state, CPU) and its
-    /// schedstat's (run, wait).
-    fn made(
-        &self,
-        (state, cpu, start_ticks): (char, u32, u64),
-        (run_ns, wait_ns, slices): Times,
-    ) -> ThreadSample {
+    /// A sample of this thread from its stat and its schedstat's (run,
+    /// wait, slices).
+    fn made(&self, stat: Stat, (run_ns, wait_ns, slices): Times) -> ThreadSample {
         ThreadSample {
             tid: self.tid,
-            state,
-            cpu,
+            state: stat.state,
+            cpu: stat.cpu,
             run_ns,
             wait_ns,
             slices,
-            start_ticks,
+            start_ticks: stat.start_ticks,
             migrations: None,
+            threads: stat.threads,
         }
     }
 }
@@ -807,7 +813,15 @@ mod tests {
     fn stat_survives_odd_command_names() {
         let text = "4242 (my (odd) prog) R 1 4242 4242 0 -1 4194304 100 0 0 0 7 3 0 0 20 0 3 0 100 \
                     1000 10 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0";
-        assert_eq!(parse_stat(text), Some(('R', 1, 100)));
+        assert_eq!(
+            parse_stat(text),
+            Some(Stat {
+                state: 'R',
+                cpu: 1,
+                start_ticks: 100,
+                threads: 3
+            })
+        );
         assert_eq!(parse_stat("garbage"), None);
     }
 

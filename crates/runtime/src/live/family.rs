@@ -47,14 +47,21 @@ impl LiveWorld {
         // and a signal to it finds nothing; its id cannot be reused
         // without a fork) and an orphan taken in by a reaper outside the
         // program (it stays in the family, and pauses with its program).
+        // A thread list made since is a look's due too: a thread that was
+        // not in the lists the last look read (`thread_lists` finds it a
+        // turn later) may have forked before that look.
         let key = procfs::last_pid(&self.proc_root).map(|last| {
             let looked: Vec<bool> = self.programs.iter().map(|p| p.alive() && !p.held()).collect();
-            (last, looked)
+            (last, looked, self.thread_lists.made())
         });
         let unchanged = key.is_some() && key == self.family_key;
         self.family_key = key;
         if !unchanged {
             self.find_family();
+            // The lists this look made itself it has read.
+            if let Some(key) = self.family_key.as_mut() {
+                key.2 = self.thread_lists.made();
+            }
         }
         self.family_ns = Some(self.now_ns());
         for (job, p) in self.programs.iter().enumerate() {

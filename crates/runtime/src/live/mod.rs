@@ -28,9 +28,11 @@ mod quiet;
 mod session;
 mod stats;
 mod thread_lists;
+mod track;
 mod waits;
 
 pub use stats::LiveStats;
+use track::Track;
 
 pub use learned::db_path;
 pub use session::{Finished, Learn, Session};
@@ -85,52 +87,6 @@ pub struct Program {
     /// Started held (waiting before its first instruction, see [`Hold`]):
     /// let go after the first decision unless that decision pauses it.
     pub hold: Option<Hold>,
-}
-
-#[derive(Debug)]
-struct Track {
-    job: usize,
-    rank: u32,
-    files: procfs::ThreadFiles,
-    /// perf_event counters on this thread and their last values.
-    counters: counters::Counters,
-    /// Where its instructions were (S1's phases), where sampled.
-    sampler: Option<crate::ipsample::IpSampler>,
-    last: ThreadSample,
-    original: Option<CpuSet>,
-    placed: Option<CpuSet>,
-    /// Its lane as herd last set it (`Fair`: herd never touched its policy).
-    lane: herd_policy::Lane,
-    /// The last turn (`LiveWorld::turns`) that found it alive.
-    seen_turn: u64,
-    /// Its process.
-    pid: i32,
-    /// Its count of times on a CPU and the time it was taken, for
-    /// [`counters::judge_switches`]; (0, 0) until its first sample.
-    switch_mark: (u64, u64),
-    /// Its counters are opened once its switches are first judged, and
-    /// only if it does not switch too often: a perf event is switched
-    /// with its thread on every context switch
-    /// ([`counters::SWITCHES_PER_S_LIMIT`]), and opened at first sight a
-    /// switch-heavy thread paid that for a whole period before its first
-    /// judgement dropped them.
-    counters_due: bool,
-    /// Its schedstat times, read this turn by the look for forked
-    /// processes (`family`) and not read again.
-    pre_times: Option<procfs::Times>,
-    /// Whether it wanted a CPU over the last period
-    /// ([`herd_policy::wants_cpu_over`], numa:model's rule). Memory
-    /// follows the threads that do; a sleeping one the kernel places (a
-    /// shell waiting for the program it started) runs anywhere without
-    /// making the job's nodes "any".
-    busy: bool,
-}
-
-impl Track {
-    /// The descriptors it keeps open.
-    fn descriptors(&self) -> usize {
-        self.files.descriptors() + self.counters.len() + usize::from(self.sampler.is_some())
-    }
 }
 
 impl Program {
@@ -246,9 +202,10 @@ pub struct LiveWorld {
     /// and when: found again every [`family::FAMILY_RESCAN_NS`].
     family: Vec<Vec<i32>>,
     family_ns: Option<u64>,
-    /// The kernel's last process id and which programs were looked at,
-    /// when the family was last found (see [`family`]).
-    family_key: Option<(i32, Vec<bool>)>,
+    /// The kernel's last process id, which programs were looked at and
+    /// how many thread lists had been made, when the family was last found
+    /// (see [`family`]).
+    family_key: Option<(i32, Vec<bool>, u64)>,
     /// Programs that could not join herd's cgroups (said once).
     adopt_failed: Vec<usize>,
     /// The CPUs herd itself may use: a program allowed all of them needs
@@ -544,195 +501,218 @@ impl Sensor for LiveWorld {
                     .unwrap_or_else(|| self.thread_lists.of(&self.proc_root, pid));
                 threads.extend(tids.into_iter().map(|tid| (pid, tid, quiet)));
             }
-            for (pid, tid, quiet) in threads {
-                // Tracks stay where they are, marked with the turn that saw
-                // them (moving each between maps every turn was a tenth of
-                // a turn at 1,024 threads).
-                if !self.tasks.contains_key(&tid) {
-                    let track = {
-                        // Kept files where there is room, else read by path.
-                        let files = if used + 2 <= fd_room {
-                            match procfs::ThreadFiles::open(&self.proc_root, pid, tid) {
-                                Some(f) => f,
-                                None => continue,
+            // A second pass, over the threads of processes the first found
+            // listed out of date (`thread_lists`), not yet seen this turn;
+            // not a third (a process that keeps starting threads could keep
+            // a turn going): what the second finds is listed next turn.
+            for pass in 0..2 {
+                let mut pids: Vec<i32> = threads.iter().map(|&(pid, _, _)| pid).collect();
+                pids.dedup();
+                for (pid, tid, quiet) in std::mem::take(&mut threads) {
+                    // Tracks stay where they are, marked with the turn that saw
+                    // them (moving each between maps every turn was a tenth of
+                    // a turn at 1,024 threads).
+                    if !self.tasks.contains_key(&tid) {
+                        let track = {
+                            // Kept files where there is room, else read by path.
+                            let files = if used + 2 <= fd_room {
+                                match procfs::ThreadFiles::open(&self.proc_root, pid, tid) {
+                                    Some(f) => f,
+                                    None => continue,
+                                }
+                            } else {
+                                procfs::ThreadFiles::by_path(&self.proc_root, pid, tid)
+                            };
+                            if files.descriptors() == 0 {
+                                self.perf.uncached += 1;
                             }
-                        } else {
-                            procfs::ThreadFiles::by_path(&self.proc_root, pid, tid)
-                        };
-                        if files.descriptors() == 0 {
-                            self.perf.uncached += 1;
-                        }
-                        used += files.descriptors();
-                        // Its rank in its job; and whether it inherited a
-                        // pin herd gave the thread (or process) that made
-                        // it: then its original is its program's mask, so
-                        // that a restore (or the keeper) does not keep it.
-                        let own = control::affinity(tid).ok();
-                        let tracks_of = census.get_or_insert_with(|| {
-                            let mut c = Census::new();
-                            for t in self.tasks.values() {
-                                *c.entry(t.job).or_default() += 1;
-                            }
-                            c
-                        });
-                        let rank = tracks_of.get(&job).copied().unwrap_or(0);
-                        let inherited = own
-                            .as_ref()
-                            .is_some_and(|o| self.pins_given.get(&job).is_some_and(|p| p.contains(o)));
-                        // A thread born inside herd's cpuset has that
-                        // cpuset's mask, not one its program chose: its
-                        // original is its program's too (a killed herd's
-                        // keeper restored such threads to the cpuset's one
-                        // CPU after the guard had moved them home).
-                        let confined = self.cgroups.as_ref().is_some_and(|c| c.has(job));
-                        // The program's mask: its main thread's first, else
-                        // (a main thread that has exited) another of its
-                        // threads' that is no pin of herd's.
-                        let program_mask =
-                            || program_mask(&self.tasks, self.pins_given.get(&job), p.pid, job);
-                        let original = (inherited || confined)
-                            .then(program_mask)
-                            .flatten()
-                            .or_else(|| own.clone());
-                        // An inherited pin is herd's doing, and not a
-                        // placement of this thread: it gets its program's
-                        // mask at once, and the kernel places it until the
-                        // policy does (`make -j2` under static:compact ran
-                        // each compiler it forked on make's one CPU, 1.3x
-                        // plain Linux's time). Where that fails, the pin is
-                        // restored at the end like one herd set, and the
-                        // keeper told now.
-                        let freed = inherited
-                            && original.as_ref().is_some_and(|o| {
-                                own.as_ref() != Some(o) && control::set_affinity(tid, o).is_ok()
+                            used += files.descriptors();
+                            // Its rank in its job; and whether it inherited a
+                            // pin herd gave the thread (or process) that made
+                            // it: then its original is its program's mask, so
+                            // that a restore (or the keeper) does not keep it.
+                            let own = control::affinity(tid).ok();
+                            let tracks_of = census.get_or_insert_with(|| {
+                                let mut c = Census::new();
+                                for t in self.tasks.values() {
+                                    *c.entry(t.job).or_default() += 1;
+                                }
+                                c
                             });
-                        let placed = own.filter(|o| inherited && !freed && original.as_ref() != Some(o));
-                        if let (Some(_), Some(original), Some(k)) = (&placed, &original, self.keeper.as_mut())
-                        {
-                            k.pinned(tid, original);
+                            let rank = tracks_of.get(&job).copied().unwrap_or(0);
+                            let inherited = own
+                                .as_ref()
+                                .is_some_and(|o| self.pins_given.get(&job).is_some_and(|p| p.contains(o)));
+                            // A thread born inside herd's cpuset has that
+                            // cpuset's mask, not one its program chose: its
+                            // original is its program's too (a killed herd's
+                            // keeper restored such threads to the cpuset's one
+                            // CPU after the guard had moved them home).
+                            let confined = self.cgroups.as_ref().is_some_and(|c| c.has(job));
+                            // The program's mask: its main thread's first, else
+                            // (a main thread that has exited) another of its
+                            // threads' that is no pin of herd's.
+                            let program_mask =
+                                || program_mask(&self.tasks, self.pins_given.get(&job), p.pid, job);
+                            let original = (inherited || confined)
+                                .then(program_mask)
+                                .flatten()
+                                .or_else(|| own.clone());
+                            // An inherited pin is herd's doing, and not a
+                            // placement of this thread: it gets its program's
+                            // mask at once, and the kernel places it until the
+                            // policy does (`make -j2` under static:compact ran
+                            // each compiler it forked on make's one CPU, 1.3x
+                            // plain Linux's time). Where that fails, the pin is
+                            // restored at the end like one herd set, and the
+                            // keeper told now.
+                            let freed = inherited
+                                && original.as_ref().is_some_and(|o| {
+                                    own.as_ref() != Some(o) && control::set_affinity(tid, o).is_ok()
+                                });
+                            let placed = own.filter(|o| inherited && !freed && original.as_ref() != Some(o));
+                            if let (Some(_), Some(original), Some(k)) =
+                                (&placed, &original, self.keeper.as_mut())
+                            {
+                                k.pinned(tid, original);
+                            }
+                            Track {
+                                job,
+                                pid,
+                                switch_mark: (0, 0),
+                                counters_due: true,
+                                rank,
+                                files,
+                                counters: Vec::new(),
+                                sampler: None,
+                                last: ThreadSample {
+                                    tid,
+                                    ..ThreadSample::default()
+                                },
+                                original,
+                                placed,
+                                lane: herd_policy::Lane::Fair,
+                                seen_turn: 0,
+                                pre_times: None,
+                                busy: false,
+                            }
+                        };
+                        self.tasks.insert(tid, track);
+                        if let Some(tracks_of) = census.as_mut() {
+                            *tracks_of.entry(job).or_default() += 1;
                         }
-                        Track {
-                            job,
-                            pid,
-                            switch_mark: (0, 0),
-                            counters_due: true,
-                            rank,
-                            files,
-                            counters: Vec::new(),
-                            sampler: None,
-                            last: ThreadSample {
-                                tid,
-                                ..ThreadSample::default()
-                            },
-                            original,
-                            placed,
-                            lane: herd_policy::Lane::Fair,
-                            seen_turn: 0,
-                            pre_times: None,
-                            busy: false,
-                        }
+                    }
+                    let Some(track) = self.tasks.get_mut(&tid) else {
+                        continue;
                     };
-                    self.tasks.insert(tid, track);
-                    if let Some(tracks_of) = census.as_mut() {
-                        *tracks_of.entry(job).or_default() += 1;
+                    // A thread that neither ran nor waited since it was last
+                    // seen asleep may keep that sample (`waits`).
+                    let allowed = track.placed.as_ref().or(track.original.as_ref());
+                    let keep = (track.last.run_ns > 0 && rule.keeps(self.turns, tid, allowed))
+                        .then_some(&track.last);
+                    // In a process none of whose threads ran, its schedstat
+                    // is the last one read: not read again.
+                    let looked = track.pre_times.take();
+                    let unread = quiet && keep.is_some();
+                    let pre = if unread { Some(track.last.times()) } else { looked };
+                    let Some((sample, read)) = track.files.sample_or_keep(&mut self.buf, keep, pre) else {
+                        self.thread_lists.vanished(pid);
+                        continue;
+                    };
+                    if read {
+                        self.thread_lists.counted(pid, sample.threads);
                     }
-                }
-                let Some(track) = self.tasks.get_mut(&tid) else {
-                    continue;
-                };
-                // A thread that neither ran nor waited since it was last
-                // seen asleep may keep that sample (`waits`).
-                let allowed = track.placed.as_ref().or(track.original.as_ref());
-                let keep =
-                    (track.last.run_ns > 0 && rule.keeps(self.turns, tid, allowed)).then_some(&track.last);
-                // In a process none of whose threads ran, its schedstat
-                // is the last one read: not read again.
-                let looked = track.pre_times.take();
-                let unread = quiet && keep.is_some();
-                let pre = if unread { Some(track.last.times()) } else { looked };
-                let Some((sample, read)) = track.files.sample_or_keep(&mut self.buf, keep, pre) else {
-                    self.thread_lists.vanished(pid);
-                    continue;
-                };
-                if matches!(sample.state, 'Z' | 'X' | 'x') {
-                    continue;
-                }
-                let prev = track.last;
-                let counted = if read {
-                    counters::CountedObs::read(&mut track.counters)
-                } else {
-                    self.stats.threads_kept += 1;
-                    self.stats.threads_unread += u64::from(unread);
-                    counters::CountedObs::still(&track.counters)
-                };
-                // The kernel's count when perf gives it; otherwise a changed
-                // last CPU is at least one migration (a lower bound: several
-                // moves within one period count once).
-                let migrations = counted
-                    .migrations
-                    .unwrap_or_else(|| u64::from(prev.run_ns > 0 && sample.cpu != prev.cpu));
-                self.stats.migrations += migrations;
-                track.last = sample;
-                let state = match sample.state {
-                    // A held program waits on its pipe, asleep, not stopped.
-                    _ if p.held() => TaskState::Paused,
-                    'T' | 't' if p.paused => TaskState::Paused,
-                    // A frozen task shows as sleeping: herd's own record says why.
-                    _ if p.frozen => TaskState::Paused,
-                    'R' => TaskState::Runnable,
-                    _ => TaskState::Blocked,
-                };
-                // First seen: the period's share of its times since it started.
-                let first = (prev.run_ns == 0 && prev.slices == 0)
-                    .then(|| clock::first_sight_share(sample.start_ticks, tick, boot_now_ns, period_ns))
-                    .flatten();
-                let slices = clock::scaled(sample.slices.saturating_sub(prev.slices), first);
-                match counters::judge_switches(&mut track.switch_mark, sample.slices, now_ns) {
-                    Some(true)
-                        if track.counters_due || !track.counters.is_empty() || track.sampler.is_some() =>
-                    {
-                        track.counters_due = false;
-                        track.counters.clear();
-                        track.sampler = None;
-                        self.stats.switchy_threads += 1;
+                    if matches!(sample.state, 'Z' | 'X' | 'x') {
+                        continue;
                     }
-                    Some(false) if track.counters_due => {
-                        track.counters_due = false;
-                        let (counters, sampler) = self.perf.open_for(tid, fd_room.saturating_sub(used));
-                        used += counters.len() + usize::from(sampler.is_some());
-                        (track.counters, track.sampler) = (counters, sampler);
+                    let prev = track.last;
+                    let counted = if read {
+                        counters::CountedObs::read(&mut track.counters)
+                    } else {
+                        self.stats.threads_kept += 1;
+                        self.stats.threads_unread += u64::from(unread);
+                        counters::CountedObs::still(&track.counters)
+                    };
+                    // The kernel's count when perf gives it; otherwise a changed
+                    // last CPU is at least one migration (a lower bound: several
+                    // moves within one period count once).
+                    let migrations = counted
+                        .migrations
+                        .unwrap_or_else(|| u64::from(prev.run_ns > 0 && sample.cpu != prev.cpu));
+                    self.stats.migrations += migrations;
+                    track.last = sample;
+                    let state = match sample.state {
+                        // A held program waits on its pipe, asleep, not stopped.
+                        _ if p.held() => TaskState::Paused,
+                        'T' | 't' if p.paused => TaskState::Paused,
+                        // A frozen task shows as sleeping: herd's own record says why.
+                        _ if p.frozen => TaskState::Paused,
+                        'R' => TaskState::Runnable,
+                        _ => TaskState::Blocked,
+                    };
+                    // First seen: the period's share of its times since it started.
+                    let first = (prev.run_ns == 0 && prev.slices == 0)
+                        .then(|| clock::first_sight_share(sample.start_ticks, tick, boot_now_ns, period_ns))
+                        .flatten();
+                    let slices = clock::scaled(sample.slices.saturating_sub(prev.slices), first);
+                    match counters::judge_switches(&mut track.switch_mark, sample.slices, now_ns) {
+                        Some(true)
+                            if track.counters_due
+                                || !track.counters.is_empty()
+                                || track.sampler.is_some() =>
+                        {
+                            track.counters_due = false;
+                            track.counters.clear();
+                            track.sampler = None;
+                            self.stats.switchy_threads += 1;
+                        }
+                        Some(false) if track.counters_due => {
+                            track.counters_due = false;
+                            let (counters, sampler) = self.perf.open_for(tid, fd_room.saturating_sub(used));
+                            used += counters.len() + usize::from(sampler.is_some());
+                            (track.counters, track.sampler) = (counters, sampler);
+                        }
+                        _ => {}
                     }
-                    _ => {}
+                    tasks.push(TaskView {
+                        id: tid as u64,
+                        job: job as u32,
+                        rank: track.rank,
+                        state,
+                        cpu: Some(sample.cpu),
+                        obs: Obs {
+                            cpu_time_ns: clock::scaled(sample.run_ns.saturating_sub(prev.run_ns), first),
+                            wait_ns: clock::scaled(sample.wait_ns.saturating_sub(prev.wait_ns), first),
+                            // Where the kernel counts them (a third schedstat field).
+                            timeslices: (sample.slices > 0).then_some(slices),
+                            migrations: migrations as u32,
+                            // Hardware signals the PMU does not give stay None.
+                            instructions: counted.instructions,
+                            cycles: counted.cycles,
+                            llc_refs: counted.llc_refs,
+                            llc_misses: counted.llc_misses,
+                            mem_bytes: counted.llc_misses.map(|m| m * LINE_BYTES),
+                            code_samples: track.sampler.as_mut().map(|s| s.drain()),
+                        },
+                        // Sorted by thread id: one search per thread, not a scan.
+                        heartbeats: beats
+                            .as_ref()
+                            .and_then(|b| b.binary_search_by_key(&tid, |&(t, _)| t).ok().map(|i| b[i].1)),
+                    });
+                    track.busy = tasks
+                        .last()
+                        .is_some_and(|t| herd_policy::wants_cpu_over(period_ns, t));
+                    track.seen_turn = self.turns;
                 }
-                tasks.push(TaskView {
-                    id: tid as u64,
-                    job: job as u32,
-                    rank: track.rank,
-                    state,
-                    cpu: Some(sample.cpu),
-                    obs: Obs {
-                        cpu_time_ns: clock::scaled(sample.run_ns.saturating_sub(prev.run_ns), first),
-                        wait_ns: clock::scaled(sample.wait_ns.saturating_sub(prev.wait_ns), first),
-                        // Where the kernel counts them (a third schedstat field).
-                        timeslices: (sample.slices > 0).then_some(slices),
-                        migrations: migrations as u32,
-                        // Hardware signals the PMU does not give stay None.
-                        instructions: counted.instructions,
-                        cycles: counted.cycles,
-                        llc_refs: counted.llc_refs,
-                        llc_misses: counted.llc_misses,
-                        mem_bytes: counted.llc_misses.map(|m| m * LINE_BYTES),
-                        code_samples: track.sampler.as_mut().map(|s| s.drain()),
-                    },
-                    // Sorted by thread id: one search per thread, not a scan.
-                    heartbeats: beats
-                        .as_ref()
-                        .and_then(|b| b.binary_search_by_key(&tid, |&(t, _)| t).ok().map(|i| b[i].1)),
-                });
-                track.busy = tasks
-                    .last()
-                    .is_some_and(|t| herd_policy::wants_cpu_over(period_ns, t));
-                track.seen_turn = self.turns;
+                pids.retain(|&pid| pass == 0 && self.thread_lists.is_stale(pid));
+                for pid in pids {
+                    let tids = self.thread_lists.of(&self.proc_root, pid);
+                    let turn = self.turns;
+                    let unseen = tids
+                        .into_iter()
+                        .filter(|t| self.tasks.get(t).is_none_or(|k| k.seen_turn != turn));
+                    threads.extend(unseen.map(|tid| (pid, tid, false)));
+                }
             }
         }
         // Tracks not seen again are threads that exited.

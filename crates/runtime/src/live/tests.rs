@@ -77,6 +77,21 @@ impl Starter {
         let _ = std::fs::remove_file(&self.go);
     }
 
+    /// Has the program fork its one process, and says which that is.
+    fn fork_on_go(&self) -> Vec<i32> {
+        let root = Path::new("/proc");
+        std::fs::write(&self.go, "").unwrap();
+        // Python's start takes seconds when the whole suite runs beside it.
+        let deadline = Instant::now() + std::time::Duration::from_secs(30);
+        while procfs::subtree(root, self.pid).is_empty() && Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let _ = std::fs::remove_file(&self.go);
+        let child = procfs::subtree(root, self.pid);
+        assert_eq!(child.len(), 1, "{child:?}");
+        child
+    }
+
     /// Each thread's mask after a restore; the program is killed.
     fn restore_and_end(mut self) -> Vec<(i32, CpuSet)> {
         let threads = procfs::threads(Path::new("/proc"), self.pid);
@@ -254,15 +269,7 @@ fn the_family_is_looked_for_again_only_after_a_fork() {
     }
     p.world.rescan_family();
     assert!(p.world.family[0].is_empty(), "{:?}", p.world.family);
-    std::fs::write(&p.go, "").unwrap();
-    // Python's start takes seconds when the whole suite runs beside it.
-    let deadline = Instant::now() + std::time::Duration::from_secs(30);
-    while procfs::subtree(root, p.pid).is_empty() && Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    let _ = std::fs::remove_file(&p.go);
-    let child = procfs::subtree(root, p.pid);
-    assert_eq!(child.len(), 1, "{child:?}");
+    let child = p.fork_on_go();
     p.world.rescan_family();
     assert_eq!(p.world.family[0], child, "found after the fork");
     // Forgotten on purpose: a look would find the child again, a skipped
@@ -328,4 +335,71 @@ fn asking_a_thread_for_its_first_mask_changes_nothing() {
     assert_eq!(p.world.stats.placements, 1);
     let masks = p.restore_and_end();
     assert!(masks.iter().all(|(_, m)| *m == all), "{masks:?}");
+}
+
+/// A process's thread list is kept from turn to turn (`thread_lists`), and
+/// a thread it starts is seen in the first turn after: its creator ran,
+/// and its `stat` counts one thread more than the list holds. One that
+/// ends is gone from the next turn.
+#[test]
+fn a_new_thread_is_seen_in_the_next_turn_and_an_ended_one_leaves() {
+    let mut p = Starter::doing("born", "threading.Thread(target=time.sleep, args=(1,)).start()");
+    let root = Path::new("/proc");
+    let seen = |world: &mut LiveWorld| -> Vec<u64> {
+        let mut ids: Vec<u64> = world.observe().tasks.iter().map(|t| t.id).collect();
+        ids.sort_unstable();
+        ids
+    };
+    // Python's own start may run threads of its own: wait for one.
+    let deadline = Instant::now() + std::time::Duration::from_secs(30);
+    while procfs::threads(root, p.pid).len() != 1 && Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(seen(&mut p.world), vec![p.pid as u64]);
+    assert_eq!(seen(&mut p.world), vec![p.pid as u64], "kept");
+    p.start_thread();
+    let now: Vec<u64> = procfs::threads(root, p.pid).iter().map(|&t| t as u64).collect();
+    assert_eq!(now.len(), 2, "{now:?}");
+    assert_eq!(seen(&mut p.world), now, "the new thread, in the first turn after");
+    let deadline = Instant::now() + std::time::Duration::from_secs(30);
+    while procfs::threads(root, p.pid).len() > 1 && Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(seen(&mut p.world), vec![p.pid as u64], "the ended one is gone");
+    p.restore_and_end();
+}
+
+/// A process forked by a thread the lists did not hold yet is found once
+/// the thread is listed, though nothing forked since the look that missed
+/// it (Python's `subprocess` from a worker thread).
+#[test]
+fn a_process_forked_by_a_new_thread_is_found_once_the_thread_is_listed() {
+    let mut p = Starter::doing(
+        "thread-fork",
+        "def work():\n    if os.fork() == 0:\n        time.sleep(30)\n        os._exit(0)\n    time.sleep(30)\n\
+         threading.Thread(target=work).start()",
+    );
+    let root = Path::new("/proc");
+    let deadline = Instant::now() + std::time::Duration::from_secs(30);
+    let exe = |pid: i32| std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+    while !(exe(p.pid).to_string_lossy().contains("python") && procfs::threads(root, p.pid).len() == 1)
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    p.world.observe();
+    p.world.rescan_family();
+    let child = p.fork_on_go();
+    // A look now reads the lists the last turn left, without the new
+    // thread: it misses what that forked, where it reads `children` lists.
+    p.world.rescan_family();
+    if procfs::children_lists(root) {
+        assert!(p.world.family[0].is_empty(), "{:?}", p.world.family);
+    }
+    // The turn lists the new thread; the next look finds what it forked,
+    // though nothing may have forked since the look that missed it.
+    p.world.observe();
+    p.world.rescan_family();
+    assert_eq!(p.world.family[0], child, "found once the thread was listed");
+    p.restore_and_end();
 }
