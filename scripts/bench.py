@@ -10,6 +10,12 @@ simulated.
 Usage (after `make build`):
   scripts/bench.py [--workloads bench/workloads.toml] [--policy P ...]
                    [--repeat 5] [--only NAME ...] [--json FILE] [--svg FILE]
+  scripts/bench.py --pool FILE [--pool FILE ...] [--json FILE] [--svg FILE]
+
+`--json` keeps each round's two makespans, so that runs of the same build
+can be pooled afterwards (`--pool` the files they wrote): the rows of a
+workload and policy are joined round by round and their table made again,
+as if one run had made all the rounds.
 
 The interval is over the per-round ratios (policy run / the Linux run next
 to it), on their logarithms with Student's t: the machine's noise moves
@@ -45,7 +51,13 @@ def main():
     ap.add_argument("--svg", metavar="FILE")
     ap.add_argument("--herd-arg", action="append", default=[], metavar="ARG",
                     help="repeatable: passed to `herd batch` (for example --herd-arg=--confine=affinity)")
+    ap.add_argument("--pool", action="append", default=[], metavar="FILE",
+                    help="repeatable: run nothing; pool the rounds of these --json files")
     args = ap.parse_args()
+    if args.pool:
+        rows = pooled(args.pool)
+        finish(rows, list(dict.fromkeys(r["policy"] for r in rows)), args)
+        return
     if args.repeat < 2:
         sys.exit("--repeat must be at least 2: an interval needs two rounds")
     policies = args.policy or ["cosched:fair", "bw:iabw"]
@@ -67,12 +79,39 @@ def main():
             for p in policies:
                 print(f"bench: {w['name']} under {p} and linux, {args.repeat} rounds", file=sys.stderr)
                 rows.append(measure(batch, w["name"], p, args.repeat, tmp, args.herd_arg))
+    finish(rows, policies, args)
+
+
+def finish(rows, policies, args):
     print(table(rows))
     if args.json:
         with open(args.json, "w") as out:
             json.dump(rows, out, indent=1)
     if args.svg:
         draw(rows, policies, args.svg)
+
+
+def pooled(paths):
+    """The rows of several --json files, those of one workload and policy
+    joined round by round, in the order first seen."""
+    rounds = {}
+    for path in paths:
+        try:
+            with open(path) as f:
+                rows = json.load(f)
+        except (OSError, json.JSONDecodeError) as e:
+            sys.exit(f"--pool {path}: {e}")
+        for r in rows if isinstance(rows, list) else []:
+            if not isinstance(r, dict) or not r.get("pairs"):
+                sys.exit(f"--pool {path}: a row without its rounds (written before --json kept them): "
+                         f"{str(r)[:120]}")
+            key = (r["workload"], r["policy"])
+            mine = rounds.setdefault(key, {"pairs": [], "herd_cpu_pcts": [], "first_logs": []})
+            for k in mine:
+                mine[k].extend(r.get(k) or [])
+    if not rounds:
+        sys.exit("--pool: no rows in " + ", ".join(paths))
+    return [summary(w, p, **v) for (w, p), v in rounds.items()]
 
 
 def write_batch(tmp, base, w):
@@ -111,24 +150,38 @@ def measure(batch, workload, policy, repeat, tmp, extra=()):
     # Each round's first run over its second (herd batch swaps which goes
     # first each round): what going first costs, apart from the policy.
     first = [math.log(runs[i]["makespan_s"] / runs[i + 1]["makespan_s"]) for i in range(0, len(runs) - 1, 2)]
-    logs = [math.log(a["makespan_s"] / b["makespan_s"]) for a, b in zip(mine, linux)]
+    return summary(
+        workload,
+        policy,
+        pairs=[[a["makespan_s"], b["makespan_s"]] for a, b in zip(mine, linux)],
+        herd_cpu_pcts=[100 * x["herd_cpu_s"] / max(x["programs_cpu_s"], 1e-9) for x in mine],
+        first_logs=first,
+    )
+
+
+def summary(workload, policy, pairs, herd_cpu_pcts, first_logs):
+    """A table row from the rounds' (policy, linux) makespans, herd's CPU
+    share in each policy run and each round's log(first / second)."""
+    logs = [math.log(a / b) for a, b in pairs]
     mean = statistics.fmean(logs)
     half = T975.get(len(logs) - 1, 2.0) * statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) > 1 else math.inf
     lo, hi = math.exp(mean - half), math.exp(mean + half)
     verdict = "within 2%" if hi <= MARGIN else ("slower" if lo > MARGIN else "unclear")
-    herd_pct = statistics.median(100 * x["herd_cpu_s"] / max(x["programs_cpu_s"], 1e-9) for x in mine)
     return {
         "workload": workload,
         "policy": policy,
         "rounds": len(logs),
-        "linux_s": statistics.median(x["makespan_s"] for x in linux),
-        "policy_s": statistics.median(x["makespan_s"] for x in mine),
+        "linux_s": statistics.median(b for _, b in pairs),
+        "policy_s": statistics.median(a for a, _ in pairs),
         "ratio": math.exp(mean),
         "ratio_lo": lo,
         "ratio_hi": hi,
         "verdict": verdict,
-        "herd_cpu_pct": herd_pct,
-        "first_over_second": math.exp(statistics.fmean(first)) if first else None,
+        "herd_cpu_pct": statistics.median(herd_cpu_pcts),
+        "first_over_second": math.exp(statistics.fmean(first_logs)) if first_logs else None,
+        "pairs": pairs,
+        "herd_cpu_pcts": herd_cpu_pcts,
+        "first_logs": first_logs,
     }
 
 

@@ -1,6 +1,7 @@
 //! A short run of the live A/B harness (`scripts/bench.py`) on a real
 //! program (sysbench, which `make test` installs): it runs, alternates
-//! policy and Linux, and reports a ratio with an interval and a figure.
+//! policy and Linux, and reports a ratio with an interval and a figure;
+//! and its rounds pool across runs.
 //! The harness's figures themselves are measurements, not tests.
 
 use std::path::Path;
@@ -34,6 +35,23 @@ fn the_bench_harness_runs_a_workload_a_b_and_reports_an_interval() {
     );
     assert!(lo <= r && r <= hi && r > 0.0, "{row}");
     assert!(std::fs::read_to_string(&svg).unwrap().contains("sysbench-cpu"));
+    // Its rounds are kept, so runs can be pooled: the file twice is twice
+    // the rounds, the same ratio.
+    let pooled = tmp.path().join("p.json");
+    let out = Command::new("python3")
+        .arg(root.join("scripts/bench.py"))
+        .arg("--pool")
+        .arg(&json)
+        .arg("--pool")
+        .arg(&json)
+        .arg("--json")
+        .arg(&pooled)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let pool: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&pooled).unwrap()).unwrap();
+    assert_eq!(pool[0]["rounds"], 4);
+    assert!((pool[0]["ratio"].as_f64().unwrap() - r).abs() < 1e-9, "{pool}");
     let bad = Command::new("python3")
         .arg(root.join("scripts/bench.py"))
         .args(["--repeat", "1"])
