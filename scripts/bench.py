@@ -79,6 +79,12 @@ def main():
             for p in policies:
                 print(f"bench: {w['name']} under {p} and linux, {args.repeat} rounds", file=sys.stderr)
                 rows.append(measure(batch, w["name"], p, args.repeat, tmp, args.herd_arg))
+                # Each row as it is done: a long run stopped early keeps
+                # what it measured (on stderr, and in --json's file).
+                print(f"bench: {say(rows[-1])}", file=sys.stderr, flush=True)
+                if args.json:
+                    with open(args.json, "w") as out:
+                        json.dump(rows, out, indent=1)
     finish(rows, policies, args)
 
 
