@@ -343,7 +343,7 @@ fn asking_a_thread_for_its_first_mask_changes_nothing() {
 /// ends is gone from the next turn.
 #[test]
 fn a_new_thread_is_seen_in_the_next_turn_and_an_ended_one_leaves() {
-    let mut p = Starter::doing("born", "threading.Thread(target=time.sleep, args=(1,)).start()");
+    let mut p = Starter::doing("born", "threading.Thread(target=time.sleep, args=(3,)).start()");
     let root = Path::new("/proc");
     let seen = |world: &mut LiveWorld| -> Vec<u64> {
         let mut ids: Vec<u64> = world.observe().tasks.iter().map(|t| t.id).collect();
