@@ -108,9 +108,9 @@ def pooled(paths):
         except (OSError, json.JSONDecodeError) as e:
             sys.exit(f"--pool {path}: {e}")
         for r in rows if isinstance(rows, list) else []:
-            if not isinstance(r, dict) or not r.get("pairs"):
-                sys.exit(f"--pool {path}: a row without its rounds (written before --json kept them): "
-                         f"{str(r)[:120]}")
+            if not isinstance(r, dict) or not r.get("pairs") or not {"workload", "policy"} <= r.keys():
+                sys.exit(f"--pool {path}: not a row with its workload, policy and rounds (one written before "
+                         f"--json kept rounds?): {str(r)[:120]}")
             key = (r["workload"], r["policy"])
             mine = rounds.setdefault(key, {"pairs": [], "herd_cpu_pcts": [], "first_logs": []})
             for k in mine:
