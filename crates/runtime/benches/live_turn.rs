@@ -121,13 +121,9 @@ fn tree_turns(n: usize, turns: usize) -> (usize, f64, f64) {
         }
         std::thread::sleep(std::time::Duration::from_millis(300));
     }
-    let mut paced = 0.0;
-    for _ in 0..turns {
-        std::thread::sleep(std::time::Duration::from_millis(100));
-        let t = thread_cpu_ns();
+    let paced = paced_ms(turns, || {
         world.observe();
-        paced += (thread_cpu_ns() - t) as f64 / 1e6;
-    }
+    });
     let ids: Vec<u64> = world.observe().tasks.iter().map(|t| t.id).collect();
     let files: Vec<std::fs::File> = ids
         .iter()
@@ -135,19 +131,28 @@ fn tree_turns(n: usize, turns: usize) -> (usize, f64, f64) {
         .filter_map(|path| std::fs::File::open(path).ok())
         .collect();
     let mut buf = vec![0u8; 4096];
-    let mut floor = 0.0;
-    for _ in 0..turns {
-        std::thread::sleep(std::time::Duration::from_millis(100));
-        let t = thread_cpu_ns();
+    let floor = paced_ms(turns, || {
         for f in &files {
             let _ = std::os::unix::fs::FileExt::read_at(f, &mut buf, 0);
         }
-        floor += (thread_cpu_ns() - t) as f64 / 1e6;
-    }
+    });
     world.restore();
     drop(root.stdin.take());
     root.wait().unwrap();
-    (seen, paced / turns as f64, floor / turns as f64)
+    (seen, paced, floor)
+}
+
+/// The mean CPU time of `turn`, in ms, over `turns` runs 100 ms apart (as
+/// herd paces its turns: the caches as cold as a turn finds them).
+fn paced_ms(turns: usize, mut turn: impl FnMut()) -> f64 {
+    let mut total = 0.0;
+    for _ in 0..turns {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let t = thread_cpu_ns();
+        turn();
+        total += (thread_cpu_ns() - t) as f64 / 1e6;
+    }
+    total / turns as f64
 }
 
 fn thread_cpu_ns() -> u64 {
@@ -248,14 +253,9 @@ fn main() {
         // including the look for forked processes every 250 ms; and the
         // share of threads whose sample was kept.
         let (kept_before, unread_before) = (world.stats.threads_kept, world.stats.threads_unread);
-        let mut paced = 0.0;
-        for _ in 0..turns {
-            std::thread::sleep(std::time::Duration::from_millis(100));
-            let t = thread_cpu_ns();
+        let paced = paced_ms(turns, || {
             world.observe();
-            paced += (thread_cpu_ns() - t) as f64 / 1e6;
-        }
-        let paced = paced / turns as f64;
+        });
         let kept = (world.stats.threads_kept - kept_before) as f64 / (turns * (n + 1)) as f64;
         let unread = (world.stats.threads_unread - unread_before) as f64 / (turns * (n + 1)) as f64;
         // The floor: one read of each thread's schedstat through a kept
