@@ -90,20 +90,22 @@ mod tests {
         let root = Path::new("/proc");
         let mut lists = ThreadLists::default();
         // Three workers, each saying its thread id and ending when told.
-        let (tids_tx, tids_rx) = std::sync::mpsc::channel();
+        // Each says it on its own channel: `tids[i]` is the thread that
+        // `ends[i]` ends, whichever worker started first.
+        let mut tids = Vec::new();
         let (ends, workers): (Vec<_>, Vec<_>) = (0..3)
             .map(|_| {
                 let (end, wait) = std::sync::mpsc::channel::<()>();
-                let tids_tx = tids_tx.clone();
+                let (tid_tx, tid_rx) = std::sync::mpsc::channel();
                 let worker = std::thread::spawn(move || {
                     // SAFETY: gettid has no preconditions.
-                    tids_tx.send(unsafe { libc::gettid() }).unwrap();
+                    tid_tx.send(unsafe { libc::gettid() }).unwrap();
                     let _ = wait.recv();
                 });
+                tids.push(tid_rx.recv().unwrap());
                 (end, worker)
             })
             .unzip();
-        let tids: Vec<i32> = (0..3).map(|_| tids_rx.recv().unwrap()).collect();
         let first = lists.of(root, me);
         assert!(tids.iter().all(|t| first.contains(t)), "{first:?} {tids:?}");
         assert!(!lists.counted(me, first.len() as u32), "the count agrees");
