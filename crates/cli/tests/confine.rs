@@ -142,3 +142,58 @@ fn a_program_with_forked_processes_keeps_every_cpu_in_its_cpuset() {
     // Both were pinned before the child asked.
     assert!(stderr.matches("-> CPUs 0:").count() >= 2, "{stderr}");
 }
+
+/// A program `herd batch` holds at its start is pinned by affinity when
+/// the first turn lets it go, and joins its cpuset group at a later turn,
+/// while it runs: the first cgroup move waits out an RCU grace period,
+/// and a held program would wait it out with its CPUs idle (under
+/// bw:iabw, 30-50 ms of a 2-CPU batch's CPU in its first turn).
+#[test]
+fn a_held_program_is_pinned_at_once_and_joins_its_cpuset_at_a_later_turn() {
+    let (cpuset, _) = common::mechanisms();
+    if cpuset == "affinity-only" {
+        eprintln!("skipped: no cgroup cpuset on this machine (herd doctor)");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let seen = tmp.path().join("seen");
+    // Its cpuset group and CPUs soon after it starts (the next turn is a
+    // second away), then after that turn.
+    let program = format!(
+        "import os, time\\n\
+         def look():\\n    \
+         group = [l.split(':')[2].strip() for l in open('/proc/self/cgroup') if ':cpuset:' in l]\\n    \
+         return (group[0] if group else '?') + ' ' + ','.join(map(str, sorted(os.sched_getaffinity(0))))\\n\
+         first = look()\\ntime.sleep(2.0)\\nopen('{}', 'w').write(first + '\\\\n' + look() + '\\\\n')\\n",
+        seen.display()
+    );
+    let file = tmp.path().join("one.toml");
+    std::fs::write(
+        &file,
+        format!("[[program]]\nname = \"one\"\ncmd = [\"python3\", \"-c\", \"{program}\"]\n"),
+    )
+    .unwrap();
+    let out = herd()
+        .args([
+            "batch",
+            file.to_str().unwrap(),
+            "--policy",
+            "static:compact",
+            "--period-ms",
+            "1000",
+        ])
+        .args(["--guard", "off", "--confine", "cgroup"])
+        .args(["--logs", tmp.path().join("logs").to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let seen = std::fs::read_to_string(&seen).unwrap();
+    let lines: Vec<&str> = seen.lines().collect();
+    assert_eq!(lines.len(), 2, "{seen}");
+    let (first, later) = (lines[0], lines[1]);
+    // At once: on CPU 0, by affinity, outside herd's groups.
+    assert!(first.ends_with(" 0") && !first.contains("/herd-"), "{seen}");
+    // Later: in its own group, still on CPU 0.
+    assert!(later.contains("/herd-") && later.ends_with(" 0"), "{seen}");
+}

@@ -484,8 +484,17 @@ impl LiveWorld {
                 _ => continue,
             };
             // A program its plan lets run everywhere needs no cpuset; one
-            // confined for the first time joins its group now.
-            if !joined && (self.own_cpus.as_ref() == Some(&cpus) || !self.adopt_for(job)) {
+            // confined for the first time joins its group now. But one
+            // still held (it has run nothing, made no thread or child) is
+            // pinned by affinity alone, which its threads and children
+            // inherit, and joins at a later turn, while it runs: the first
+            // cgroup move waits an RCU grace period (11 ms under strace
+            // here), and a held program waits it out with the CPUs it
+            // would use idle. Under bw:iabw, two streams and two compute
+            // loops lost 30-50 ms of CPU in the first turn, against 4-7 ms
+            // under cosched:fair, which confines nothing there.
+            let held = self.programs.get(job).is_some_and(Program::held);
+            if !joined && (self.own_cpus.as_ref() == Some(&cpus) || held || !self.adopt_for(job)) {
                 continue;
             }
             // Those in the plan are placed by apply_plan.
