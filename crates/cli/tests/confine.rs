@@ -157,14 +157,14 @@ fn a_held_program_is_pinned_at_once_and_joins_its_cpuset_at_a_later_turn() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let seen = tmp.path().join("seen");
-    // Its cpuset group and CPUs soon after it starts (the next turn is a
-    // second away), then after that turn.
+    // Its cpuset group and CPUs soon after it starts (the next turn is
+    // 1.5 s away: room for a slow Python start), then after that turn.
     let program = format!(
         "import os, time\\n\
          def look():\\n    \
          group = [l.split(':')[2].strip() for l in open('/proc/self/cgroup') if ':cpuset:' in l]\\n    \
          return (group[0] if group else '?') + ' ' + ','.join(map(str, sorted(os.sched_getaffinity(0))))\\n\
-         first = look()\\ntime.sleep(2.0)\\nopen('{}', 'w').write(first + '\\\\n' + look() + '\\\\n')\\n",
+         first = look()\\ntime.sleep(3.0)\\nopen('{}', 'w').write(first + '\\\\n' + look() + '\\\\n')\\n",
         seen.display()
     );
     let file = tmp.path().join("one.toml");
@@ -180,7 +180,7 @@ fn a_held_program_is_pinned_at_once_and_joins_its_cpuset_at_a_later_turn() {
             "--policy",
             "static:compact",
             "--period-ms",
-            "1000",
+            "1500",
         ])
         .args(["--guard", "off", "--confine", "cgroup"])
         .args(["--logs", tmp.path().join("logs").to_str().unwrap()])
