@@ -138,6 +138,9 @@ struct RunResult {
     programs: Vec<ProgramResult>,
     placements: u64,
     pauses: u64,
+    /// Time herd's turns waited for paused programs to stop before letting
+    /// others run: CPUs may idle meanwhile.
+    pause_wait_s: f64,
     decisions: u64,
     herd_cpu_s: f64,
     /// CPU time of the programs themselves (their rusage once reaped).
@@ -253,6 +256,7 @@ fn results(
         programs,
         placements: s.placements,
         pauses: s.pauses,
+        pause_wait_s: s.pause_wait_ns as f64 * 1e-9,
         decisions,
         herd_cpu_s,
         programs_cpu_s,

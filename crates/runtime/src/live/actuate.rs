@@ -342,7 +342,9 @@ impl LiveWorld {
                 // only acted on once it is scheduled, and a freeze once each
                 // task returns to user space; continuing others before then
                 // would let more run than the plan allows.
+                let waiting = Instant::now();
                 wait_stopped(&self.proc_root, &stopping, &freezing, self.cgroups.as_ref());
+                self.stats.pause_wait_ns += waiting.elapsed().as_nanos() as u64;
             }
             let tid = *id as i32;
             let Some(track) = self.tasks.get_mut(&tid) else {

@@ -18,6 +18,9 @@ pub struct LiveStats {
     pub migrations: u64,
     /// Times a program was stopped.
     pub pauses: u64,
+    /// Time turns waited for the programs they paused to stop before
+    /// letting others run (ns): the CPUs those leave may idle meanwhile.
+    pub pause_wait_ns: u64,
     /// Lane changes applied (a thread's SCHED_FIFO priority set or reset).
     pub lane_changes: u64,
     /// Lane changes ignored because herd's loop does not run under
