@@ -1,7 +1,8 @@
 # herd: two commands for a new user.
 #   make run   installs what is missing, builds in release mode, shows the machine and
 #              what herd can do on it, then co-schedules a real batch against plain Linux
-#              (five alternated rounds, the ratio with its interval)
+#              (a `make -j2` build beside `xz -T2`, herd's default policy, six
+#              alternated rounds: the ratio with its interval)
 #   make test  the same set-up, then every test (fmt, clippy, unit, integration, and a
 #              short real-kernel subset in an emulated two-socket guest)
 
@@ -10,10 +11,11 @@
 # .tar.bz2), libsqlite3-dev (the profile database), and Slurm with munge for the
 # Slurm integration and its end-to-end test (not the slurm-wlm metapackage,
 # whose emulator build breaks slurmctld), and real programs no one here wrote
-# that the tests run under herd (stress-ng, sysbench, rt-tests' hackbench).
+# that the tests run under herd (stress-ng, sysbench, rt-tests' hackbench), and
+# the tools `make run`'s demo builds and compresses with (make, gcc, xz).
 APT_PACKAGES := hwloc libhwloc-dev libudev-dev pkg-config bzip2 libsqlite3-dev \
 	slurmctld slurmd slurm-client munge libslurm-dev stress-ng sysbench rt-tests \
-	prometheus
+	prometheus make gcc xz-utils
 CARGO ?= cargo
 HERD := target/release/herd
 
@@ -67,16 +69,17 @@ deps:
 build: deps workloads
 	$(CARGO) build --release --workspace
 
-# The main job: herd's bandwidth-aware co-scheduler against plain Linux on a
-# batch this machine has contention in (two memory streamers slow each
-# other; a streamer beside a compute loop loses nothing), five alternated
-# rounds, with the interval and a sentence saying what herd won.
+# The main job: herd's default co-scheduler against plain Linux on a batch
+# this machine has contention in: a `make -j2` build and `xz -T2`, each a
+# process tree no one here wrote, use less CPU time apart than side by side
+# (docs/results.md, twenty-ninth session). Six alternated rounds, with the
+# interval and a sentence saying what herd won.
 run: build
 	$(HERD) topo
 	@echo
 	$(HERD) doctor
 	@echo
-	python3 scripts/bench.py --only herd-mix --policy bw:iabw --repeat 5
+	python3 scripts/bench.py --workloads bench/tools.toml --only trees --policy cosched:fair --repeat 6
 
 test: deps workloads
 	$(CARGO) fmt --all -- --check
