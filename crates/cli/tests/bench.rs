@@ -1,7 +1,8 @@
 //! A short run of the live A/B harness (`scripts/bench.py`) on a real
 //! program (sysbench, which `make test` installs): it runs, alternates
 //! policy and Linux, and reports a ratio with an interval and a figure;
-//! and its rounds pool across runs.
+//! and its rounds pool across runs; and `make run`'s demo, as the
+//! Makefile states it, runs with two rounds.
 //! The harness's figures themselves are measurements, not tests.
 
 use std::path::Path;
@@ -59,4 +60,43 @@ fn the_bench_harness_runs_a_workload_a_b_and_reports_an_interval() {
         .output()
         .unwrap();
     assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("--repeat"));
+}
+
+/// `make run`'s demo, as the Makefile runs it but with two rounds: the
+/// workload it names exists and its programs (a build and a compressor,
+/// which `make test` installs like `make run`) run A/B to a ratio. The
+/// main job a new user sees must not rot unseen.
+#[test]
+fn make_runs_demo_runs_as_the_makefile_states_it() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let makefile = std::fs::read_to_string(root.join("Makefile")).unwrap();
+    let line = makefile
+        .lines()
+        .skip_while(|l| !l.starts_with("run:"))
+        .take_while(|l| !l.is_empty())
+        .find(|l| l.contains("scripts/bench.py"))
+        .expect("`make run` runs scripts/bench.py");
+    let mut args: Vec<String> = line.split_whitespace().skip(2).map(String::from).collect();
+    let at = args
+        .iter()
+        .position(|a| a == "--repeat")
+        .expect("the demo states its rounds");
+    args[at + 1] = "2".into();
+    let out = Command::new("python3")
+        .arg(root.join("scripts/bench.py"))
+        .args(&args)
+        .current_dir(&root)
+        .env("HERD", env!("CARGO_BIN_EXE_herd"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{line}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("95% interval") && stdout.contains("2 rounds"),
+        "{stdout}"
+    );
 }
