@@ -5,23 +5,33 @@
 //! Makefile states it, runs with two rounds.
 //! The harness's figures themselves are measurements, not tests.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// The repository's root.
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `scripts/bench.py` about to run this build's herd.
+fn bench_py() -> Command {
+    let mut c = Command::new("python3");
+    c.arg(root().join("scripts/bench.py"))
+        .env("HERD", env!("CARGO_BIN_EXE_herd"));
+    c
+}
 
 #[test]
 fn the_bench_harness_runs_a_workload_a_b_and_reports_an_interval() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let tmp = tempfile::tempdir().unwrap();
     let (json, svg) = (tmp.path().join("b.json"), tmp.path().join("b.svg"));
-    let out = Command::new("python3")
-        .arg(root.join("scripts/bench.py"))
+    let out = bench_py()
         .args(["--workloads"])
-        .arg(root.join("bench/smoke.toml"))
+        .arg(root().join("bench/smoke.toml"))
         .args(["--policy", "cosched:fair", "--repeat", "2", "--json"])
         .arg(&json)
         .arg("--svg")
         .arg(&svg)
-        .env("HERD", env!("CARGO_BIN_EXE_herd"))
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -39,8 +49,7 @@ fn the_bench_harness_runs_a_workload_a_b_and_reports_an_interval() {
     // Its rounds are kept, so runs can be pooled: the file twice is twice
     // the rounds, the same ratio.
     let pooled = tmp.path().join("p.json");
-    let out = Command::new("python3")
-        .arg(root.join("scripts/bench.py"))
+    let out = bench_py()
         .arg("--pool")
         .arg(&json)
         .arg("--pool")
@@ -53,12 +62,7 @@ fn the_bench_harness_runs_a_workload_a_b_and_reports_an_interval() {
     let pool: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&pooled).unwrap()).unwrap();
     assert_eq!(pool[0]["rounds"], 4);
     assert!((pool[0]["ratio"].as_f64().unwrap() - r).abs() < 1e-9, "{pool}");
-    let bad = Command::new("python3")
-        .arg(root.join("scripts/bench.py"))
-        .args(["--repeat", "1"])
-        .env("HERD", env!("CARGO_BIN_EXE_herd"))
-        .output()
-        .unwrap();
+    let bad = bench_py().args(["--repeat", "1"]).output().unwrap();
     assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("--repeat"));
 }
 
@@ -68,8 +72,7 @@ fn the_bench_harness_runs_a_workload_a_b_and_reports_an_interval() {
 /// main job a new user sees must not rot unseen.
 #[test]
 fn make_runs_demo_runs_as_the_makefile_states_it() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let makefile = std::fs::read_to_string(root.join("Makefile")).unwrap();
+    let makefile = std::fs::read_to_string(root().join("Makefile")).unwrap();
     let line = makefile
         .lines()
         .skip_while(|l| !l.starts_with("run:"))
@@ -82,13 +85,7 @@ fn make_runs_demo_runs_as_the_makefile_states_it() {
         .position(|a| a == "--repeat")
         .expect("the demo states its rounds");
     args[at + 1] = "2".into();
-    let out = Command::new("python3")
-        .arg(root.join("scripts/bench.py"))
-        .args(&args)
-        .current_dir(&root)
-        .env("HERD", env!("CARGO_BIN_EXE_herd"))
-        .output()
-        .unwrap();
+    let out = bench_py().args(&args).current_dir(root()).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
