@@ -164,7 +164,7 @@ pub enum Packing {
     Tr,
 }
 
-/// `group_of` for a thread the plan lets use all K cores.
+/// The group of a thread the plan lets use all K cores.
 const PLANNED: usize = usize::MAX - 1;
 
 /// Turns with heartbeats before PALM plans from what an earlier run found.
@@ -180,23 +180,19 @@ pub struct Pack {
     cores: Option<usize>,
     controller: Controller,
     period_ns: u64,
-    /// Each task's progress so far (heartbeats, or CPU time summed). The
-    /// per-task maps are hash maps: none is walked in an order that
-    /// matters (the progress sum is of integers), and at a thousand tasks
-    /// ordered maps were a third of a decision.
-    progress: FxHashMap<TaskId, u64>,
+    /// Each task's progress so far (heartbeats, or CPU time summed) and
+    /// group (core index) as last placed, in the snapshot's order.
+    slots: Slots,
     /// When the epoch started and the summed progress then.
     epoch: Option<(u64, u64)>,
     last_rate: Option<f64>,
-    /// Each task's group (core index) as last placed.
-    group_of: FxHashMap<TaskId, usize>,
     /// The K cores (CPUs, capacity) and all their CPUs, for the K they
     /// were computed for.
     allowed: Option<(usize, Allowed)>,
     /// Tasks `pack:tp`/`pack:tr` have pinned.
     pinned: FxHashSet<TaskId>,
     /// The tasks of the last snapshot, in order: when the next has the
-    /// same, the maps above hold no task that left.
+    /// same, the records above hold no task that left.
     last_ids: crate::view::SeenTasks,
     noted: bool,
     /// Whether the last view had heartbeats: PALM then needs no more.
@@ -274,10 +270,9 @@ impl Pack {
             cores,
             controller,
             period_ns: controller.min_period_ns,
-            progress: FxHashMap::default(),
+            slots: Slots::default(),
             epoch: None,
             last_rate: None,
-            group_of: FxHashMap::default(),
             allowed: None,
             pinned: FxHashSet::default(),
             last_ids: Default::default(),
@@ -412,7 +407,7 @@ impl Pack {
         &mut self,
         plan: &mut Plan,
         now_ns: u64,
-        totals: &[(u64, u32, TaskId)],
+        (totals, at): (&[(u64, u32, TaskId)], &[u32]),
         cores: &[(CpuSet, f64)],
         all: &CpuSet,
         lanes: bool,
@@ -437,8 +432,9 @@ impl Pack {
         // Every worker may use all K cores: the kernel's real-time balancing
         // gives each Front thread a core of its own at once (it pushes one
         // to a core running a lower priority), which costs herd no move.
-        for &(_, _, id) in totals {
-            if self.group_of.insert(id, PLANNED) != Some(PLANNED) {
+        let slots = self.slots.records();
+        for (&(_, _, id), &i) in totals.iter().zip(at) {
+            if slots[i as usize].group.replace(PLANNED) != Some(PLANNED) {
                 plan.run(
                     id,
                     all.clone(),
@@ -572,7 +568,7 @@ impl Policy for Pack {
         if changed {
             // Everything is placed again on the new cores.
             self.pinned.clear();
-            self.group_of.clear();
+            self.slots.forget_groups();
             self.epoch = None;
             self.last_rate = None;
             self.last_step = 0;
@@ -585,15 +581,9 @@ impl Policy for Pack {
         let tasks = &view.snapshot.tasks;
         let ids_changed = self.last_ids.changed(view.snapshot);
         // (Nothing to forget on a first sight: no set of every task then.)
-        let remembers = !(self.group_of.is_empty()
-            && self.pinned.is_empty()
-            && self.progress.is_empty()
-            && self.lanes.is_empty());
-        if ids_changed && remembers {
+        if ids_changed && !(self.pinned.is_empty() && self.lanes.is_empty()) {
             let present: FxHashSet<TaskId> = tasks.iter().map(|t| t.id).collect();
-            self.group_of.retain(|t, _| present.contains(t));
             self.pinned.retain(|t| present.contains(t));
-            self.progress.retain(|t, _| present.contains(t));
             self.lanes.retain(|t, _| present.contains(t));
         }
         if self.kind != Packing::Palm {
@@ -630,26 +620,28 @@ impl Policy for Pack {
         // not are left out of the groups), else CPU time, summed over periods.
         let beats = view.snapshot.tasks.iter().any(|t| t.heartbeats.is_some());
         self.beats = beats;
-        let mut totals: Vec<(u64, u32, TaskId)> = Vec::with_capacity(view.snapshot.tasks.len());
-        if self.progress.is_empty() {
-            // A first sight: every task at once, not grown and rehashed.
-            self.progress.reserve(view.snapshot.tasks.len());
-            self.group_of.reserve(view.snapshot.tasks.len());
-        }
+        let mut totals: Vec<(u64, u32, TaskId)> = Vec::with_capacity(tasks.len());
+        // Each worker's position in the snapshot (and in `slots`).
+        let mut at: Vec<u32> = Vec::with_capacity(tasks.len());
+        let slots = self.slots.follow(tasks.iter().map(|t| t.id), ids_changed);
+        // Every task's progress summed, for the period controller (of
+        // integers, saturating: the same in any order).
+        let mut sum = 0u64;
         // The least and greatest job with a worker: one job when they agree.
         let mut jobs: Option<(JobId, JobId)> = None;
-        for t in &view.snapshot.tasks {
-            let p = self.progress.entry(t.id).or_insert(0);
+        for (i, (t, slot)) in tasks.iter().zip(slots.iter_mut()).enumerate() {
+            let p = &mut slot.progress;
             match (beats, t.heartbeats) {
                 (true, Some(b)) => *p = b,
                 (true, None) => {}
                 (false, _) => *p = p.saturating_add(t.obs.cpu_time_ns),
             }
+            sum = sum.saturating_add(*p);
             if beats && t.heartbeats.is_none() {
                 // Not a worker (a main thread waiting in join): it may run
                 // on any of the K cores and takes no group's place, or it
                 // would pair the laggards and leave the leader alone.
-                if self.group_of.insert(t.id, usize::MAX) != Some(usize::MAX) {
+                if slot.group.replace(usize::MAX) != Some(usize::MAX) {
                     plan.run(
                         t.id,
                         all.clone(),
@@ -659,6 +651,7 @@ impl Policy for Pack {
                 continue;
             }
             totals.push((*p, t.rank, t.id));
+            at.push(i as u32);
             jobs = Some(jobs.map_or((t.job, t.job), |(lo, hi)| (lo.min(t.job), hi.max(t.job))));
         }
         let now = view.now_ns();
@@ -671,12 +664,11 @@ impl Policy for Pack {
                 .and_then(|j| view.learned.jobs.get(&j))
                 .and_then(|l| l.barrier_beats);
         }
-        if self.planned_turn(&mut plan, now, &totals, cores, all, view.snapshot.lanes_apply) {
+        if self.planned_turn(&mut plan, now, (&totals, &at), cores, all, view.snapshot.lanes_apply) {
             return plan;
         }
         // The period controller: once per epoch (one current period),
         // compare total progress per second with the epoch before.
-        let sum: u64 = self.progress.values().fold(0u64, |a, p| a.saturating_add(*p));
         let (start_ns, start_sum) = *self.epoch.get_or_insert((now, sum));
         // With heartbeats, an epoch also waits for enough of them: a rate
         // from a beat or two per thread is mostly rounding.
@@ -751,6 +743,7 @@ impl Policy for Pack {
         self.order.clear();
         self.order.extend(keyed.iter().map(|&k| k as u32));
         let totals: Vec<(u64, u32, TaskId)> = self.order.iter().map(|&i| totals[i as usize]).collect();
+        let at: Vec<u32> = self.order.iter().map(|&i| at[i as usize]).collect();
         let caps_now = || cores.iter().map(|(_, c)| *c);
         if self
             .sizes
@@ -762,7 +755,8 @@ impl Policy for Pack {
         let sizing = self.sizes.take().expect("just set");
         let (caps, base, wants) = (&sizing.caps, &sizing.base, &sizing.wants);
         // Each thread's group, looked up once for both passes below.
-        let had: Vec<Option<usize>> = totals.iter().map(|(_, _, id)| self.group_of.get(id).copied()).collect();
+        let slots = self.slots.records();
+        let had: Vec<Option<usize>> = at.iter().map(|&i| slots[i as usize].group).collect();
         // Which of the cores of one capacity shares its core among more
         // threads is free: give the sizes to the cores whose threads already
         // want them, so fewer threads move (locality, and fewer migrations:
@@ -790,11 +784,12 @@ impl Policy for Pack {
         // A thread whose class its group still has stays; the others fill
         // what is left.
         let mut room = sizes.clone();
-        let mut pending: Vec<(TaskId, u64)> = Vec::with_capacity(if self.group_of.is_empty() { totals.len() } else { 0 });
-        for (((_, _, id), &had), &want) in totals.iter().zip(&had).zip(wants) {
+        let first_sight = had.iter().all(Option::is_none);
+        let mut pending: Vec<(TaskId, u32, u64)> = Vec::with_capacity(if first_sight { totals.len() } else { 0 });
+        for ((((_, _, id), &i), &had), &want) in totals.iter().zip(&at).zip(&had).zip(wants) {
             match had {
                 Some(g) if g < room.len() && class[g] == want && room[g] > 0 => room[g] -= 1,
-                _ => pending.push((*id, want)),
+                _ => pending.push((*id, i, want)),
             }
         }
         // Each class's groups in `order`, and how far its slots are taken:
@@ -805,7 +800,7 @@ impl Policy for Pack {
         for &g in order {
             by_class.entry(class[g]).or_default().0.push(g);
         }
-        for (id, want) in pending {
+        for (id, i, want) in pending {
             let (groups, next) = by_class
                 .get_mut(&want)
                 .expect("every class has as many slots as threads assigned to it");
@@ -816,7 +811,7 @@ impl Policy for Pack {
                 .get(*next)
                 .expect("every class has as many slots as threads assigned to it");
             room[g] -= 1;
-            if self.group_of.insert(id, g) != Some(g) {
+            if slots[i as usize].group.replace(g) != Some(g) {
                 plan.run(
                     id,
                     cores[g].0.clone(),
@@ -851,9 +846,11 @@ impl Policy for Pack {
 
 mod entries;
 mod groups;
+mod slots;
 pub(crate) use entries::{PACK_PALM, PACK_TP, PACK_TR};
 pub use groups::{arrange_sizes, group_sizes};
 use groups::{class_key, most_per_thread_first};
+use slots::Slots;
 pub use entries::static_best_periods_us;
 
 #[cfg(test)]
