@@ -12,10 +12,11 @@
 # Slurm integration and its end-to-end test (not the slurm-wlm metapackage,
 # whose emulator build breaks slurmctld), and real programs no one here wrote
 # that the tests run under herd (stress-ng, sysbench, rt-tests' hackbench), and
-# the tools `make run`'s demo builds and compresses with (make, gcc, xz).
+# the tools `make run`'s demo builds and compresses with (make, gcc, xz), and
+# clang with libbpf's headers to build herd's eBPF program (crates/runtime/bpf).
 APT_PACKAGES := hwloc libhwloc-dev libudev-dev pkg-config bzip2 libsqlite3-dev \
 	slurmctld slurmd slurm-client munge libslurm-dev stress-ng sysbench rt-tests \
-	prometheus make gcc xz-utils
+	prometheus make gcc xz-utils clang libbpf-dev
 CARGO ?= cargo
 HERD := target/release/herd
 

@@ -428,10 +428,14 @@ def check_batch_cpuset_mems(shape):
                 cpus_f, mems_f = os.path.join(d, "cpuset.cpus"), os.path.join(d, "cpuset.mems")
                 if os.path.exists(cpus_f) and open(cpus_f).read().strip():
                     seen[d] = (cpulist(open(cpus_f).read()), cpulist(open(mems_f).read()))
-            if len(seen) >= 2:
+            if len(seen) >= 2 or h.poll() is not None:
                 break
             time.sleep(2)
-        expect(len(seen) >= 2, f"no confined groups appeared: {herd_groups()}")
+        # Say why: herd may have ended (its message), or still be running.
+        why = (f"herd ended with {h.returncode}: {h.stderr.read()[-2000:]}" if h.poll() is not None
+               else "herd still running")
+        expect(len(seen) >= 2, f"no confined groups appeared in {time.time() - deadline + 60:.0f} s: "
+                               f"{herd_groups()}; {why}")
         # herd widens cpuset.mems before it narrows the CPUs and narrows the
         # mems after (so the two always share a node); the last write moves
         # the job's pages and can take seconds in an emulated guest. A group

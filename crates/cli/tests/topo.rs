@@ -209,6 +209,8 @@ fn doctor_reports_every_capability_with_reasons() {
         "core_kinds",
         "root",
         "proc_connector",
+        "taskstats",
+        "sched_bpf",
     ] {
         let c = caps
             .iter()

@@ -7,7 +7,9 @@
 //! Then the same paced turn over a tree of N single-threaded processes
 //! (a root and N-1 children that each wake every 50 ms), as hackbench's
 //! 80 processes are watched, and its floor (one read of each process's
-//! `schedstat` and `stat`, paced alike).
+//! `schedstat` and `stat`, paced alike), and the share of thread samples
+//! taken from herd's eBPF program (`HERD_SCHED_BPF=on` loads it at the
+//! first turn, `off` never; unset, after 10,000 reads from `/proc`).
 //!
 //! Run: cargo bench -p herd-runtime --bench live_turn
 //! HERD_BENCH_THREADS=64,256, HERD_BENCH_PROCESSES=16 and
@@ -110,7 +112,7 @@ fn watched(key: &str, n: usize) -> (std::process::Child, LiveWorld) {
 /// the floor, paced alike: one read of each process's `schedstat` and
 /// `stat` through kept descriptors, what a turn must read of a thread that
 /// ran to know its time, state and CPU.
-fn tree_turns(n: usize, turns: usize) -> (usize, f64, f64) {
+fn tree_turns(n: usize, turns: usize) -> (usize, f64, f64, f64) {
     let (mut root, mut world) = watched("HERD_BENCH_TREE", n);
     // Turns until the family is found and every process watched.
     let mut seen = 0;
@@ -121,9 +123,11 @@ fn tree_turns(n: usize, turns: usize) -> (usize, f64, f64) {
         }
         std::thread::sleep(std::time::Duration::from_millis(300));
     }
+    let from_kernel = world.stats.threads_from_kernel;
     let paced = paced_ms(turns, || {
         world.observe();
     });
+    let kernel_share = (world.stats.threads_from_kernel - from_kernel) as f64 / (turns * seen.max(1)) as f64;
     let ids: Vec<u64> = world.observe().tasks.iter().map(|t| t.id).collect();
     let files: Vec<std::fs::File> = ids
         .iter()
@@ -139,7 +143,7 @@ fn tree_turns(n: usize, turns: usize) -> (usize, f64, f64) {
     world.restore();
     drop(root.stdin.take());
     root.wait().unwrap();
-    (seen, paced, floor)
+    (seen, paced, floor, kernel_share)
 }
 
 /// The mean CPU time of `turn`, in ms, over `turns` runs 100 ms apart (as
@@ -319,17 +323,18 @@ fn main() {
         "live turn, herd's CPU per turn paced 100 ms apart (mean of {turns}), a tree of N single-threaded processes that each run every 50 ms"
     );
     println!(
-        "{:>6} {:>8} {:>12} {:>14} {:>12} {:>14}",
-        "N", "seen", "paced ms", "paced us/proc", "floor ms", "floor us/proc"
+        "{:>6} {:>8} {:>12} {:>14} {:>12} {:>14} {:>12}",
+        "N", "seen", "paced ms", "paced us/proc", "floor ms", "floor us/proc", "from kernel"
     );
     for n in trees {
-        let (seen, paced, floor) = tree_turns(n, turns);
+        let (seen, paced, floor, kernel) = tree_turns(n, turns);
         // Every process of the tree is watched: it measures what it claims.
         assert!(seen >= n, "observed {seen} threads of a tree of {n} processes");
         println!(
-            "{n:>6} {seen:>8} {paced:>12.3} {:>14.2} {floor:>12.3} {:>14.2}",
+            "{n:>6} {seen:>8} {paced:>12.3} {:>14.2} {floor:>12.3} {:>14.2} {:>11.0}%",
             paced * 1e3 / n as f64,
-            floor * 1e3 / n as f64
+            floor * 1e3 / n as f64,
+            kernel * 100.0
         );
     }
 }

@@ -25,5 +25,6 @@ pub mod procscan;
 pub mod progress;
 pub mod rapl;
 pub mod resctrl;
+pub mod sched_bpf;
 pub mod spawn;
 pub mod taskstats;

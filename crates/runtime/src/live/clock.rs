@@ -122,10 +122,15 @@ impl LiveWorld {
 /// Time since boot (`CLOCK_BOOTTIME`, the clock of `stat`'s start times),
 /// in ns.
 pub(super) fn boot_ns() -> u64 {
+    clock_ns(libc::CLOCK_BOOTTIME)
+}
+
+/// Clock `id` now, in ns.
+pub(super) fn clock_ns(id: libc::clockid_t) -> u64 {
     // SAFETY: timespec is plain data that clock_gettime fills.
     let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
     // SAFETY: `ts` is a live timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+    unsafe { libc::clock_gettime(id, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 

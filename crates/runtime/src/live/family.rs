@@ -86,11 +86,11 @@ impl LiveWorld {
             // Threads not watched yet have no times: their lists are read.
             // A thread of a process none of whose threads ran since the
             // last turn (`quiet`) has the times of its last sample.
-            for t in self.tasks.values_mut() {
+            for (&tid, t) in self.tasks.iter_mut() {
                 t.pre_times = if self.quiet.is_quiet(t.pid) && t.last.run_ns > 0 {
                     Some(t.last.times())
                 } else {
-                    t.files.times(&mut self.buf)
+                    self.kernel.times(tid).or_else(|| t.files.times(&mut self.buf))
                 };
             }
             let (root, tasks, lists) = (&self.proc_root, &self.tasks, &mut self.thread_lists);

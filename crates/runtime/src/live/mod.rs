@@ -21,9 +21,11 @@ pub mod budget;
 mod clock;
 mod counters;
 mod family;
+mod kernel_times;
 mod learned;
 pub mod memory;
 mod progress_turn;
+pub use kernel_times::OPEN_AFTER_READS as SCHED_BPF_AFTER_READS;
 mod quiet;
 mod session;
 mod stats;
@@ -229,6 +231,8 @@ pub struct LiveWorld {
     births: births::Births,
     /// Processes none of whose threads ran since the last turn.
     quiet: quiet::QuietGroups,
+    /// Threads' times from herd's eBPF program, once loaded.
+    kernel: kernel_times::KernelTimes,
     /// Full snapshots taken.
     turns: u64,
     /// Threads' lists of the processes they forked, as last read.
@@ -322,6 +326,7 @@ impl LiveWorld {
             pins_given: HashMap::new(),
             births: births::Births::default(),
             quiet: quiet::QuietGroups::default(),
+            kernel: kernel_times::KernelTimes::new(true),
             turns: 0,
             children_seen: procfs::ChildrenSeen::default(),
         }
@@ -449,6 +454,7 @@ impl Sensor for LiveWorld {
         self.reap();
         let now_ns = self.now_ns();
         self.turns += 1;
+        self.kernel.turn(self.tasks.keys().copied());
         // Read first: whether threads wait in run queues decides which
         // threads' samples may be kept (below).
         let proc_stat = std::fs::read_to_string(self.proc_root.join("stat")).ok();
@@ -598,6 +604,7 @@ impl Sensor for LiveWorld {
                             }
                         };
                         self.tasks.insert(tid, track);
+                        self.kernel.watch(tid);
                         if let Some(tracks_of) = census.as_mut() {
                             *tracks_of.entry(job).or_default() += 1;
                         }
@@ -615,7 +622,18 @@ impl Sensor for LiveWorld {
                     let looked = track.pre_times.take();
                     let unread = quiet && keep.is_some();
                     let pre = if unread { Some(track.last.times()) } else { looked };
-                    let Some((sample, read)) = track.files.sample_or_keep(&mut self.buf, keep, pre) else {
+                    // From the kernel's program where it has the thread.
+                    let got = match self.kernel.sample(tid, &track.last) {
+                        Some(got) => {
+                            self.stats.threads_from_kernel += 1;
+                            Some(got)
+                        }
+                        None => {
+                            self.kernel.read_from_proc();
+                            track.files.sample_or_keep(&mut self.buf, keep, pre)
+                        }
+                    };
+                    let Some((sample, read)) = got else {
                         self.thread_lists.vanished(pid);
                         continue;
                     };
@@ -717,7 +735,14 @@ impl Sensor for LiveWorld {
         }
         // Tracks not seen again are threads that exited.
         let turn = self.turns;
-        self.tasks.retain(|_, t| t.seen_turn == turn);
+        let kernel = &mut self.kernel;
+        self.tasks.retain(|&tid, t| {
+            let alive = t.seen_turn == turn;
+            if !alive {
+                kernel.forget(tid);
+            }
+            alive
+        });
         self.thread_lists.retain(&live_pids);
         self.stats.max_threads = self.stats.max_threads.max(tasks.len());
         (

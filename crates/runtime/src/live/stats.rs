@@ -34,6 +34,9 @@ pub struct LiveStats {
     /// Of those, samples kept without reading the thread's `schedstat`
     /// either: taskstats said none of its process's threads ran.
     pub threads_unread: u64,
+    /// Thread samples taken from herd's eBPF program (`sched_bpf`) rather
+    /// than the thread's `/proc` files.
+    pub threads_from_kernel: u64,
     /// Threads that went without some perf counter the machine has, for
     /// want of open-file descriptors (their jobs learn from the others).
     pub uncounted_threads: u64,

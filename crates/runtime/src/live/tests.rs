@@ -41,6 +41,18 @@ impl Starter {
         );
         let child = spawn(&["python3".into(), "-c".into(), script]).unwrap();
         let pid = child.id() as i32;
+        // `python3` may be a shell script that finds the interpreter (a
+        // pyenv shim) and forks while it looks: wait for the interpreter.
+        let deadline = Instant::now() + std::time::Duration::from_secs(30);
+        let is_python = || {
+            std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|e| {
+                e.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("python"))
+            })
+        };
+        while !is_python() && Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         let world = LiveWorld::new(
             vec![Program::new("py".into(), "python3".into(), pid, Some(child))],
             Arc::default(),
@@ -401,5 +413,69 @@ fn a_process_forked_by_a_new_thread_is_found_once_the_thread_is_listed() {
     p.world.observe();
     p.world.rescan_family();
     assert_eq!(p.world.family[0], child, "found once the thread was listed");
+    p.restore_and_end();
+}
+
+/// Once a run has read enough from `/proc`, herd's eBPF program takes
+/// over (`kernel_times`; here at once), loaded on a thread of its own: the
+/// turns go on meanwhile, and after it the times a turn reports for a
+/// working thread are what its `schedstat` says it used. Where the
+/// program does not load here (not root, no BTF, built without clang) the
+/// turns go on from `/proc`, and the test says so and ends.
+#[test]
+fn the_kernels_program_takes_over_and_reports_what_proc_would() {
+    let mut p = Starter::doing(
+        "kernel-times",
+        "threading.Thread(target=lambda: [0 for _ in iter(int, 1)], daemon=True).start()",
+    );
+    p.start_thread();
+    let worker = *procfs::threads(Path::new("/proc"), p.pid).iter().max().unwrap();
+    p.world.kernel = super::kernel_times::KernelTimes::after_reads(0);
+    let schedstat = || {
+        let text = std::fs::read_to_string(format!("/proc/{}/task/{worker}/schedstat", p.pid)).unwrap();
+        procfs::parse_schedstat(&text).unwrap().0
+    };
+    // Turns until the program is loaded and has seen the worker switch.
+    let deadline = Instant::now() + std::time::Duration::from_secs(20);
+    while p.world.stats.threads_from_kernel == 0 && Instant::now() < deadline {
+        p.world.observe();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    if p.world.stats.threads_from_kernel == 0 {
+        eprintln!(
+            "skipped: {}",
+            crate::sched_bpf::SchedWatch::open()
+                .err()
+                .map_or("it loads, yet no thread was read from it".into(), |e| e
+                    .to_string())
+        );
+        assert!(
+            crate::sched_bpf::SchedWatch::open().is_err(),
+            "the program loads, yet no turn read from it"
+        );
+        return;
+    }
+    // Its reported CPU time over a second of turns against schedstat's.
+    let before = schedstat();
+    let mut reported = 0;
+    for _ in 0..10 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let snap = p.world.observe();
+        reported += snap
+            .tasks
+            .iter()
+            .find(|t| t.id == worker as u64)
+            .map_or(0, |t| t.obs.cpu_time_ns);
+    }
+    let used = schedstat() - before;
+    let from_kernel = p.world.stats.threads_from_kernel;
+    assert!(from_kernel >= 10, "{from_kernel} samples from the program");
+    // The program's figure runs to the turn's clock; schedstat's lags by
+    // up to a tick, and the two reads are a turn apart: within a fifth.
+    let ratio = reported as f64 / used.max(1) as f64;
+    assert!(
+        (0.8..1.25).contains(&ratio),
+        "reported {reported} ns, schedstat {used} ns"
+    );
     p.restore_and_end();
 }
