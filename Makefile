@@ -111,7 +111,8 @@ vm-deps:
 # a herd command that hangs fails its check with its threads' kernel stacks.
 vm-test-quick: build vm-deps
 	python3 scripts/vm/guest.py --topology 2s2c2t --timeout 600 --stall-retries 1 -- \
-	  /usr/bin/python3 $(CURDIR)/scripts/vm/checks.py 2s2c2t topo doctor numa-model-spreads numa-model-shares batch-cpuset-mems memory-follow
+	  /usr/bin/python3 $(CURDIR)/scripts/vm/checks.py 2s2c2t topo doctor numa-model-spreads numa-model-shares batch-cpuset-mems memory-follow \
+	  sched-bpf
 
 # Every shape, every check (a few minutes each: emulated guests are slow).
 vm-test: build vm-deps

@@ -9,6 +9,7 @@ Usage (in a guest): checks.py TOPOLOGY [CHECK...]; prints `ok NAME` or
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -399,6 +400,23 @@ def check_smt(shape):
                f"herd's placements:\n{decisions()}")
 
 
+def check_sched_bpf(shape):
+    """herd's eBPF program loads on the guest's kernel (Debian's, another
+    version than the host's: its CO-RE relocations meet another layout),
+    and a run told to load it at once (HERD_SCHED_BPF=on) reads its
+    program's thread from it: the run summary counts the samples."""
+    out = herd("doctor").stdout
+    line = next((l for l in out.splitlines() if l.startswith("sched_bpf")), "")
+    expect(line.split()[1:2] == ["yes"], f"doctor: {line!r}")
+    # A shell that sleeps 80 times a tenth of a second: it switches at each.
+    r = herd("run", "--policy", "static:compact", "--guard", "off", "--",
+             "/bin/sh", "-c", "i=0; while [ $i -lt 80 ]; do sleep 0.1; i=$((i+1)); done",
+             env={**os.environ, "HERD_SCHED_BPF": "on"})
+    m = re.search(r"(\d+) thread samples read from herd's eBPF program", r.stderr)
+    expect(r.returncode == 0 and m is not None and int(m.group(1)) > 0,
+           f"herd run exited {r.returncode}, no samples from the program: {r.stderr[-1500:]}")
+
+
 def herd_groups():
     """herd's cgroups (v2, as the guest mounts it): {path: cgroup.procs}."""
     out = {}
@@ -669,6 +687,7 @@ CHECKS = {
     "numa-model-spreads": check_numa_model_spreads,
     "smt": check_smt,
     "batch-cpuset-mems": check_batch_cpuset_mems,
+    "sched-bpf": check_sched_bpf,
     "sigkill": check_sigkill_leaves_nothing,
     "two-herds": check_two_herds_disjoint,
     "numa-model-memory": check_numa_model_memory,
@@ -682,7 +701,7 @@ CHECKS = {
 PER_SHAPE = {
     "2s2c2t": ["topo", "doctor", "numa-model-spreads", "numa-model-memory", "numa-model-memory-tree",
                "memory-follow", "numa-model-shares", "smt",
-               "batch-cpuset-mems", "sigkill", "two-herds"],
+               "batch-cpuset-mems", "sigkill", "two-herds", "sched-bpf"],
     "4n2c": ["topo", "doctor", "numa-model-spreads", "batch-cpuset-mems", "memory-follow"],
     "1s4c2t": ["topo", "doctor", "smt", "sigkill", "two-herds"],
 }

@@ -447,6 +447,13 @@ fn summary(
             overhead.stretched_periods, loop_share
         );
     }
+    if s.threads_from_kernel > 0 {
+        let _ = write!(
+            summary,
+            "; {} thread samples read from herd's eBPF program rather than /proc",
+            s.threads_from_kernel
+        );
+    }
     if let Some(j) = s.energy_j {
         let _ = write!(
             summary,
