@@ -2,14 +2,17 @@
 //! in place of their `/proc` files, once reading those has cost what
 //! loading the program does.
 //!
-//! Loading parses the kernel's BTF: 40-60 ms of CPU and 30 MB here, about
-//! what 10,000 thread reads from `/proc` cost (3.5-12 µs each). A run of a
-//! few threads never reads that many and never pays it; a tree of a
-//! thousand busy threads reads that many in ten turns, and from then on a
-//! thread that ran costs a few loads instead of two `pread`s. Where the
-//! program does not load, herd reads `/proc` as before and says why in
-//! `herd doctor`. `HERD_SCHED_BPF=on` loads it at the first turn (to
-//! measure it), `off` never.
+//! Loading costs 40-130 ms of herd's CPU here and a 30 MB peak of memory
+//! (the kernel's BTF is parsed; `herd doctor` and `herd run` with
+//! `HERD_SCHED_BPF=on` against `off`), about what 10,000 thread reads from
+//! `/proc` cost (3.5-12 µs each). Loading once the reads have cost that
+//! much is the rent-or-buy rule: never more than twice the cost of the
+//! better choice made knowing the run's length. A short run of a few
+//! threads never pays it; a tree of a thousand busy threads loads it
+//! after ten turns, and from then on a thread that ran costs a few loads
+//! instead of two `pread`s. Where the program does not load, herd reads
+//! `/proc` as before and says why in `herd doctor`. `HERD_SCHED_BPF=on`
+//! loads it at the first turn (to measure it), `off` never.
 
 use crate::procfs::{ThreadSample, Times};
 use crate::sched_bpf::SchedWatch;
