@@ -219,32 +219,13 @@ pub fn probe(machine: &Machine, roots: &Roots) -> Report {
         Ok(_) => cap("taskstats", true, "taskstats answers: a live turn skips every thread of a process none of whose threads ran (one request, not a read per thread)", None),
         Err(e) => cap("taskstats", false, format!("taskstats refused ({e}; it needs root and CONFIG_TASKSTATS): a live turn reads each thread's schedstat"), None),
     });
-    // Loaded and unloaded for real (about 100 ms: the kernel's BTF is parsed).
-    caps.push(match crate::sched_bpf::SchedWatch::open() {
-        Ok(_) => cap(
-            "sched_bpf",
-            true,
-            format!(
-                "herd's eBPF program loads (sched_switch, sched_wakeup): once a run has read {} thread samples from /proc, a live turn reads threads' CPU time, wait, state and CPU from shared memory instead",
-                crate::live::SCHED_BPF_AFTER_READS
-            ),
-            Some(Path::new("/sys/kernel/btf/vmlinux")),
-        ),
-        Err(e) => {
-            let needs = match e {
-                crate::sched_bpf::SchedBpfError::Refused(_) | crate::sched_bpf::SchedBpfError::Map(_) => {
-                    " (it needs root, a kernel with BTF, Linux 5.18 or newer)"
-                }
-                _ => "",
-            };
-            cap(
-                "sched_bpf",
-                false,
-                format!("herd's eBPF program is not used: {e}{needs}; a live turn reads each thread that ran from /proc"),
-                Some(Path::new("/sys/kernel/btf/vmlinux")),
-            )
-        }
-    });
+    let (loads, why) = crate::sched_bpf::probe();
+    caps.push(cap(
+        "sched_bpf",
+        loads,
+        why,
+        Some(Path::new("/sys/kernel/btf/vmlinux")),
+    ));
     // SAFETY: geteuid has no preconditions and cannot fail.
     let euid = unsafe { libc::geteuid() };
     caps.push(cap(

@@ -162,7 +162,10 @@ pub struct SchedWatch {
     #[cfg(herd_bpf)]
     _slots: aya::maps::MapData,
     base: Mapping,
-    index: HashMap<i32, u32>,
+    /// Each watched thread's slot and how many watch it (worlds of one
+    /// herd watch distinct programs, but a thread is never let go while
+    /// one still watches it).
+    index: HashMap<i32, (u32, u32)>,
     free: Vec<u32>,
     next: u32,
 }
@@ -254,7 +257,8 @@ impl SchedWatch {
     /// Starts watching `tid`: its slot fills at its next switch. False
     /// when every slot is taken or the kernel refused.
     pub fn watch(&mut self, tid: i32) -> bool {
-        if self.index.contains_key(&tid) {
+        if let Some((_, n)) = self.index.get_mut(&tid) {
+            *n += 1;
             return true;
         }
         let Some(i) = self.free.pop().or((self.next < SLOTS).then_some(self.next)) else {
@@ -270,7 +274,7 @@ impl SchedWatch {
             self.free.push(i);
             return false;
         }
-        self.index.insert(tid, i);
+        self.index.insert(tid, (i, 1));
         true
     }
 
@@ -286,7 +290,15 @@ impl SchedWatch {
 
     /// Stops watching `tid` (it exited or herd let it go).
     pub fn unwatch(&mut self, tid: i32) {
-        if let Some(i) = self.index.remove(&tid) {
+        match self.index.get_mut(&tid) {
+            Some((_, n)) if *n > 1 => *n -= 1,
+            Some(_) => self.forget(tid),
+            None => {}
+        }
+    }
+
+    fn forget(&mut self, tid: i32) {
+        if let Some((i, _)) = self.index.remove(&tid) {
             #[cfg(herd_bpf)]
             let _ = self.slot_of.remove(&(tid as u32));
             self.free.push(i);
@@ -297,13 +309,62 @@ impl SchedWatch {
     /// or `None`: not watched, not switched since, or caught mid-write
     /// four times.
     pub fn read(&self, tid: i32, now_ns: u64) -> Option<Seen> {
-        let i = *self.index.get(&tid)?;
+        let (i, _) = *self.index.get(&tid)?;
         // SAFETY: `i` < SLOTS, inside the mapping, which lives as long as
         // `self`; the program writes the slot concurrently, hence the
         // sequence check and volatile loads.
         let slot = unsafe { read_slot(self.base.0.add(i as usize)) }?;
         seen(&slot, tid, now_ns)
     }
+}
+
+/// Thread samples a live world reads from `/proc` before it loads the
+/// program (`live::kernel_times` says why this many).
+pub const LOAD_AFTER_READS: u64 = 10_000;
+
+/// `herd doctor`'s line: whether the program loads here (loaded and
+/// unloaded for real, about 100 ms: the kernel's BTF is parsed), and what
+/// that means for a live turn.
+pub fn probe() -> (bool, String) {
+    match SchedWatch::open() {
+        Ok(_) => (
+            true,
+            format!(
+                "herd's eBPF program loads (sched_switch, sched_wakeup): once a run has read {LOAD_AFTER_READS} thread samples from /proc, a live turn reads threads' CPU time, wait, state and CPU from shared memory instead"
+            ),
+        ),
+        Err(e) => {
+            let needs = match e {
+                SchedBpfError::Refused(_) | SchedBpfError::Map(_) => {
+                    " (it needs root, a kernel with BTF, Linux 5.18 or newer)"
+                }
+                SchedBpfError::NotBuilt | SchedBpfError::Off => "",
+            };
+            (
+                false,
+                format!(
+                    "herd's eBPF program is not used: {e}{needs}; a live turn reads each thread that ran from /proc"
+                ),
+            )
+        }
+    }
+}
+
+/// The one program of this herd process, loaded at the first call (on
+/// the caller's thread; later callers wait for it) and kept until the
+/// process ends; the reason when it does not load. The daemon runs a live
+/// world per job: one program each would run at every context switch on
+/// the machine once per job.
+pub fn shared() -> Result<std::sync::Arc<std::sync::Mutex<SchedWatch>>, String> {
+    static SHARED: std::sync::OnceLock<Result<std::sync::Arc<std::sync::Mutex<SchedWatch>>, String>> =
+        std::sync::OnceLock::new();
+    SHARED
+        .get_or_init(|| {
+            SchedWatch::open()
+                .map(|w| std::sync::Arc::new(std::sync::Mutex::new(w)))
+                .map_err(|e| e.to_string())
+        })
+        .clone()
 }
 
 /// A consistent copy of the slot at `ptr`: its sequence even and the same

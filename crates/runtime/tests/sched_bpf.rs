@@ -107,6 +107,11 @@ fn a_watched_threads_slot_says_what_proc_says() {
         last.is_none_or(|s| matches!(s.state, 'X' | 'Z' | 'R')),
         "{last:?}"
     );
+    // Watched twice (two worlds of one herd), it stays until both let go.
+    assert!(watch.watch(tid));
+    assert_eq!(watch.watched(), 1);
+    watch.unwatch(tid);
+    assert_eq!(watch.watched(), 1);
     watch.unwatch(tid);
     assert_eq!(watch.watched(), 0);
     assert_eq!(watch.read(tid, clock_ns(libc::CLOCK_MONOTONIC)), None);

@@ -14,11 +14,16 @@
 //! `/proc` as before and says why in `herd doctor`. `HERD_SCHED_BPF=on`
 //! loads it at the first turn (to measure it), `off` never.
 
+use std::sync::{Arc, Mutex, MutexGuard};
+
 use crate::procfs::{ThreadSample, Times};
 use crate::sched_bpf::SchedWatch;
 
+/// herd's one program, shared by every live world of the process.
+type Shared = Arc<Mutex<SchedWatch>>;
+
 /// Thread samples read from `/proc` before the program is loaded.
-pub const OPEN_AFTER_READS: u64 = 10_000;
+const OPEN_AFTER_READS: u64 = crate::sched_bpf::LOAD_AFTER_READS;
 
 #[derive(Debug)]
 enum State {
@@ -28,8 +33,8 @@ enum State {
     },
     /// Loading on a thread of its own, so that no turn waits for it
     /// (about 100 ms here).
-    Loading(std::thread::JoinHandle<Option<SchedWatch>>),
-    On(Box<SchedWatch>),
+    Loading(std::thread::JoinHandle<Option<Shared>>),
+    On(Shared),
     /// Tried and refused (or a fake `/proc`, in tests): `/proc` it is.
     Off,
 }
@@ -40,6 +45,9 @@ pub(super) struct KernelTimes {
     state: State,
     /// CLOCK_MONOTONIC at the turn's start, the program's clock.
     now_ns: u64,
+    /// The threads this world has the program watch, let go when it ends
+    /// (the program outlives it in the daemon).
+    watched: std::collections::HashSet<i32>,
 }
 
 impl KernelTimes {
@@ -56,6 +64,7 @@ impl KernelTimes {
                 (true, _) => State::Waiting { reads: 0 },
             },
             now_ns: 0,
+            watched: Default::default(),
         }
     }
 
@@ -67,6 +76,7 @@ impl KernelTimes {
                 reads: OPEN_AFTER_READS.saturating_sub(reads),
             },
             now_ns: 0,
+            watched: Default::default(),
         }
     }
 
@@ -79,18 +89,23 @@ impl KernelTimes {
         {
             let loading = std::thread::Builder::new()
                 .name("herd-bpf-load".into())
-                .spawn(|| SchedWatch::open().ok());
+                .spawn(|| crate::sched_bpf::shared().ok());
             self.state = loading.map_or(State::Off, State::Loading);
         }
         if matches!(&self.state, State::Loading(h) if h.is_finished()) {
             let State::Loading(h) = std::mem::replace(&mut self.state, State::Off) else {
                 unreachable!("just matched");
             };
-            if let Ok(Some(mut w)) = h.join() {
-                for tid in tids {
-                    w.watch(tid);
+            if let Ok(Some(shared)) = h.join() {
+                {
+                    let mut w = lock(&shared);
+                    for tid in tids {
+                        if w.watch(tid) {
+                            self.watched.insert(tid);
+                        }
+                    }
                 }
-                self.state = State::On(Box::new(w));
+                self.state = State::On(shared);
             }
         }
         if matches!(self.state, State::On(_)) {
@@ -108,15 +123,19 @@ impl KernelTimes {
 
     /// A new thread to watch.
     pub(super) fn watch(&mut self, tid: i32) {
-        if let State::On(w) = &mut self.state {
-            w.watch(tid);
+        if let State::On(w) = &self.state
+            && lock(w).watch(tid)
+        {
+            self.watched.insert(tid);
         }
     }
 
     /// A thread no longer tracked.
     pub(super) fn forget(&mut self, tid: i32) {
-        if let State::On(w) = &mut self.state {
-            w.unwatch(tid);
+        if let State::On(w) = &self.state
+            && self.watched.remove(&tid)
+        {
+            lock(w).unwatch(tid);
         }
     }
 
@@ -132,7 +151,7 @@ impl KernelTimes {
         if last.start_ticks == 0 {
             return None;
         }
-        let seen = w
+        let seen = lock(w)
             .read(tid, self.now_ns)
             .filter(|s| !matches!(s.state, 'X' | 'Z'))?;
         let sample = ThreadSample {
@@ -152,8 +171,25 @@ impl KernelTimes {
     /// Thread `tid`'s times now, where the program has them.
     pub(super) fn times(&self, tid: i32) -> Option<Times> {
         match &self.state {
-            State::On(w) => w.read(tid, self.now_ns).map(|s| s.times()),
+            State::On(w) => lock(w).read(tid, self.now_ns).map(|s| s.times()),
             _ => None,
         }
     }
+}
+
+impl Drop for KernelTimes {
+    fn drop(&mut self) {
+        if let State::On(w) = &self.state {
+            let mut w = lock(w);
+            for &tid in &self.watched {
+                w.unwatch(tid);
+            }
+        }
+    }
+}
+
+/// The shared program, locked (a world that panicked holding it left it as
+/// it was: slots are read, never half-changed by herd).
+fn lock(w: &Shared) -> MutexGuard<'_, SchedWatch> {
+    w.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

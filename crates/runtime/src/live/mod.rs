@@ -25,7 +25,6 @@ mod kernel_times;
 mod learned;
 pub mod memory;
 mod progress_turn;
-pub use kernel_times::OPEN_AFTER_READS as SCHED_BPF_AFTER_READS;
 mod quiet;
 mod session;
 mod stats;
