@@ -27,7 +27,7 @@ const OPEN_AFTER_READS: u64 = crate::sched_bpf::LOAD_AFTER_READS;
 
 #[derive(Debug)]
 enum State {
-    /// Not loaded yet: the thread samples read from `/proc` so far.
+    /// Not loaded yet: the thread samples read in full from `/proc` so far.
     Waiting {
         reads: u64,
     },
@@ -114,7 +114,8 @@ impl KernelTimes {
         }
     }
 
-    /// A thread sample was read from `/proc`.
+    /// A thread's `stat` (and `schedstat`) were read from `/proc`: a
+    /// sample kept because the thread slept does not count.
     pub(super) fn read_from_proc(&mut self) {
         if let State::Waiting { reads } = &mut self.state {
             *reads += 1;

@@ -628,8 +628,12 @@ impl Sensor for LiveWorld {
                             Some(got)
                         }
                         None => {
-                            self.kernel.read_from_proc();
-                            track.files.sample_or_keep(&mut self.buf, keep, pre)
+                            let got = track.files.sample_or_keep(&mut self.buf, keep, pre);
+                            // A sample kept unread costs next to nothing.
+                            if got.is_some_and(|(_, read)| read) {
+                                self.kernel.read_from_proc();
+                            }
+                            got
                         }
                     };
                     let Some((sample, read)) = got else {
