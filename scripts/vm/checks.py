@@ -434,9 +434,10 @@ def check_batch_cpuset_mems(shape):
     with open(batch, "w") as f:
         f.write(f'[[program]]\nname = "b"\ncmd = ["{W}/barrier", "--threads", "2", "--mode", "block", '
                 f'"--work", "2e4", "--phases", "100000"]\ncopies = 2\n')
+    fresh_trace()
     h = subprocess.Popen([HERD, "batch", batch, "--policy", "numa:model", "--guard", "off",
-                          "--period-ms", "100", "--logs", "/tmp/logs"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                          "--period-ms", "100", "--logs", "/tmp/logs", "--trace", TRACE],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 60
         seen = {}
@@ -450,10 +451,10 @@ def check_batch_cpuset_mems(shape):
                 break
             time.sleep(2)
         # Say why: herd may have ended (its message), or still be running.
-        why = (f"herd ended with {h.returncode}: {h.stderr.read()[-2000:]}" if h.poll() is not None
-               else "herd still running")
+        why = (f"herd ended with {h.returncode}: {h.stderr.read()[-2000:]} {h.stdout.read()[-1000:]}"
+               if h.poll() is not None else "herd still running")
         expect(len(seen) >= 2, f"no confined groups appeared in {time.time() - deadline + 60:.0f} s: "
-                               f"{herd_groups()}; {why}")
+                               f"{herd_groups()}; {why}; herd's placements:\n{decisions()}")
         # herd widens cpuset.mems before it narrows the CPUs and narrows the
         # mems after (so the two always share a node); the last write moves
         # the job's pages and can take seconds in an emulated guest. A group
