@@ -104,6 +104,10 @@ int BPF_PROG(on_switch, _Bool preempt, struct task_struct *prev, struct task_str
 }
 
 // A woken thread is runnable before it runs: /proc says R, and so does this.
+// A wake-up on one CPU can meet the thread's own switch-out on another (the
+// kernel wakes a thread still finishing its switch): the two writers can then
+// leave the sequence even mid-write, and one read may mix the two; the
+// thread's next switch writes the slot whole again.
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(on_wakeup, struct task_struct *p)
 {

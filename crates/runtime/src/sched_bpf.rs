@@ -22,9 +22,8 @@
 //! The loader is aya (pure Rust, no C library at run time); the program is
 //! compiled by clang at build time (`build.rs`).
 
-use std::sync::atomic::{AtomicU64, Ordering, fence};
-
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering, fence};
 
 /// Slots in the shared array: threads watched at once (56 bytes each, 448
 /// pages). Threads beyond are read from `/proc`.
