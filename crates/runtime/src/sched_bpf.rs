@@ -180,7 +180,7 @@ impl std::fmt::Debug for SchedWatch {
 impl SchedWatch {
     /// Loads and attaches the program; the reason when it cannot.
     pub fn open() -> Result<SchedWatch, SchedBpfError> {
-        if std::env::var("HERD_SCHED_BPF").is_ok_and(|v| v == "off" || v == "0") {
+        if asked() == Some(false) {
             return Err(SchedBpfError::Off);
         }
         Self::load()
@@ -314,6 +314,17 @@ impl SchedWatch {
         // sequence check and volatile loads.
         let slot = unsafe { read_slot(self.base.0.add(i as usize)) }?;
         seen(&slot, tid, now_ns)
+    }
+}
+
+/// What `HERD_SCHED_BPF` asks: `on` (load at a run's first turn),
+/// `off` or `0` (never), or nothing (load when it pays, see
+/// [`LOAD_AFTER_READS`]).
+pub fn asked() -> Option<bool> {
+    match std::env::var("HERD_SCHED_BPF").as_deref() {
+        Ok("on") => Some(true),
+        Ok("off" | "0") => Some(false),
+        _ => None,
     }
 }
 

@@ -54,14 +54,13 @@ impl KernelTimes {
     /// Waiting to load, or off for good where `/proc` is not the kernel's
     /// (a test's fake tree: its thread ids name no real threads).
     pub(super) fn new(real_proc: bool) -> Self {
-        let asked = std::env::var("HERD_SCHED_BPF").unwrap_or_default();
         KernelTimes {
-            state: match (real_proc, asked.as_str()) {
-                (false, _) | (true, "off" | "0") => State::Off,
-                (true, "on") => State::Waiting {
+            state: match (real_proc, crate::sched_bpf::asked()) {
+                (false, _) | (true, Some(false)) => State::Off,
+                (true, Some(true)) => State::Waiting {
                     reads: OPEN_AFTER_READS,
                 },
-                (true, _) => State::Waiting { reads: 0 },
+                (true, None) => State::Waiting { reads: 0 },
             },
             now_ns: 0,
             watched: Default::default(),
