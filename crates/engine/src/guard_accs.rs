@@ -17,6 +17,9 @@ pub(crate) struct JobAcc {
     pub(crate) present_ns: u64,
     /// Some task of the job's was seen paused during the span.
     pub(crate) paused: bool,
+    /// Time in a kernel span with a task away from the job's memory's node
+    /// because the guard's release had no room for it there (`guard`).
+    pub(crate) away_ns: u64,
 }
 
 impl JobAcc {

@@ -13,6 +13,7 @@ mod guard_accs;
 mod guard_crowd;
 mod guard_report;
 pub mod learn;
+pub mod memory_follow;
 pub mod replay;
 
 pub use guard::{Guard, GuardConfig, GuardReport, InCharge};

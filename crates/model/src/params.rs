@@ -21,6 +21,14 @@ pub struct MigrationCost {
     pub cross_llc_us: f64,
     /// Across NUMA nodes: as across LLCs, plus remote refills (~1.7x slower).
     pub cross_numa_us: f64,
+    /// Moving a job's memory onto the nodes it runs on (herd's memory
+    /// follower, `migrate_pages(2)`): each of its threads loses this long.
+    /// 100 ms is a few hundred MB (SPEC CPU programs' footprints, S3's
+    /// workloads) copied at 2-4 GB/s, an estimate, not a measurement: the
+    /// move copies pages while the threads run, stalling those that touch
+    /// a page in flight, so charging every thread the whole copy is the
+    /// pessimistic side.
+    pub pages_ms: f64,
 }
 
 impl Default for MigrationCost {
@@ -29,6 +37,7 @@ impl Default for MigrationCost {
             same_llc_us: 20.0,
             cross_llc_us: 250.0,
             cross_numa_us: 500.0,
+            pages_ms: 100.0,
         }
     }
 }
@@ -208,6 +217,7 @@ impl ModelParams {
             ("same_llc_us", m_us.same_llc_us),
             ("cross_llc_us", m_us.cross_llc_us),
             ("cross_numa_us", m_us.cross_numa_us),
+            ("pages_ms", m_us.pages_ms),
         ] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err((format!("migration.{field}"), format!("must be >= 0, got {v}")));

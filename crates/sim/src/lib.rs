@@ -98,6 +98,10 @@ pub struct PolicyResult {
     pub sim_sweeps_per_solve: f64,
     /// Observations that reused the previous period's task counters.
     pub sim_reused_observations: u64,
+    /// Times herd's memory follower moved a job's memory to where it runs
+    /// (`herd_engine::memory_follow`; live: `--memory-follow`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub memory_moves: u64,
     /// The consolidation study's result, for a policy that follows the
     /// core budget in a scenario that has one.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -500,6 +504,7 @@ fn run_learning_with<M: CostMeter>(
             0.0
         },
         sim_reused_observations: t.reused_observations,
+        memory_moves: t.memory_moves,
         consolidation,
         guard: ran.guard,
         timeline: world.take_trace(),
@@ -552,4 +557,9 @@ pub fn with_baseline_first<P: Clone + PartialEq>(baseline: P, policies: &[P]) ->
         }
     }
     names
+}
+
+/// Whether a count is zero (a field serialized only when something happened).
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

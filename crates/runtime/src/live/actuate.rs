@@ -108,21 +108,30 @@ impl LiveWorld {
         f.collect();
         let now_ns = self.start.elapsed().as_nanos() as u64;
         let kb = self.numa_memory.as_ref().map(|m| &m.kb);
-        let every = f.every.clone();
-        let pinned = super::memory::run_on_by_job(
+        let every = f.rule.every.clone();
+        // A thread's CPU as last sampled: where the kernel runs one that
+        // herd let go (a job handed back by the guard, whose memory herd's
+        // placement decided).
+        let runs_on = herd_engine::memory_follow::runs_on_by_job(
             self.programs.len(),
-            self.tasks.values().map(|t| (t.job, t.placed.as_ref(), t.busy)),
+            self.tasks.values().map(|t| {
+                (
+                    t.job,
+                    t.placed.as_ref(),
+                    t.busy,
+                    (t.last.state != char::default()).then_some(t.last.cpu),
+                )
+            }),
             &every,
         );
         for (job, p) in self.programs.iter().enumerate() {
             if !p.alive() || p.paused {
                 continue;
             }
-            let run_on = pinned[job]
-                .as_ref()
-                .map(|cpus| super::memory::nodes_of(&f.nodes, cpus));
             let memory = kb.and_then(|k| k.get(job)).and_then(|m| m.as_deref());
-            if let Some((from, to, kb)) = f.due(job, run_on, memory, now_ns) {
+            if let Some(herd_engine::memory_follow::Due { from, to, kb }) =
+                f.due(job, &runs_on[job], memory, now_ns)
+            {
                 // herd keeps the mask it set as a thread's place and does
                 // not read it back each turn; a program may have set its
                 // own since (`os.sched_setaffinity`, an OpenMP runtime's

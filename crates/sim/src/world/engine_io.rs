@@ -327,6 +327,7 @@ impl Actuator for World<'_> {
                         continue;
                     }
                     self.allowed[t] = cpus;
+                    self.plan_placed[t] = true;
                     self.threads[t].paused = false;
                     if let Some(pos) = self.threads[t].cpu {
                         if !self.allowed[t].contains(self.kernel.os[pos]) {
@@ -346,6 +347,7 @@ impl Actuator for World<'_> {
             self.push_front_lanes();
         }
         self.home_first_touch();
+        self.follow_memory();
     }
 }
 
@@ -393,7 +395,7 @@ impl World<'_> {
     /// them decides, so like a fresh process it shows nothing; first-touch
     /// memory shows a share on each node where one of the job's threads
     /// touched its memory, once it has.
-    fn memory_kb(&self, j: usize) -> Option<Vec<(u32, u64)>> {
+    pub(super) fn memory_kb(&self, j: usize) -> Option<Vec<(u32, u64)>> {
         let nodes = self.machine.numa_nodes();
         let phase = self.jobs[j].phases.first()?;
         match phase.memory {

@@ -19,6 +19,7 @@ use herd_topo::{CpuSet, Machine};
 
 mod balance;
 mod engine_io;
+mod follow;
 mod jitter;
 mod parts;
 mod sync;
@@ -162,6 +163,8 @@ pub struct Totals {
     /// Observations that reused the previous period's task counters
     /// (nothing changed over two periods of equal length).
     pub reused_observations: u64,
+    /// Moves of a job's memory by herd's memory follower (`follow`).
+    pub memory_moves: u64,
 }
 
 /// The simulated machine and workload. Its own fields are the kernel model
@@ -178,6 +181,11 @@ pub struct World<'a> {
     kernel: Kernel,
     threads: Vec<Thread>,
     allowed: Vec<CpuSet>,
+    /// Whether a plan set each thread's mask (live: herd's, not the
+    /// program's or the user's): the memory follower's pinned threads.
+    plan_placed: Vec<bool>,
+    /// herd's memory follower (`follow`), where it has anything to move.
+    follower: Option<herd_engine::memory_follow::Rule>,
     job_state: Vec<JobState>,
     index_of: HashMap<TaskId, usize>,
     next_id: TaskId,
@@ -293,7 +301,7 @@ impl<'a> World<'a> {
             .collect();
         let n = kernel.len();
         let thread_count = threads.len();
-        World {
+        let mut world = World {
             machine,
             model: &scenario.model,
             sensor: scenario.sensor.clone(),
@@ -302,6 +310,8 @@ impl<'a> World<'a> {
             kernel,
             threads,
             allowed,
+            plan_placed: vec![false; thread_count],
+            follower: None,
             job_state,
             index_of: HashMap::default(),
             next_id: 1,
@@ -380,7 +390,9 @@ impl<'a> World<'a> {
                 trace: trace.then(Vec::new),
                 open_segments: vec![None; n],
             },
-        }
+        };
+        world.follower = world.new_follower();
+        world
     }
 
     /// When each job finished its first run (`None`: not within the run).
