@@ -690,7 +690,8 @@ impl Guard {
         }
         self.sent_away.sort_unstable();
         self.sent_away.dedup();
-        self.sent_away.retain(|j| !near_jobs.contains(j));
+        near_jobs.sort_unstable();
+        self.sent_away.retain(|j| near_jobs.binary_search(j).is_err());
         for id in unplaced {
             let share = |i: usize| (load[i] + 1) as f64 / nodes[i].1.len() as f64;
             let i = (0..nodes.len())

@@ -65,11 +65,12 @@ impl World<'_> {
             if self.threads[threads].iter().any(|th| live(th) && th.paused) {
                 continue;
             }
-            let memory = self.memory_kb(j);
-            let rule = self.follower.as_mut().expect("checked above");
             // The rule sees every job (it must know which herd pinned);
-            // only a handed-back job's memory moves here (see above).
+            // only a handed-back job's memory moves here (see above), so
+            // only its memory is read.
             let handed_back = matches!(on, RunsOn::Kernel(_));
+            let memory = if handed_back { self.memory_kb(j) } else { None };
+            let rule = self.follower.as_mut().expect("checked above");
             if let Some(d) = rule
                 .due(j, on, memory.as_deref(), self.now_ns, true)
                 .filter(|_| handed_back)
