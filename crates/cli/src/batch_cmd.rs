@@ -162,9 +162,12 @@ struct RunResult {
     /// What herd could not do here as it would with room for it (threads
     /// without counters or kept files), one sentence each.
     degraded: Vec<String>,
-    /// Times a job's memory was moved onto the nodes its policy kept it on
-    /// (`--memory-follow`).
+    /// Times a job's memory was moved onto the nodes its policy kept it on,
+    /// or the kernel a job herd had pinned and let go (`--memory-follow`).
     memory_moves: u64,
+    /// The run summary's sentence on those moves, as `herd run` prints it.
+    #[serde(skip)]
+    memory_followed: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -272,6 +275,7 @@ fn results(
         guard,
         degraded: s.degradations(),
         memory_moves: s.memory_moves,
+        memory_followed: s.memory_followed(),
     }
 }
 
@@ -508,6 +512,11 @@ fn table(name: &str, runs: &[RunResult], entries: &[Entry], wall_s: f64) -> Stri
             .filter_map(|(k, r)| Some((k, r.guard.as_ref()?)))
         {
             let _ = writeln!(s, "{v} run {}: {}", k + 1, g.summary());
+        }
+        for (k, r) in runs.iter().filter(|r| r.variant == *v).enumerate() {
+            if let Some(m) = &r.memory_followed {
+                let _ = writeln!(s, "{v} run {}: {m}", k + 1);
+            }
         }
         // The first run's notes: what herd learned from and what the
         // policy decided from.
