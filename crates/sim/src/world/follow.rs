@@ -113,10 +113,7 @@ impl World<'_> {
                 continue;
             }
             th.first_node = Some(node);
-            // What the thread would retire in the copy's time, owed.
-            let phase = &self.jobs[th.job].phases[th.phase];
-            let solo_ns = phase.core_ns_per_instr + phase.requests_per_instr * self.model.request_ns;
-            th.debt += pages_ns / solo_ns;
+            self.owe(t, pages_ns);
             self.touch(t);
         }
         self.totals.memory_moves += 1;

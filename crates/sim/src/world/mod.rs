@@ -445,17 +445,23 @@ impl<'a> World<'a> {
         self.dirty = true;
     }
 
+    /// Thread `t` owes what it would retire alone in `ns` (a move's
+    /// warm-up, a memory copy): time lost without an event of its own.
+    fn owe(&mut self, t: usize, ns: f64) {
+        let th = &mut self.threads[t];
+        let phase = &self.jobs[th.job].phases[th.phase];
+        let solo_ns = phase.core_ns_per_instr + phase.requests_per_instr * self.model.request_ns;
+        th.debt += ns / solo_ns;
+    }
+
     fn note_migration(&mut self, t: usize, from: usize, to: usize) {
         if from == to {
             return;
         }
         let (a, b) = (self.kernel.os[from], self.kernel.os[to]);
         let cost = self.model.migration.cost_ns(self.machine, a, b);
+        self.owe(t, cost as f64);
         let th = &mut self.threads[t];
-        let phase = &self.jobs[th.job].phases[th.phase];
-        // What the thread would retire alone in the warm-up time.
-        let solo_ns = phase.core_ns_per_instr + phase.requests_per_instr * self.model.request_ns;
-        th.debt += cost as f64 / solo_ns;
         th.total.migrations += 1;
         self.totals.migrations += 1;
         // Without LLC information (both None) no boundary is known.
