@@ -27,7 +27,7 @@ def kids():
     return [int(x) for x in open(f'/proc/{me}/task/{me}/children').read().split()]
 for i in range(n):
     pause = "signals" if i%2==0 else "freezer"
-    h=subprocess.Popen([herd,"batch",BATCH,"--period-ms","20","--pause",pause,"--logs",LOGS],stdout=subprocess.DEVNULL,stderr=subprocess.DEVNULL)
+    h=subprocess.Popen([herd,"batch",BATCH,"--across-runs","off","--period-ms","20","--pause",pause,"--logs",LOGS],stdout=subprocess.DEVNULL,stderr=subprocess.DEVNULL)
     time.sleep((5+(i*7%26))/1000)
     hp=h.pid; h.kill(); h.wait()
     time.sleep(0.3)

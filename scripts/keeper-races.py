@@ -36,7 +36,7 @@ def batch_kills(herd, n):
     for i in range(n):
         delay = random.uniform(0.02, 0.2)
         pause = ["signals", "freezer"][i % 2]
-        h = subprocess.Popen([herd, "batch", batch, "--period-ms", "20", "--pause", pause,
+        h = subprocess.Popen([herd, "batch", batch, "--across-runs", "off", "--period-ms", "20", "--pause", pause,
                               "--db", os.path.join(work, "db"), "--logs", os.path.join(work, "logs")],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(delay)

@@ -68,7 +68,7 @@ def main():
         if policy in RUNS:
             argv = [HERD, "run", *common, "--", *barrier(round(PHASES.get(policy, 3000) * scale))]
         else:
-            argv = [HERD, "batch", batch, *common, "--logs", os.path.join(tmp, "logs")]
+            argv = [HERD, "batch", batch, "--across-runs", "off", *common, "--logs", os.path.join(tmp, "logs")]
         r = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         if r.returncode != 0:
             sys.exit(f"{policy}: herd exited {r.returncode}: {r.stderr}")

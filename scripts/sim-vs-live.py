@@ -90,7 +90,7 @@ def run_batch(names, policy, work, data):
     """Runs a batch through `herd batch --json`: (makespan, {name: turnaround})."""
     path = os.path.join(work, "b.toml")
     batch_file(path, names, data)
-    r = subprocess.run([HERD, "batch", path, "--policy", policy, "--json", "--logs", os.path.join(work, "logs")],
+    r = subprocess.run([HERD, "batch", path, "--policy", policy, "--json", "--across-runs", "off", "--logs", os.path.join(work, "logs")],
                        capture_output=True, text=True)
     if r.returncode:
         sys.exit(f"herd batch {names} --policy {policy}: exit {r.returncode}: {r.stderr.strip()}")

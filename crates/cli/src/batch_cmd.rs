@@ -10,11 +10,12 @@ use std::time::Instant;
 
 use clap::Args;
 use herd_cli::files::BatchFile;
-use herd_engine::Config;
+use herd_engine::{Config, InCharge};
 use herd_policy::{Level, PolicySpec, TaskState};
 use herd_runtime::live::{Learn, LiveWorld, Program, Session, SpawnOptions};
 use serde::Serialize;
 
+use crate::batch_ledger::{AcrossRuns, Ledger};
 use crate::common::{self, Failure};
 use crate::output;
 use crate::signals::Signals;
@@ -47,6 +48,14 @@ pub struct BatchArgs {
     /// The profile database runs learn from and into (default: $XDG_DATA_HOME/herd/herd.db, else ~/.local/share/herd/herd.db).
     #[arg(long, value_name = "PATH")]
     db: Option<PathBuf>,
+    /// The guard across runs: with the guard on, record each whole run of
+    /// this batch (its programs, under this policy) in the database, and
+    /// give a run to the kernel where the batch's makespans under the
+    /// policy lose to the kernel's by more than 2%, or to measure them
+    /// (docs/batch.md); under --compare or --repeat every run is the
+    /// variant asked for, and recorded. Off: nothing read or recorded.
+    #[arg(long, value_enum, default_value = "on")]
+    across_runs: crate::common::OnOff,
     #[command(flatten)]
     mechanism: crate::mechanism::MechanismArgs,
 }
@@ -168,6 +177,10 @@ struct RunResult {
     /// The run summary's sentence on those moves, as `herd run` prints it.
     #[serde(skip)]
     memory_followed: Option<String>,
+    /// Who placed this run of the policy's variant and why, by the guard
+    /// across runs (`None`: not asked; plain Linux, `--compare`,
+    /// `--repeat`, `--guard off`, `--across-runs off`, or no database).
+    across_runs: Option<AcrossRuns>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -276,6 +289,7 @@ fn results(
         degraded: s.degradations(),
         memory_moves: s.memory_moves,
         memory_followed: s.memory_followed(),
+        across_runs: None,
     }
 }
 
@@ -415,6 +429,24 @@ pub fn run(args: &BatchArgs) -> Result<u8, Failure> {
     };
     let started = Instant::now();
     let mut runs: Vec<RunResult> = Vec::new();
+    // The guard across runs: with the guard on, a batch run again is
+    // compared with itself under the kernel, by makespan. Under --compare
+    // or --repeat every run is the variant asked for (the user is
+    // measuring it), and each is recorded.
+    let mut ledger =
+        (cfg.guard.is_some() && args.across_runs == crate::common::OnOff::On && !args.policy.is_baseline())
+            .then(|| {
+                let keys = entries
+                    .iter()
+                    .map(|e| crate::units::program_key_in(&e.argv, e.opts.cwd.as_deref()))
+                    .collect();
+                Ledger::open(
+                    args.db.as_deref(),
+                    crate::batch_ledger::mix_key(keys),
+                    args.policy.to_string(),
+                )
+            })
+            .flatten();
     // A B B A A B ...: alternating spreads the machine's noise over both
     // variants, and swapping which goes first each round spreads the cost
     // of going first too. With A always first, herd's `linux` loop (which
@@ -439,7 +471,37 @@ pub fn run(args: &BatchArgs) -> Result<u8, Failure> {
                 args.repeat,
                 v.map_or(format!("{} (no herd)", herd_policy::BASELINE), |p| p.to_string())
             );
-            runs.push(run_once(&machine, &entries, v, &cfg, &sig, &mut trace, args)?);
+            let measuring = args.compare.is_some() || args.repeat > 1;
+            let across = match (v, measuring, &ledger) {
+                (Some(_), false, Some(l)) => Some(l.next()),
+                _ => None,
+            };
+            let by_kernel = v.is_none() || across.as_ref().is_some_and(|a| a.verdict.by == InCharge::Kernel);
+            if let Some(a) = across.as_ref().filter(|_| by_kernel) {
+                eprintln!("herd: {name}: guard across runs: {}", a.summary);
+            }
+            let started_unix_s = common::unix_now_s();
+            let mut r = run_once(
+                &machine,
+                &entries,
+                if by_kernel { None } else { v },
+                &cfg,
+                &sig,
+                &mut trace,
+                args,
+            )?;
+            if let (Some(spec), true) = (v, by_kernel) {
+                // The policy's run, given to the kernel: it is what the
+                // policy's user got.
+                r.variant = spec.build().name();
+            }
+            r.across_runs = across;
+            let whole = !sig.stop.load(std::sync::atomic::Ordering::Relaxed)
+                && r.programs.iter().all(|p| p.exit_code == Some(0));
+            if let (Some(l), true) = (ledger.as_mut(), whole) {
+                l.record(by_kernel, r.makespan_s, started_unix_s);
+            }
+            runs.push(r);
         }
     }
     let failed = runs
@@ -514,6 +576,9 @@ fn table(name: &str, runs: &[RunResult], entries: &[Entry], wall_s: f64) -> Stri
             let _ = writeln!(s, "{v} run {}: {}", k + 1, g.summary());
         }
         for (k, r) in runs.iter().filter(|r| r.variant == *v).enumerate() {
+            if let Some(a) = &r.across_runs {
+                let _ = writeln!(s, "{v} run {}: guard across runs: {}", k + 1, a.summary);
+            }
             if let Some(m) = &r.memory_followed {
                 let _ = writeln!(s, "{v} run {}: {m}", k + 1);
             }

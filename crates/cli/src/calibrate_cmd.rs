@@ -147,9 +147,7 @@ pub fn run(args: &CalibrateArgs) -> Result<(), Failure> {
     };
     let peak = report.peak_btr();
     let gbps = |btr: f64| btr * herd_model::params::LINE_BYTES * 1e6 / 1e9;
-    let measured_unix_s = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64());
+    let measured_unix_s = crate::common::unix_now_s();
     let stored = match store {
         Some((mut s, path)) => {
             s.set_calibration(&Calibration {

@@ -228,3 +228,11 @@ impl From<std::io::Error> for Failure {
         Failure::Internal(e.into())
     }
 }
+
+/// Now, in seconds since the Unix epoch (0 on a clock set before it), for
+/// the records herd keeps.
+pub fn unix_now_s() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}

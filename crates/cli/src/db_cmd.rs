@@ -99,18 +99,23 @@ pub fn run(args: &DbArgs) -> Result<(), Failure> {
         }
         DbCommand::Forget(f) => {
             let key = pick(&programs, &f.program)?;
-            let (runs, profiles) = store.forget(&key).map_err(|e| Failure::Internal(e.into()))?;
+            let (runs, profiles, batch_runs) = store.forget(&key).map_err(|e| Failure::Internal(e.into()))?;
             if args.json {
                 return Ok(output::print_json(&serde_json::json!({
-                    "program": key, "runs": runs, "profile": profiles > 0,
+                    "program": key, "runs": runs, "profile": profiles > 0, "batch_runs": batch_runs,
                 }))?);
             }
             Ok(output::print(&format!(
-                "forgot {key}: {runs} runs{}\n",
+                "forgot {key}: {runs} runs{}{}\n",
                 if profiles > 0 {
                     " and its learned profile"
                 } else {
                     ""
+                },
+                if batch_runs > 0 {
+                    format!(", and {batch_runs} recorded runs of batches it was in")
+                } else {
+                    String::new()
                 }
             ))?)
         }
@@ -306,6 +311,7 @@ fn export(
         "schema_version": store.version().map_err(bad)?,
         "calibrations": store.calibrations().map_err(bad)?,
         "programs": list,
+        "batch_runs": store.every_batch_run().map_err(bad)?,
     });
     match &args.out {
         None => Ok(output::print_json(&doc)?),

@@ -8,6 +8,7 @@
 
 mod attach_cmd;
 mod batch_cmd;
+mod batch_ledger;
 mod calibrate_cmd;
 mod common;
 mod daemon_client;

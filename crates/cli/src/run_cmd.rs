@@ -557,10 +557,7 @@ fn record_run(
         return;
     };
     let program = crate::units::program_key(&args.cmd);
-    let started = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-        - wall_s;
+    let started = crate::common::unix_now_s() - wall_s;
     let record = herd_store::RunRecord {
         program,
         policy: policy.to_string(),

@@ -103,6 +103,21 @@ pub fn table(scenario: &str, l: &LearningRuns) -> String {
     for n in notes {
         let _ = writeln!(s, "  {n}");
     }
+    // The guard across runs: which policies' runs went to the kernel.
+    for sum in &l.summary {
+        let by_kernel = l
+            .points
+            .iter()
+            .filter(|p| p.policy == sum.policy && p.placed_by == herd_engine::InCharge::Kernel)
+            .count();
+        if by_kernel > 0 {
+            let _ = writeln!(
+                s,
+                "  guard across runs: the kernel placed {by_kernel} of {}'s {} runs",
+                sum.policy, l.runs
+            );
+        }
+    }
     s.push('\n');
     s
 }

@@ -594,3 +594,106 @@ fn a_batch_with_a_program_that_cannot_start_starts_none() {
         "{err}"
     );
 }
+
+/// The guard across runs: a batch run again is compared with itself under
+/// the kernel. Its second run is the kernel's (herd places nothing), and
+/// once the policy's recorded makespans are beyond the margin the kernel
+/// keeps the batch and the report says why. `--guard off` and `--compare`
+/// never hand a run over.
+#[test]
+fn a_batch_run_again_is_judged_against_the_kernel_by_its_makespan() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("b.toml");
+    std::fs::write(
+        &file,
+        "name = \"naps\"\n[[program]]\nname = \"nap\"\ncmd = [\"sleep\", \"0.2\"]\ncopies = 2\n",
+    )
+    .unwrap();
+    let db = dir.path().join("herd.db");
+    let run = |extra: &[&str]| -> serde_json::Value {
+        let out = herd()
+            .args([
+                "batch",
+                file.to_str().unwrap(),
+                "--json",
+                "--period-ms",
+                "20",
+                "--db",
+                db.to_str().unwrap(),
+            ])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let first = run(&[]);
+    let r = &first["runs"][0];
+    assert_eq!(
+        (r["across_runs"]["by"].as_str(), r["across_runs"]["why"].as_str()),
+        (Some("policy"), Some("first_run"))
+    );
+    assert!(r["guard"].is_object(), "{r}");
+    let second = run(&[]);
+    let r = &second["runs"][0];
+    assert_eq!(
+        (r["across_runs"]["by"].as_str(), r["across_runs"]["why"].as_str()),
+        (Some("kernel"), Some("no_baseline"))
+    );
+    // The policy's run, placed by the kernel: no loop, no in-run guard.
+    assert_eq!(
+        (r["variant"].as_str(), r["decisions"].as_u64()),
+        (Some("cosched:fair"), Some(0))
+    );
+    assert!(r["guard"].is_null(), "{r}");
+    // Neither of these is handed over, and --guard off records nothing.
+    let off = run(&["--guard", "off"]);
+    assert!(off["runs"][0]["across_runs"].is_null() && off["runs"][0]["decisions"].as_u64() > Some(0));
+    let compared = run(&["--compare", "linux"]);
+    assert!(
+        compared["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["across_runs"].is_null())
+    );
+    // Both of --compare's runs were recorded: 2 under the policy, 2 under
+    // the kernel. Now make the policy's recorded runs ten times as long.
+    let sql = "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); \
+               c.execute('UPDATE batch_run SET makespan_s = makespan_s * 10 WHERE by_kernel = 0'); c.commit()";
+    let st = std::process::Command::new(common::python())
+        .args(["-c", sql, db.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let judged = run(&[]);
+    let a = &judged["runs"][0]["across_runs"];
+    assert_eq!(
+        (a["by"].as_str(), a["why"].as_str()),
+        (Some("kernel"), Some("loses")),
+        "{a}"
+    );
+    assert_eq!(
+        (a["policy_runs"].as_u64(), a["kernel_runs"].as_u64()),
+        (Some(2), Some(2))
+    );
+    assert!(a["ratio"].as_f64().unwrap() > 5.0, "{a}");
+    // The table says so too.
+    let out = herd()
+        .args([
+            "batch",
+            file.to_str().unwrap(),
+            "--period-ms",
+            "20",
+            "--db",
+            db.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        text.contains("cosched:fair run 1: guard across runs: the kernel places this run: the policy's last runs ended +"),
+        "{text}"
+    );
+}

@@ -54,7 +54,7 @@ fn calibrate_stores_a_peak_that_export_shows() {
         assert!((0.0..=1.0).contains(&sigma), "{v}");
         assert_eq!(stored(name), Some(sigma));
     }
-    assert_eq!(export["schema_version"], 3);
+    assert_eq!(export["schema_version"], 4);
     // --no-store measures without touching the database.
     let other = tmp.path().join("other.db");
     json(&herd(

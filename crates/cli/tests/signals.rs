@@ -52,7 +52,10 @@ fn sigints(how: &str, wrap: &str) -> (u32, String) {
     let out = std::process::Command::new(common::python())
         .args(["-c", DRIVER, herd, how, wrap, &common::python()])
         // As `common::herd`: the run is recorded away from $HOME.
-        .env("XDG_DATA_HOME", std::env::temp_dir().join("herd-test-data"))
+        .env(
+            "XDG_DATA_HOME",
+            std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("data-signals"),
+        )
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).to_string();

@@ -12,6 +12,7 @@ pub mod guard;
 mod guard_accs;
 mod guard_crowd;
 mod guard_report;
+pub mod guard_runs;
 pub mod learn;
 pub mod memory_follow;
 pub mod replay;

@@ -5,7 +5,8 @@
 //! launches are, so runs differ even under `linux`; every policy sees the
 //! same jitter in the same run, and its speedup is over `linux` in that run.
 
-use herd_engine::NoMeter;
+use herd_engine::guard_runs::{BatchRun, RunsConfig, next_run};
+use herd_engine::{InCharge, NoMeter};
 use herd_policy::{COVERAGE_GATE, PolicyError, Rng};
 use serde::Serialize;
 
@@ -30,8 +31,13 @@ pub struct RunPoint {
     /// min(estimate, truth) / max(estimate, truth) at the start of the run
     /// (1 = exact); `None` while no program has an estimate.
     pub accuracy: Option<f64>,
-    /// The policy's first note this run (e.g. why it fell back).
+    /// The policy's first note this run (e.g. why it fell back), or, for a
+    /// run the guard across runs gave the kernel, why.
     pub note: Option<String>,
+    /// Who placed this run: the policy (under the in-run guard, when it is
+    /// on), or the kernel alone, when the guard across runs
+    /// ([`herd_engine::guard_runs`]) gave it the run.
+    pub placed_by: InCharge,
 }
 
 /// One policy over all runs.
@@ -138,20 +144,37 @@ pub fn learning_runs(
     let (trained_coverage, trained_accuracy) = store_quality(s, &trained, &solo);
     let trained_btr = trained_btr(s, &trained);
     let mut stores: Vec<Profiles> = vec![trained; names.len()];
+    // Each policy's runs so far, for the guard across runs: the same group
+    // of programs run again and again is the batch it compares.
+    let mut histories: Vec<Vec<BatchRun>> = vec![Vec::new(); names.len()];
     let mut points = Vec::new();
     for run in 1..=runs {
         progress(run);
         let jittered = jitter(s, seed, run);
+        let mut unguarded = jittered.clone();
+        unguarded.guard = false;
         let mut linux_s = f64::NAN;
-        for (name, store) in names.iter().zip(&mut stores) {
+        for ((name, store), history) in names.iter().zip(&mut stores).zip(&mut histories) {
             let (coverage, accuracy) = store_quality(s, store, &solo);
-            let mut note = None;
+            let verdict = (s.guard && !name.is_baseline()).then(|| next_run(history, &RunsConfig::default()));
+            let by_kernel = verdict.is_some_and(|v| v.by == InCharge::Kernel);
+            let mut note = by_kernel.then(|| format!("guard across runs: {}", verdict.expect("by_kernel")));
+            // A kernel run is plain `linux`, as `herd batch` runs it, and
+            // it learns nothing: it measures the kernel, and the store stays
+            // the policy's own. (Learning from one whole-group `linux` run
+            // cost bw:iabw most of its gain on s1-wl07: of its 2.4%, 1.1%
+            // was left over the 40 runs.)
+            let (world, policy) = if by_kernel {
+                (&unguarded, herd_policy::PolicySpec::linux().build())
+            } else {
+                (&jittered, name.build())
+            };
             let r = run_learning::<NoMeter>(
-                &jittered,
-                name.build(),
+                world,
+                policy,
                 seed,
                 &solo,
-                Some(store),
+                (!by_kernel).then_some(&mut *store),
                 None,
                 false,
                 |view, plan| {
@@ -163,14 +186,28 @@ pub fn learning_runs(
             if name.is_baseline() {
                 linux_s = r.makespan_s;
             }
+            let placed_by = if by_kernel {
+                InCharge::Kernel
+            } else {
+                InCharge::Policy
+            };
+            if verdict.is_some() {
+                history.push(BatchRun {
+                    by: placed_by,
+                    makespan_s: r.makespan_s,
+                });
+            }
             points.push(RunPoint {
                 run,
-                policy: r.name,
+                // A kernel run counts as the policy's: it is what the
+                // policy's user got.
+                policy: if by_kernel { name.build().name() } else { r.name },
                 makespan_s: r.makespan_s,
                 speedup_pct: (linux_s / r.makespan_s - 1.0) * 100.0,
                 coverage,
                 accuracy,
                 note,
+                placed_by,
             });
         }
     }

@@ -7,10 +7,12 @@
 //! versioned with SQLite's `user_version`; [`SqliteStore::open`] migrates
 //! older files forward and refuses newer ones.
 //!
-//! Three kinds of record: completed runs (S0's unit-count history), the
+//! Four kinds of record: completed runs (S0's unit-count history), the
 //! learned profile of each program (S1's database: phases, solo estimates,
-//! memory requests, solo time, coverage, run count), and the machine's
-//! calibrations (its peak memory bandwidth, from `herd calibrate`).
+//! memory requests, solo time, coverage, run count), the machine's
+//! calibrations (its peak memory bandwidth, from `herd calibrate`), and the
+//! makespans of whole batches, for the guard across runs
+//! (`herd_engine::guard_runs`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -105,6 +107,23 @@ pub struct Calibration {
     pub detail: String,
 }
 
+/// One finished run of a whole batch (`herd batch`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BatchRunRecord {
+    /// The batch's programs: their keys, sorted, one a line (copies
+    /// repeated), so the same programs make the same batch whatever the
+    /// file calls them.
+    pub mix: String,
+    /// The policy it was run for.
+    pub policy: String,
+    /// Whether the kernel placed it (herd placed nothing), not the policy.
+    pub by_kernel: bool,
+    /// When its last program ended, from the start.
+    pub makespan_s: f64,
+    /// When it started, seconds since the Unix epoch.
+    pub started_unix_s: f64,
+}
+
 /// The calibration name of the machine's peak memory bandwidth, in bus
 /// transactions (cache lines) per µs, summed over all CPUs.
 pub const PEAK_BTR: &str = "peak_btr";
@@ -183,6 +202,17 @@ const MIGRATIONS: &[&str] = &[
         measured_unix_s REAL NOT NULL,
         detail TEXT NOT NULL
     );",
+    // Version 4: whole batches' makespans, under the policy and under the
+    // kernel, for the guard across runs.
+    "CREATE TABLE batch_run (
+        id INTEGER PRIMARY KEY,
+        mix TEXT NOT NULL,
+        policy TEXT NOT NULL,
+        by_kernel INTEGER NOT NULL,
+        makespan_s REAL NOT NULL,
+        started_unix_s REAL NOT NULL
+    );
+    CREATE INDEX batch_run_mix ON batch_run (mix, policy);",
 ];
 
 /// Wraps SQLite's errors with the file they concern. Takes the path, not
@@ -193,6 +223,18 @@ fn sqlite_err(path: &Path) -> impl Fn(rusqlite::Error) -> StoreError + Copy + '_
         path: path.to_path_buf(),
         source,
     }
+}
+
+/// A `batch_run` row selected as `mix, policy, by_kernel, makespan_s,
+/// started_unix_s`.
+fn batch_run_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<BatchRunRecord> {
+    Ok(BatchRunRecord {
+        mix: r.get(0)?,
+        policy: r.get(1)?,
+        by_kernel: r.get(2)?,
+        makespan_s: r.get(3)?,
+        started_unix_s: r.get(4)?,
+    })
 }
 
 /// The SQLite profile store.
@@ -359,9 +401,10 @@ impl SqliteStore {
         rows.collect::<Result<_, _>>().map_err(err)
     }
 
-    /// Forgets `program`: its runs and its profile. Returns how many runs
-    /// and profiles (0 or 1) went.
-    pub fn forget(&mut self, program: &str) -> Result<(usize, usize), StoreError> {
+    /// Forgets `program`: its runs, its profile, and the recorded runs of
+    /// every batch it was in. Returns how many runs, profiles (0 or 1) and
+    /// batch runs went.
+    pub fn forget(&mut self, program: &str) -> Result<(usize, usize, usize), StoreError> {
         let err = sqlite_err(&self.path);
         let tx = self.conn.transaction().map_err(err)?;
         let runs = tx
@@ -370,8 +413,28 @@ impl SqliteStore {
         let profiles = tx
             .execute("DELETE FROM profile WHERE program = ?1", [program])
             .map_err(err)?;
+        // A mix is its programs' keys one a line: the program is one of
+        // its lines.
+        let batch_runs = tx
+            .execute(
+                "DELETE FROM batch_run
+                 WHERE instr(char(10) || mix || char(10), char(10) || ?1 || char(10)) > 0",
+                [program],
+            )
+            .map_err(err)?;
         tx.commit().map_err(err)?;
-        Ok((runs, profiles))
+        Ok((runs, profiles, batch_runs))
+    }
+
+    /// Every recorded batch run, oldest first.
+    pub fn every_batch_run(&self) -> Result<Vec<BatchRunRecord>, StoreError> {
+        let err = sqlite_err(&self.path);
+        let mut stmt = self
+            .conn
+            .prepare("SELECT mix, policy, by_kernel, makespan_s, started_unix_s FROM batch_run ORDER BY id")
+            .map_err(err)?;
+        let rows = stmt.query_map([], batch_run_row).map_err(err)?;
+        rows.collect::<Result<_, _>>().map_err(err)
     }
 
     /// The calibration called `name`, if measured.
@@ -413,6 +476,44 @@ impl SqliteStore {
             .into_iter()
             .flatten()
             .collect())
+    }
+
+    /// Records a finished run of a batch.
+    pub fn record_batch_run(&mut self, r: &BatchRunRecord) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "INSERT INTO batch_run (mix, policy, by_kernel, makespan_s, started_unix_s)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![r.mix, r.policy, r.by_kernel, r.makespan_s, r.started_unix_s],
+            )
+            .map(|_| ())
+            .map_err(sqlite_err(&self.path))
+    }
+
+    /// The latest `last` runs of the batch `mix` for `policy`, oldest first.
+    pub fn batch_runs(
+        &self,
+        mix: &str,
+        policy: &str,
+        last: usize,
+    ) -> Result<Vec<BatchRunRecord>, StoreError> {
+        let err = sqlite_err(&self.path);
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT mix, policy, by_kernel, makespan_s, started_unix_s FROM batch_run
+                 WHERE mix = ?1 AND policy = ?2 ORDER BY id DESC LIMIT ?3",
+            )
+            .map_err(err)?;
+        let rows = stmt
+            .query_map(
+                params![mix, policy, i64::try_from(last).unwrap_or(i64::MAX)],
+                batch_run_row,
+            )
+            .map_err(err)?;
+        let mut out: Vec<BatchRunRecord> = rows.collect::<Result<_, _>>().map_err(err)?;
+        out.reverse();
+        Ok(out)
     }
 
     /// Stores `c`, replacing an earlier measurement of the same name.
@@ -597,6 +698,48 @@ mod tests {
         assert_eq!(s.runs("old").unwrap()[1].units, Some(4));
     }
 
+    #[test]
+    fn batch_runs_come_back_per_batch_and_policy_oldest_first() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("herd.db");
+        let mut s = SqliteStore::open(&path).unwrap();
+        let rec = |mix: &str, policy: &str, by_kernel: bool, makespan_s: f64| BatchRunRecord {
+            mix: mix.into(),
+            policy: policy.into(),
+            by_kernel,
+            makespan_s,
+            started_unix_s: 1.0,
+        };
+        for (i, by_kernel) in [false, true, false, false].into_iter().enumerate() {
+            s.record_batch_run(&rec("a\nb", "bw:greedy", by_kernel, i as f64))
+                .unwrap();
+        }
+        s.record_batch_run(&rec("a\nb", "cosched:fair", false, 9.0))
+            .unwrap();
+        s.record_batch_run(&rec("a", "bw:greedy", false, 9.0)).unwrap();
+        drop(s);
+        let s = SqliteStore::open(&path).unwrap();
+        let all = s.batch_runs("a\nb", "bw:greedy", 100).unwrap();
+        assert_eq!(
+            all.iter().map(|r| r.makespan_s).collect::<Vec<_>>(),
+            vec![0.0, 1.0, 2.0, 3.0]
+        );
+        assert!(all[1].by_kernel && !all[0].by_kernel);
+        let last = s.batch_runs("a\nb", "bw:greedy", 2).unwrap();
+        assert_eq!(
+            last.iter().map(|r| r.makespan_s).collect::<Vec<_>>(),
+            vec![2.0, 3.0]
+        );
+        assert!(s.batch_runs("c", "bw:greedy", 9).unwrap().is_empty());
+        assert_eq!(s.every_batch_run().unwrap().len(), 6);
+        // Forgetting a program forgets the batches it was in, and only
+        // those: "a" is a line of "a\nb" and of "a", not of "ab".
+        let mut s = s;
+        s.record_batch_run(&rec("ab", "bw:greedy", false, 9.0)).unwrap();
+        assert_eq!(s.forget("a").unwrap(), (0, 0, 6));
+        assert_eq!(s.every_batch_run().unwrap().len(), 1);
+    }
+
     /// A profile learned from one run of `slices` identical slices.
     fn learned(slices: u32) -> ProgramProfile {
         let mut p = ProgramProfile::default();
@@ -647,8 +790,8 @@ mod tests {
         batch.insert("a".to_string(), learned(2));
         batch.insert("b".to_string(), learned(2));
         s.save_profiles(&batch, 1.0).unwrap();
-        assert_eq!(s.forget("a").unwrap(), (2, 1));
-        assert_eq!(s.forget("a").unwrap(), (0, 0));
+        assert_eq!(s.forget("a").unwrap(), (2, 1, 0));
+        assert_eq!(s.forget("a").unwrap(), (0, 0, 0));
         assert_eq!(s.programs().unwrap(), vec![("b".into(), 1)]);
         assert_eq!(s.profiles(["a", "b"]).unwrap().len(), 1);
     }

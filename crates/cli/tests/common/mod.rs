@@ -77,15 +77,19 @@ pub fn herd() -> std::process::Command {
 #[allow(dead_code)]
 pub fn herd_at(path: &std::path::Path) -> std::process::Command {
     let mut c = std::process::Command::new(path);
-    c.env("XDG_DATA_HOME", std::env::temp_dir().join("herd-test-data"));
     // Each herd its own record of held CPUs: tests run side by side, and
-    // one test's herd would otherwise place around another's.
+    // one test's herd would otherwise place around another's. And its own
+    // default database: `herd batch` remembers a batch's runs (the guard
+    // across runs), so two tests running the same programs would
+    // otherwise see each other's runs. A test that needs runs to carry
+    // over passes --db.
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    c.env(
-        "HERD_RUN_DIR",
-        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("peers-{}-{n}", std::process::id())),
-    );
+    let own = |what: &str| {
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{what}-{}-{n}", std::process::id()))
+    };
+    c.env("XDG_DATA_HOME", own("data"));
+    c.env("HERD_RUN_DIR", own("peers"));
     c
 }
 
