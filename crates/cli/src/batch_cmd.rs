@@ -52,8 +52,8 @@ pub struct BatchArgs {
     /// this batch (its programs, under this policy) in the database, and
     /// give a run to the kernel where the batch's makespans under the
     /// policy lose to the kernel's by more than 2%, or to measure them
-    /// (docs/batch.md); under --compare or --repeat every run is the
-    /// variant asked for, and recorded. Off: nothing read or recorded.
+    /// (docs/batch.md); under --compare, --repeat or --trace every run is
+    /// the variant asked for, and recorded. Off: nothing read or recorded.
     #[arg(long, value_enum, default_value = "on")]
     across_runs: crate::common::OnOff,
     #[command(flatten)]
@@ -179,7 +179,8 @@ struct RunResult {
     memory_followed: Option<String>,
     /// Who placed this run of the policy's variant and why, by the guard
     /// across runs (`None`: not asked; plain Linux, `--compare`,
-    /// `--repeat`, `--guard off`, `--across-runs off`, or no database).
+    /// `--repeat`, `--trace`, `--guard off`, `--across-runs off`, or no
+    /// database).
     across_runs: Option<AcrossRuns>,
 }
 
@@ -430,9 +431,10 @@ pub fn run(args: &BatchArgs) -> Result<u8, Failure> {
     let started = Instant::now();
     let mut runs: Vec<RunResult> = Vec::new();
     // The guard across runs: with the guard on, a batch run again is
-    // compared with itself under the kernel, by makespan. Under --compare
-    // or --repeat every run is the variant asked for (the user is
-    // measuring it), and each is recorded.
+    // compared with itself under the kernel, by makespan. Under --compare,
+    // --repeat or --trace every run is the variant asked for (the user is
+    // measuring it, or wants its decisions), and each is recorded.
+    let measuring = args.compare.is_some() || args.repeat > 1 || args.trace.is_some();
     let mut ledger =
         (cfg.guard.is_some() && args.across_runs == crate::common::OnOff::On && !args.policy.is_baseline())
             .then(|| {
@@ -471,7 +473,6 @@ pub fn run(args: &BatchArgs) -> Result<u8, Failure> {
                 args.repeat,
                 v.map_or(format!("{} (no herd)", herd_policy::BASELINE), |p| p.to_string())
             );
-            let measuring = args.compare.is_some() || args.repeat > 1;
             let across = match (v, measuring, &ledger) {
                 (Some(_), false, Some(l)) => Some(l.next()),
                 _ => None,
