@@ -78,7 +78,7 @@ pub fn run(args: &PoliciesArgs) -> Result<(), Failure> {
          keeps CPUs idle while its threads wait or busy programs are paused; run summaries, --explain, \
          --json and traces say so. Across runs, `herd batch` compares a batch run again with itself \
          under the kernel by makespan (its second run, then one in 40 or fewer, the kernel places), and \
-         where the policy's runs end more than 2% later the kernel places the batch (one run in 40 or \
+         where the policy's runs end more than 2% later (a second run of each confirms it) the kernel places the batch (one run in 40 or \
          fewer goes to the policy to check); `herd sim` does the same over S1's learning runs.\n",
     );
     output::print(&s)?;
