@@ -444,6 +444,7 @@ fn herd_in(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
     let h = herd();
     let script = format!("echo $$ > {}/cgroup.procs && exec \"$0\" \"$@\"", dir.display());
     std::process::Command::new("sh")
+        .envs(common::envs_of(&h))
         .args(["-c", &script, h.get_program().to_str().unwrap()])
         .args(args)
         .output()
@@ -499,6 +500,7 @@ fn a_low_open_file_limit_loses_no_thread() {
     let h = herd();
     for (ulimit, warned) in [("-Sn 256", false), ("-n 256", true)] {
         let out = std::process::Command::new("sh")
+            .envs(common::envs_of(&h))
             .args([
                 "-c",
                 &format!("ulimit {ulimit} && exec \"$0\" run --policy static:compact --period-ms 50 -- \"$1\" -c \"$2\""),
@@ -536,6 +538,7 @@ fn a_low_open_file_limit_loses_no_thread() {
     )
     .unwrap();
     let out = std::process::Command::new("sh")
+        .envs(common::envs_of(&h))
         .args([
             "-c",
             "ulimit -n 256 && exec \"$0\" batch \"$1\" --json --logs \"$2\"",

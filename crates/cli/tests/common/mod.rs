@@ -93,6 +93,15 @@ pub fn herd_at(path: &std::path::Path) -> std::process::Command {
     c
 }
 
+/// The environment [`herd`] gives its command, for a shell that starts
+/// herd itself (`exec "$0"`): its own database and record of held CPUs.
+#[allow(dead_code)]
+pub fn envs_of(c: &std::process::Command) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    c.get_envs()
+        .filter_map(|(k, v)| Some((k.to_os_string(), v?.to_os_string())))
+        .collect()
+}
+
 /// Whether SCHED_FIFO is allowed here, as herd doctor's probe says (root
 /// alone is not enough in a cgroup without a real-time budget).
 #[allow(dead_code)]
