@@ -215,6 +215,21 @@ fn a_confirmed_large_difference_is_probed_at_once_rarely() {
     assert_eq!(g.confirmed_gap(), 60);
 }
 
+#[test]
+fn one_reading_ahead_but_unsure_is_probed_as_rarely_as_its_probe_costs() {
+    let mut g = Guard::new(GuardConfig::default(), 10_000_000);
+    let reading = Reading {
+        ratio: 1.125,
+        signal: Signal::Instructions,
+        jobs: 1,
+        took_turns: false,
+    };
+    assert!(g.judge(0, reading, &[]).is_none(), "not sure: the policy stays");
+    // The kernel's 3-period probe of it costs 0.33 periods: 1% (half the
+    // margin) of 34. Doubling from 8 would have given 16.
+    assert_eq!(g.gap_periods, 34);
+}
+
 /// A span in which job 0's `beaters` tasks counted `beats` heartbeats in
 /// all and retired `instructions`, over 3 ms.
 fn beating_span(beats: u64, beaters: u64, instructions: u64) -> Span {
