@@ -40,7 +40,8 @@ pub fn mix_key(mut keys: Vec<String>) -> String {
 
 impl Ledger {
     /// The ledger of `mix` under `policy` in `db` (or the default
-    /// database); `None`, with a warning printed, when it cannot be opened.
+    /// database); `None` when there is no database path (the run's
+    /// learning says so) or, with a warning, when it cannot be opened.
     pub fn open(db: Option<&Path>, mix: String, policy: String) -> Option<Ledger> {
         let path = herd_runtime::live::db_path(db)?;
         match SqliteStore::open(&path) {

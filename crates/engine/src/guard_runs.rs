@@ -138,7 +138,10 @@ impl std::fmt::Display for RunsVerdict {
             RunsWhy::Confirming { ratio } => write!(
                 f,
                 "the {} places this run, to confirm or clear the policy's {:+.1}% against the kernel ({p} and {k} runs so far)",
-                if p <= k { "policy" } else { "kernel" },
+                match self.by {
+                    InCharge::Policy => "policy",
+                    InCharge::Kernel => "kernel",
+                },
                 pct(ratio)
             ),
             RunsWhy::BaselineDue { ratio } => write!(
