@@ -230,6 +230,10 @@ pub fn next_run(history: &[BatchRun], cfg: &RunsConfig) -> RunsVerdict {
 mod tests {
     use super::*;
 
+    fn run(by: InCharge, makespan_s: f64) -> BatchRun {
+        BatchRun { by, makespan_s }
+    }
+
     /// Who places each of `n` runs when a policy run takes `policy_s` and
     /// a kernel run `kernel_s`.
     fn schedule(n: usize, policy_s: f64, kernel_s: f64) -> Vec<InCharge> {
@@ -241,7 +245,7 @@ mod tests {
                 InCharge::Policy => policy_s,
                 InCharge::Kernel => kernel_s,
             };
-            history.push(BatchRun { by: v.by, makespan_s });
+            history.push(run(v.by, makespan_s));
         }
         history.into_iter().map(|r| r.by).collect()
     }
@@ -274,7 +278,6 @@ mod tests {
     #[test]
     fn a_loss_seen_once_is_confirmed_or_cleared_before_the_kernel_keeps_the_batch() {
         let cfg = RunsConfig::default();
-        let run = |by, makespan_s| BatchRun { by, makespan_s };
         let mut history = vec![run(InCharge::Policy, 7.3), run(InCharge::Kernel, 6.9)];
         let v = next_run(&history, &cfg);
         assert_eq!(
@@ -294,32 +297,14 @@ mod tests {
     #[test]
     fn a_change_is_seen_at_the_next_check() {
         let cfg = RunsConfig::default();
-        let mut history = vec![
-            BatchRun {
-                by: InCharge::Policy,
-                makespan_s: 30.0,
-            },
-            BatchRun {
-                by: InCharge::Kernel,
-                makespan_s: 33.0,
-            },
-        ];
-        history.extend((0..40).map(|_| BatchRun {
-            by: InCharge::Policy,
-            makespan_s: 30.0,
-        }));
+        let mut history = vec![run(InCharge::Policy, 30.0), run(InCharge::Kernel, 33.0)];
+        history.extend((0..40).map(|_| run(InCharge::Policy, 30.0)));
         let v = next_run(&history, &cfg);
         assert_eq!(v.why, RunsWhy::BaselineDue { ratio: 30.0 / 33.0 });
         // The kernel has become faster than the policy (a new kernel, a
         // new machine): the kernel keeps the batch from now on.
-        history.push(BatchRun {
-            by: InCharge::Kernel,
-            makespan_s: 25.0,
-        });
-        history.push(BatchRun {
-            by: InCharge::Kernel,
-            makespan_s: 25.0,
-        });
+        history.push(run(InCharge::Kernel, 25.0));
+        history.push(run(InCharge::Kernel, 25.0));
         let v = next_run(&history, &cfg);
         assert_eq!(v.by, InCharge::Kernel);
         assert!(matches!(v.why, RunsWhy::Loses { .. }), "{v:?}");
@@ -328,16 +313,7 @@ mod tests {
     #[test]
     fn runs_that_measured_nothing_are_not_counted() {
         let cfg = RunsConfig::default();
-        let history = [
-            BatchRun {
-                by: InCharge::Policy,
-                makespan_s: 30.0,
-            },
-            BatchRun {
-                by: InCharge::Kernel,
-                makespan_s: f64::NAN,
-            },
-        ];
+        let history = [run(InCharge::Policy, 30.0), run(InCharge::Kernel, f64::NAN)];
         assert_eq!(next_run(&history, &cfg).why, RunsWhy::NoBaseline);
     }
 }
