@@ -64,7 +64,9 @@ pub struct Learning {
 /// One step of learning, as [`Learning`] took it.
 #[derive(Debug, Clone, Copy)]
 enum Step {
-    Observe(JobId, Slice, Validity),
+    /// A slice the policy placed, with S1's validity; `None`: one the
+    /// guard gave the kernel, followed but not learned.
+    Observe(JobId, Slice, Option<Validity>),
     Finish(JobId),
     Found(herd_policy::Finding),
 }
@@ -132,10 +134,11 @@ impl Learned {
         for step in self.journal.steps.get(program).into_iter().flatten() {
             match *step {
                 Step::Observe(job, slice, validity) => {
-                    learners
-                        .entry(job)
-                        .or_default()
-                        .observe(&mut profile, &slice, validity);
+                    let learner = learners.entry(job).or_default();
+                    match validity {
+                        Some(v) => learner.observe(&mut profile, &slice, v),
+                        None => learner.follow(&mut profile, &slice),
+                    };
                 }
                 // Every job seen finishes a run, observed or not (without
                 // counters no slice is learned, but the run still counts).
@@ -208,8 +211,10 @@ impl Learning {
     }
 
     /// Learns one period. Jobs gone since the last period have finished
-    /// their run: their learners fold into their profiles.
-    pub fn observe(&mut self, snap: &Snapshot) {
+    /// their run: their learners fold into their profiles. A period the
+    /// guard gave the kernel (`kernel_placed`) is followed, not learned
+    /// (see [`RunLearner::follow`]).
+    pub fn observe(&mut self, snap: &Snapshot, kernel_placed: bool) {
         self.finish_gone(snap);
         // One slice per job: the sum over its counted threads. A thread
         // the sensor could not count (the machine has no counters, or herd
@@ -296,14 +301,17 @@ impl Learning {
             if let Some(s) = slice.filter(|s| s.cpu_ns > 0) {
                 let own = s.btr();
                 last_btr = Some(own);
-                let validity = match peak {
+                let validity = (!kernel_placed).then(|| match peak {
                     Some(peak) => {
                         let others = intensive - usize::from(intensive_now(&s));
                         lc.classify(own, system_btr, others, peak)
                     }
                     None => herd_profile::Validity::Invalid,
+                });
+                match validity {
+                    Some(v) => track.learner.observe(profile, &s, v),
+                    None => track.learner.follow(profile, &s),
                 };
-                track.learner.observe(profile, &s, validity);
                 self.journal
                     .push(&job.program, Step::Observe(job.id, s, validity));
             }
@@ -466,16 +474,16 @@ mod tests {
     #[test]
     fn a_policys_finding_reaches_the_programs_profile_and_the_next_run() {
         let mut l = Learning::new(BTreeMap::new(), None);
-        l.observe(&one_job("bench"));
+        l.observe(&one_job("bench"), false);
         // The job is gone by the end of the run; its program is not.
-        l.observe(&Snapshot::default());
+        l.observe(&Snapshot::default(), false);
         l.record(7, Finding::BarrierBeats(Some(16)));
         l.record(8, Finding::BarrierBeats(Some(4)));
         let profiles = l.into_profiles();
         assert_eq!(profiles["bench"].barrier_beats, Some(16));
         assert_eq!(profiles.len(), 1, "an unknown job's finding is dropped");
         let mut next = Learning::new(profiles, None);
-        next.observe(&one_job("bench"));
+        next.observe(&one_job("bench"), false);
         assert_eq!(next.knowledge().jobs[&7].barrier_beats, Some(16));
         // Refuted: the profile forgets it.
         next.record(7, Finding::BarrierBeats(None));
@@ -513,7 +521,7 @@ mod tests {
             thread(2, 7, 50_000_000, false),
             thread(3, 7, 50_000_000, true),
         ];
-        l.observe(&snap);
+        l.observe(&snap, false);
         assert!(l.knowledge().counters, "counted threads are counters");
         let btr = l.knowledge().jobs[&7]
             .last_btr
@@ -523,13 +531,50 @@ mod tests {
         counted_only.period_ns = snap.period_ns;
         counted_only.tasks = vec![thread(1, 7, 50_000_000, true), thread(3, 7, 50_000_000, true)];
         let mut m = Learning::new(BTreeMap::new(), None);
-        m.observe(&counted_only);
+        m.observe(&counted_only, false);
         assert_eq!(Some(btr), m.knowledge().jobs[&7].last_btr);
         // No thread counted anywhere: no counters.
         snap.tasks = vec![thread(1, 7, 50_000_000, false)];
         let mut n = Learning::new(BTreeMap::new(), None);
-        n.observe(&snap);
+        n.observe(&snap, false);
         assert!(!n.knowledge().counters);
         assert_eq!(n.knowledge().jobs[&7].last_btr, None);
+    }
+
+    /// A period the guard gave the kernel is followed: the run's traffic
+    /// counts, no sample is learned, and a replay onto a profile stored
+    /// meanwhile follows it the same way.
+    #[test]
+    fn a_period_the_kernel_placed_is_followed_not_learned() {
+        let mut snap = one_job("bench");
+        snap.period_ns = 100_000_000;
+        snap.tasks = vec![thread(1, 7, 50_000_000, true)];
+        let learn = |kernel: &[bool]| {
+            let mut l = Learning::new(BTreeMap::new(), Some(1e3)).journaled();
+            for &k in kernel {
+                l.observe(&snap, k);
+            }
+            let done = l.knowledge().jobs[&7].requests_done;
+            (done, l.into_learned())
+        };
+        let samples = |p: &ProgramProfile| -> u32 {
+            p.phases
+                .phases
+                .iter()
+                .map(|ph| ph.estimate.valid.n + ph.estimate.invalid.n)
+                .sum()
+        };
+        let (done_mixed, mixed) = learn(&[false, true, true]);
+        let (done_policy, policy) = learn(&[false, false, false]);
+        assert_eq!(done_mixed, done_policy, "the kernel's periods count for the run");
+        assert_eq!(samples(&mixed.profiles["bench"]), 1);
+        assert_eq!(samples(&policy.profiles["bench"]), 3);
+        // Someone stored a profile meanwhile: the run is replayed onto it.
+        let stored = ProgramProfile {
+            runs: 5,
+            ..ProgramProfile::default()
+        };
+        let replayed = mixed.rebased("bench", Some(stored)).unwrap();
+        assert_eq!((replayed.runs, samples(&replayed)), (6, 1));
     }
 }

@@ -257,9 +257,12 @@ where
             // work in the scheduler's overhead.
             meter.start();
             // A progress-only snapshot's observations are zero; they reach
-            // learning with the next full one.
+            // learning with the next full one. A period the guard gave the
+            // kernel is followed, not learned: the store is of the programs
+            // under the policy, as a whole run the kernel places learns
+            // nothing (guard across runs).
             if let Some(l) = learning.as_deref_mut().filter(|_| !snapshot.progress_only) {
-                l.observe(snapshot);
+                l.observe(snapshot, kernel_places);
             }
             let view = View {
                 machine,

@@ -121,13 +121,35 @@ impl RunLearner {
         slice: &Slice,
         validity: Validity,
     ) -> Option<PhaseId> {
+        self.take(profile, slice, Some(validity))
+    }
+
+    /// Follows one slice that someone other than the policy placed (the
+    /// guard's kernel probes): it counts for the run (its traffic, its
+    /// phase and instructions for the solo time, coverage and the
+    /// predictor) but adds no sample to the phase's estimate: the estimates
+    /// stay of the program under the policy, as a whole run the kernel
+    /// places learns nothing. (Learning those samples too cost bw:iabw on
+    /// S1's group 4 nearly all of its gain: docs/results.md.)
+    pub fn follow(&mut self, profile: &mut ProgramProfile, slice: &Slice) -> Option<PhaseId> {
+        self.take(profile, slice, None)
+    }
+
+    fn take(
+        &mut self,
+        profile: &mut ProgramProfile,
+        slice: &Slice,
+        validity: Option<Validity>,
+    ) -> Option<PhaseId> {
         self.requests += slice.mem_bytes as f64 / LINE_BYTES;
         if let (Some(m), Some(r)) = (slice.llc_misses, slice.llc_refs) {
             self.llc = (self.llc.0 + m, self.llc.1 + r);
         }
         let sig = slice.signature()?;
         let id = profile.phases.classify(&sig);
-        if slice.cpu_ns > 0 {
+        if let Some(validity) = validity
+            && slice.cpu_ns > 0
+        {
             let ips = slice.instructions as f64 / (slice.cpu_ns as f64 * 1e-3);
             profile
                 .phases
@@ -289,6 +311,43 @@ mod tests {
         let json = serde_json::to_string(&profile).unwrap();
         let back: ProgramProfile = serde_json::from_str(&json).unwrap();
         assert_eq!(back.runs, 3);
+    }
+
+    /// A slice the guard gave the kernel counts for the run (traffic,
+    /// phase, solo time, coverage, transitions) and adds no sample: a
+    /// phase seen only there has no estimate, and a known phase's estimate
+    /// is unchanged by a slower sample.
+    #[test]
+    fn a_followed_slice_counts_for_the_run_but_is_not_learned() {
+        let mut p = ProgramProfile::default();
+        let mut l = RunLearner::new();
+        l.observe(&mut p, &slice(2500.0, 0.05), Validity::OwnLow);
+        let before = p.phases.clone();
+        // The same phase, slowed (a contended probe), then a new phase.
+        l.follow(&mut p, &slice(1000.0, 0.05));
+        let streaming = l.follow(&mut p, &slice(1000.0, 2.0)).unwrap();
+        assert_eq!(p.phases.phases.len(), 2);
+        assert_eq!(p.phases.phases[0].estimate, before.phases[0].estimate);
+        assert_eq!(p.phases.estimate(streaming).and_then(|e| e.solo()), None);
+        // 0.05 bytes an instruction over 2.5e7 and 1e7 instructions, 2 over 1e7.
+        let lines = (0.05 * 3.5e7 + 2.0 * 1e7) / LINE_BYTES;
+        assert!((l.requests() - lines).abs() < 1.0, "{}", l.requests());
+        assert_eq!(l.current(), Some(streaming));
+        l.finish(&mut p);
+        // Two of three slices in the phase with a valid estimate.
+        assert!((p.coverage - 2.0 / 3.0).abs() < 1e-9, "{}", p.coverage);
+        // Solo time over the slices with an estimate: 3.5e7 / 2500 a µs.
+        assert!(
+            (p.solo_time_s.unwrap() - 0.014).abs() < 1e-9,
+            "{:?}",
+            p.solo_time_s
+        );
+        assert_eq!(p.markov, {
+            let mut m = Markov::default();
+            m.observe(0, 0);
+            m.observe(0, 1);
+            m
+        });
     }
 
     #[test]
