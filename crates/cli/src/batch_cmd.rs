@@ -481,12 +481,21 @@ pub fn run(args: &BatchArgs) -> Result<u8, Failure> {
             if let Some(a) = across.as_ref().filter(|_| by_kernel) {
                 eprintln!("herd: {name}: guard across runs: {}", a.summary);
             }
+            // A batch whose makespans vouch for the policy is not probed in
+            // the run (`GuardConfig::trusting`).
+            let run_cfg = match &across {
+                Some(a) if !a.in_run_probes => herd_engine::Config {
+                    guard: cfg.guard.map(herd_engine::GuardConfig::trusting),
+                    ..cfg
+                },
+                _ => cfg,
+            };
             let started_unix_s = common::unix_now_s();
             let mut r = run_once(
                 &machine,
                 &entries,
                 if by_kernel { None } else { v },
-                &cfg,
+                &run_cfg,
                 &sig,
                 &mut trace,
                 args,

@@ -22,6 +22,10 @@ pub struct AcrossRuns {
     pub verdict: RunsVerdict,
     /// The same in a sentence.
     pub summary: String,
+    /// Whether the in-run guard probes the policy on its schedule: not
+    /// when the batch's makespans show it clearly winning
+    /// ([`RunsVerdict::clearly_wins`]).
+    pub in_run_probes: bool,
 }
 
 /// One batch's runs for one policy in the profile database.
@@ -75,9 +79,14 @@ impl Ledger {
             }
         };
         let verdict = next_run(&history, &RunsConfig::default());
+        let clearly_wins = verdict.clearly_wins(&RunsConfig::default());
         AcrossRuns {
             verdict,
-            summary: verdict.to_string(),
+            summary: match clearly_wins {
+                true => format!("{verdict}; no in-run probes, its makespans vouch for it"),
+                false => verdict.to_string(),
+            },
+            in_run_probes: !clearly_wins,
         }
     }
 

@@ -659,13 +659,19 @@ fn a_batch_run_again_is_judged_against_the_kernel_by_its_makespan() {
     );
     // Both of --compare's runs were recorded: 2 under the policy, 2 under
     // the kernel. Now make the policy's recorded runs ten times as long.
-    let sql = "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); \
-               c.execute('UPDATE batch_run SET makespan_s = makespan_s * 10 WHERE by_kernel = 0'); c.commit()";
-    let st = std::process::Command::new(common::python())
-        .args(["-c", sql, db.to_str().unwrap()])
-        .status()
-        .unwrap();
-    assert!(st.success());
+    // Scales the policy's recorded makespans in the database.
+    let scale_policy_runs = |by: &str| {
+        let sql = format!(
+            "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); \
+             c.execute('UPDATE batch_run SET makespan_s = makespan_s {by} WHERE by_kernel = 0'); c.commit()"
+        );
+        let st = std::process::Command::new(common::python())
+            .args(["-c", &sql, db.to_str().unwrap()])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    };
+    scale_policy_runs("* 10");
     let judged = run(&[]);
     let a = &judged["runs"][0]["across_runs"];
     assert_eq!(
@@ -695,5 +701,26 @@ fn a_batch_run_again_is_judged_against_the_kernel_by_its_makespan() {
     assert!(
         text.contains("cosched:fair run 1: guard across runs: the kernel places this run: the policy's last runs ended +"),
         "{text}"
+    );
+    // Now make them a hundredth as long: a clear win over two runs of
+    // each, so the policy places the run, with no in-run probe.
+    scale_policy_runs("/ 1000");
+    let vouched = run(&[]);
+    let r = &vouched["runs"][0];
+    let a = &r["across_runs"];
+    assert_eq!(
+        (a["by"].as_str(), a["why"].as_str(), a["in_run_probes"].as_bool()),
+        (Some("policy"), Some("trusted"), Some(false)),
+        "{a}"
+    );
+    assert!(a["ratio"].as_f64().unwrap() < 0.5, "{a}");
+    assert!(r["decisions"].as_u64() > Some(0), "{r}");
+    assert_eq!(
+        (
+            r["guard"]["kernel_ns"].as_u64(),
+            r["guard"]["comparisons"].as_array().map(Vec::len)
+        ),
+        (Some(0), Some(0)),
+        "{r}"
     );
 }

@@ -38,6 +38,11 @@ pub struct RunPoint {
     /// on), or the kernel alone, when the guard across runs
     /// ([`herd_engine::guard_runs`]) gave it the run.
     pub placed_by: InCharge,
+    /// Of a run the policy placed under the in-run guard, the share of its
+    /// time the guard gave the kernel (probes, back-offs): 0 when the guard
+    /// across runs vouched for the policy and nothing was crowded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guard_kernel_share: Option<f64>,
 }
 
 /// One policy over all runs.
@@ -150,11 +155,13 @@ pub fn learning_runs(
     let mut points = Vec::new();
     for run in 1..=runs {
         progress(run);
-        let jittered = jitter(s, seed, run);
+        let mut jittered = jitter(s, seed, run);
         let mut linux_s = f64::NAN;
         for ((name, store), history) in names.iter().zip(&mut stores).zip(&mut histories) {
             let (coverage, accuracy) = store_quality(s, store, &solo);
-            let verdict = (s.guard && !name.is_baseline()).then(|| next_run(history, &RunsConfig::default()));
+            let runs_cfg = RunsConfig::default();
+            let verdict = (s.guard && !name.is_baseline()).then(|| next_run(history, &runs_cfg));
+            jittered.guard_trusting = verdict.is_some_and(|v| v.clearly_wins(&runs_cfg));
             let placed_by = verdict.map_or(InCharge::Policy, |v| v.by);
             // A kernel run is plain `linux`, as `herd batch` runs it, and it
             // learns nothing: it measures the kernel, and the store stays
@@ -164,11 +171,12 @@ pub fn learning_runs(
             // first with the same arrivals and seed, so its makespan is
             // taken, not simulated again (the same bits: checked on three
             // groups before it was taken).
-            let (policy, makespan_s, note) = match verdict {
+            let (policy, makespan_s, note, guard_kernel_share) = match verdict {
                 Some(v) if v.by == InCharge::Kernel => (
                     name.build().name(),
                     linux_s,
                     Some(format!("guard across runs: {v}")),
+                    None,
                 ),
                 _ => {
                     let mut note = None;
@@ -186,7 +194,11 @@ pub fn learning_runs(
                             }
                         },
                     );
-                    (r.name, r.makespan_s, note)
+                    let share = r
+                        .guard
+                        .as_ref()
+                        .map(|g| g.kernel_ns as f64 / (g.kernel_ns + g.policy_ns).max(1) as f64);
+                    (r.name, r.makespan_s, note, share)
                 }
             };
             if name.is_baseline() {
@@ -209,6 +221,7 @@ pub fn learning_runs(
                 accuracy,
                 note,
                 placed_by,
+                guard_kernel_share,
             });
         }
     }

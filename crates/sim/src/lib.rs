@@ -356,7 +356,10 @@ fn run_learning_with<M: CostMeter>(
     }
     let mut cfg = Config::with_period(s.period_ns, seed);
     cfg.horizon_ns = s.horizon_ns;
-    cfg.guard = s.guard.then(GuardConfig::default);
+    cfg.guard = s.guard.then(|| match s.guard_trusting {
+        true => GuardConfig::default().trusting(),
+        false => GuardConfig::default(),
+    });
     cfg.views_read = views_read;
     let estimates = history(s, solo);
     let timed = meter.is_some();

@@ -406,6 +406,10 @@ pub struct Scenario {
     pub history: bool,
     /// Whether policies run under the guard (`guard`).
     pub guard: bool,
+    /// Whether the guard starts trusting the policy (its first probe at
+    /// its longest gap): set by the learning runs when the guard across
+    /// runs finds the policy clearly winning; never from a file.
+    pub guard_trusting: bool,
     /// The consolidation case study, when asked for: the run lasts until
     /// its trace ends and the jobs follow its core budget.
     pub consolidation: Option<crate::consolidation::Consolidation>,
@@ -738,6 +742,7 @@ impl Scenario {
             train_runs: spec.train_runs.unwrap_or(0),
             history: spec.history,
             guard: spec.guard,
+            guard_trusting: false,
             consolidation,
         })
     }

@@ -208,16 +208,19 @@ fn a_loss_seen_before_a_job_arrives_still_counts_after() {
 /// every in-run comparison reads even while each run ends 4-8% after
 /// Linux. Compared by makespan across runs, the kernel keeps the group
 /// once a second run of each confirms the loss; bw:iabw, which wins
-/// there, keeps it but for that one kernel run.
+/// there clearly, keeps it but for two kernel runs (the second confirms
+/// the win), and from then on runs with no in-run probe.
 #[test]
 fn a_group_that_loses_by_makespan_is_given_to_the_kernel_across_runs() {
     let mut s = load("s1-wl06");
     let runs = 10;
-    let gains = |s: &Scenario, policy: &str| -> Vec<(f64, herd_engine::InCharge)> {
+    let points = |s: &Scenario, policy: &str| -> Vec<herd_sim::RunPoint> {
         let l = herd_sim::learning_runs(s, &[policy.parse().unwrap()], 1, runs, |_| {}).unwrap();
-        l.points
+        l.points.into_iter().filter(|p| p.policy == policy).collect()
+    };
+    let gains = |s: &Scenario, policy: &str| -> Vec<(f64, herd_engine::InCharge)> {
+        points(s, policy)
             .iter()
-            .filter(|p| p.policy == policy)
             .map(|p| (p.speedup_pct, p.placed_by))
             .collect()
     };
@@ -237,9 +240,18 @@ fn a_group_that_loses_by_makespan_is_given_to_the_kernel_across_runs() {
     expect[2] = false;
     assert_eq!(by(&on), expect, "{on:?}");
     assert!(mean(&on) > -2.0, "{on:?}");
-    let iabw = gains(&s, "bw:iabw");
+    let iabw_points = points(&s, "bw:iabw");
+    let iabw: Vec<(f64, herd_engine::InCharge)> =
+        iabw_points.iter().map(|p| (p.speedup_pct, p.placed_by)).collect();
     let mut expect = vec![false; runs as usize];
     expect[1] = true;
+    expect[3] = true;
     assert_eq!(by(&iabw), expect, "{iabw:?}");
     assert!(mean(&iabw) > 3.0, "{iabw:?}");
+    // The in-run guard probed runs 1 and 3, not the runs after the
+    // confirmation.
+    let shares: Vec<Option<f64>> = iabw_points.iter().map(|p| p.guard_kernel_share).collect();
+    assert!(shares[0].unwrap() > 0.0 && shares[2].unwrap() > 0.0, "{shares:?}");
+    assert_eq!((shares[1], shares[3]), (None, None), "kernel runs");
+    assert!(shares[4..].iter().all(|s| *s == Some(0.0)), "{shares:?}");
 }

@@ -112,10 +112,15 @@ fn guarded(policy: &str, work_ns: u64) -> (u64, GuardReport) {
 /// `guarded`, the sensor saying when a snapshot repeats the last if
 /// `vouch`; also how many did.
 fn guarded_as(policy: &str, work_ns: u64, vouch: bool) -> (u64, GuardReport, u32) {
+    guarded_with(policy, work_ns, vouch, GuardConfig::default())
+}
+
+/// `guarded_as` under the guard `guard`.
+fn guarded_with(policy: &str, work_ns: u64, vouch: bool, guard: GuardConfig) -> (u64, GuardReport, u32) {
     let mut p = herd_policy::build(policy).unwrap();
     let machine = Machine::synthetic("core:2").unwrap();
     let mut cfg = Config::with_period(10_000_000, 0);
-    cfg.guard = Some(GuardConfig::default());
+    cfg.guard = Some(guard);
     let mut world = Pair::new(work_ns);
     world.vouch = vouch;
     let ran = crate::run(
@@ -173,6 +178,24 @@ fn a_policy_that_does_no_harm_keeps_its_place_and_is_probed_ever_less() {
     // of the time.
     let share = g.kernel_ns as f64 / (g.kernel_ns + g.policy_ns) as f64;
     assert!(share < 0.07, "{share}");
+}
+
+/// Where the guard across runs vouches for the policy, the in-run guard
+/// makes no scheduled probe: the kernel never places the run. What it
+/// would have caught at its first probe (two threads on one CPU) is left
+/// to the batch's next makespan.
+#[test]
+fn a_policy_vouched_for_across_runs_is_not_probed() {
+    let trusting = GuardConfig::default().trusting();
+    let (end_ns, g, _) = guarded_with("static:compact", 2_000_000_000, false, trusting);
+    assert_eq!(
+        (end_ns, g.kernel_ns, g.comparisons.len()),
+        (2_000_000_000, 0, 0),
+        "{g:?}"
+    );
+    let (end_ns, g, _) = guarded_with("static:compact:cpus=1", 2_000_000_000, false, trusting);
+    assert_eq!((g.kernel_ns, g.backoffs), (0, 0), "{g:?}");
+    assert_eq!(end_ns, 4_000_000_000);
 }
 
 #[test]
