@@ -97,12 +97,13 @@ fn on_path(prog: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(prog).is_file()))
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// `N` distinct free ports. The listeners are held until all are bound:
+/// one bound and dropped at a time, the kernel may hand out the same port
+/// twice (CI once gave slurmctld and a slurmd the same port: "slurmctld is
+/// talking with itself").
+fn free_ports<const N: usize>() -> [u16; N] {
+    let held: Vec<TcpListener> = (0..N).map(|_| TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    std::array::from_fn(|k| held[k].local_addr().unwrap().port())
 }
 
 fn wait_for(what: &str, cluster: &Cluster, secs: u64, mut ok: impl FnMut() -> bool) {
@@ -253,7 +254,7 @@ fn a_memory_heavy_job_goes_to_the_other_node_and_a_compute_job_is_left_to_slurm(
     };
     wait_for("herd's daemon", &cluster, 10, || herd_status().is_some());
 
-    let (ctld, slurmd, p1, p2) = (free_port(), free_port(), free_port(), free_port());
+    let [ctld, slurmd, p1, p2] = free_ports::<4>();
     let dir = d.display();
     let conf = format!(
         "ClusterName=herdtest\nSlurmctldHost=localhost\nSlurmctldPort={ctld}\nSlurmdPort={slurmd}\n\
