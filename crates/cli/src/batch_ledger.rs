@@ -23,8 +23,7 @@ pub struct AcrossRuns {
     /// The same in a sentence.
     pub summary: String,
     /// Whether the in-run guard probes the policy on its schedule: not
-    /// when the batch's makespans show it clearly winning
-    /// ([`RunsVerdict::clearly_wins`]).
+    /// when the batch's makespans vouch for it ([`RunsVerdict::vouches`]).
     pub in_run_probes: bool,
 }
 
@@ -79,14 +78,14 @@ impl Ledger {
             }
         };
         let verdict = next_run(&history, &RunsConfig::default());
-        let clearly_wins = verdict.clearly_wins(&RunsConfig::default());
+        let vouched = verdict.vouches();
         AcrossRuns {
             verdict,
-            summary: match clearly_wins {
+            summary: match vouched {
                 true => format!("{verdict}; no in-run probes, its makespans vouch for it"),
                 false => verdict.to_string(),
             },
-            in_run_probes: !clearly_wins,
+            in_run_probes: !vouched,
         }
     }
 

@@ -702,8 +702,8 @@ fn a_batch_run_again_is_judged_against_the_kernel_by_its_makespan() {
         text.contains("cosched:fair run 1: guard across runs: the kernel places this run: the policy's last runs ended +"),
         "{text}"
     );
-    // Now make them a hundredth as long: a clear win over two runs of
-    // each, so the policy places the run, with no in-run probe.
+    // Now make them a thousandth as long: the makespans, two runs of each,
+    // vouch for the policy, which places the run with no in-run probe.
     scale_policy_runs("/ 1000");
     let vouched = run(&[]);
     let r = &vouched["runs"][0];

@@ -102,7 +102,9 @@ fn on_path(prog: &str) -> bool {
 /// twice (CI once gave slurmctld and a slurmd the same port: "slurmctld is
 /// talking with itself").
 fn free_ports<const N: usize>() -> [u16; N] {
-    let held: Vec<TcpListener> = (0..N).map(|_| TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    let held: Vec<TcpListener> = (0..N)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
     std::array::from_fn(|k| held[k].local_addr().unwrap().port())
 }
 

@@ -23,15 +23,14 @@ pub struct GuardConfig {
 }
 
 impl GuardConfig {
-    /// The guard for a run whose batch the guard across runs found the
-    /// policy clearly winning ([`crate::guard_runs::RunsVerdict::clearly_wins`]):
-    /// no scheduled probes. The batch's makespans, two runs of each side
-    /// at least, are better evidence than a 3-period probe, and the probes
-    /// cost a co-scheduler about three times their length: bw:iabw on S1's
-    /// group 4, probed at the longest gap (4.3% of each run under the
-    /// kernel), kept 4.4 of a 5.1-point gain (docs/results.md). What still
-    /// guards the run: the back-off on crowding, and the batch's next
-    /// makespan against the kernel's.
+    /// The guard for a run whose batch's makespans vouch for the policy
+    /// ([`crate::guard_runs::RunsVerdict::vouches`]): no scheduled probes.
+    /// Two runs of each side at least are better evidence than a 3-period
+    /// probe, and the probes cost a co-scheduler about three times their
+    /// length: bw:iabw on S1's group 4, probed at the longest gap (4.3% of
+    /// each run under the kernel), kept 4.4 of a 5.1-point gain
+    /// (docs/results.md). What still guards the run: the back-off on
+    /// crowding, and the batch's next makespan against the kernel's.
     pub fn trusting(self) -> Self {
         GuardConfig {
             scheduled_probes: false,

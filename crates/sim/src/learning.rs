@@ -159,9 +159,8 @@ pub fn learning_runs(
         let mut linux_s = f64::NAN;
         for ((name, store), history) in names.iter().zip(&mut stores).zip(&mut histories) {
             let (coverage, accuracy) = store_quality(s, store, &solo);
-            let runs_cfg = RunsConfig::default();
-            let verdict = (s.guard && !name.is_baseline()).then(|| next_run(history, &runs_cfg));
-            jittered.guard_trusting = verdict.is_some_and(|v| v.clearly_wins(&runs_cfg));
+            let verdict = (s.guard && !name.is_baseline()).then(|| next_run(history, &RunsConfig::default()));
+            jittered.guard_trusting = verdict.is_some_and(|v| v.vouches());
             let placed_by = verdict.map_or(InCharge::Policy, |v| v.by);
             // A kernel run is plain `linux`, as `herd batch` runs it, and it
             // learns nothing: it measures the kernel, and the store stays

@@ -406,9 +406,8 @@ pub struct Scenario {
     pub history: bool,
     /// Whether policies run under the guard (`guard`).
     pub guard: bool,
-    /// Whether the guard starts trusting the policy (its first probe at
-    /// its longest gap): set by the learning runs when the guard across
-    /// runs finds the policy clearly winning; never from a file.
+    /// Whether the guard makes no scheduled probes (`GuardConfig::trusting`): set by the learning runs when the guard across
+    /// runs finds its makespans vouching for the policy; never from a file.
     pub guard_trusting: bool,
     /// The consolidation case study, when asked for: the run lasts until
     /// its trace ends and the jobs follow its core budget.

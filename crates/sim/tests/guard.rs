@@ -208,8 +208,8 @@ fn a_loss_seen_before_a_job_arrives_still_counts_after() {
 /// every in-run comparison reads even while each run ends 4-8% after
 /// Linux. Compared by makespan across runs, the kernel keeps the group
 /// once a second run of each confirms the loss; bw:iabw, which wins
-/// there clearly, keeps it but for two kernel runs (the second confirms
-/// the win), and from then on runs with no in-run probe.
+/// there, keeps it but for two kernel runs (the first four runs
+/// alternate), and from then on runs with no in-run probe.
 #[test]
 fn a_group_that_loses_by_makespan_is_given_to_the_kernel_across_runs() {
     let mut s = load("s1-wl06");
