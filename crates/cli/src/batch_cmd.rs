@@ -51,7 +51,8 @@ pub struct BatchArgs {
     /// The guard across runs: with the guard on, record each whole run of
     /// this batch (its programs, under this policy) in the database, and
     /// give a run to the kernel where the batch's makespans under the
-    /// policy lose to the kernel's by more than 2%, or to measure them
+    /// policy lose to the kernel's by more than 2%, or to measure them;
+    /// where they do not lose, the policy's runs go without in-run probes
     /// (docs/batch.md); under --compare, --repeat or --trace every run is
     /// the variant asked for, and recorded. Off: nothing read or recorded.
     #[arg(long, value_enum, default_value = "on")]

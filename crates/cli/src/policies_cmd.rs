@@ -77,9 +77,10 @@ pub fn run(args: &PoliciesArgs) -> Result<(), Failure> {
          CPU time), the kernel gets the workload back, as it does at once when for two periods the policy \
          keeps CPUs idle while its threads wait or busy programs are paused; run summaries, --explain, \
          --json and traces say so. Across runs, `herd batch` compares a batch run again with itself \
-         under the kernel by makespan (its second run, then one in 40 or fewer, the kernel places), and \
-         where the policy's runs end more than 2% later (a second run of each confirms it) the kernel places the batch (one run in 40 or \
-         fewer goes to the policy to check); `herd sim` does the same over S1's learning runs.\n",
+         under the kernel by makespan (its second and fourth runs, then one in 40 or fewer, the kernel \
+         places): where the policy's runs end more than 2% later the kernel places the batch (one run in \
+         40 or fewer goes to the policy to check), and otherwise the policy's runs go without in-run \
+         probes, its makespans vouching for it; `herd sim` does the same over S1's learning runs.\n",
     );
     output::print(&s)?;
     Ok(())
