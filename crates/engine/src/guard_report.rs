@@ -136,10 +136,14 @@ pub struct GuardReport {
 }
 
 impl GuardReport {
+    /// The share of the run's time the kernel placed the workload.
+    pub fn kernel_share(&self) -> f64 {
+        self.kernel_ns as f64 / (self.kernel_ns + self.policy_ns).max(1) as f64
+    }
+
     /// One line for a run summary.
     pub fn summary(&self) -> String {
-        let total = (self.kernel_ns + self.policy_ns).max(1) as f64;
-        let kernel_share = self.kernel_ns as f64 / total;
+        let kernel_share = self.kernel_share();
         let last = self
             .comparisons
             .last()

@@ -6,7 +6,7 @@
 //! same jitter in the same run, and its speedup is over `linux` in that run.
 
 use herd_engine::guard_runs::{BatchRun, RunsConfig, next_run};
-use herd_engine::{InCharge, NoMeter};
+use herd_engine::{GuardReport, InCharge, NoMeter};
 use herd_policy::{COVERAGE_GATE, PolicyError, Rng};
 use serde::Serialize;
 
@@ -193,10 +193,7 @@ pub fn learning_runs(
                             }
                         },
                     );
-                    let share = r
-                        .guard
-                        .as_ref()
-                        .map(|g| g.kernel_ns as f64 / (g.kernel_ns + g.policy_ns).max(1) as f64);
+                    let share = r.guard.as_ref().map(GuardReport::kernel_share);
                     (r.name, r.makespan_s, note, share)
                 }
             };

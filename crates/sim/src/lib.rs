@@ -356,9 +356,9 @@ fn run_learning_with<M: CostMeter>(
     }
     let mut cfg = Config::with_period(s.period_ns, seed);
     cfg.horizon_ns = s.horizon_ns;
-    cfg.guard = s.guard.then(|| match s.guard_trusting {
-        true => GuardConfig::default().trusting(),
-        false => GuardConfig::default(),
+    cfg.guard = s.guard.then(|| {
+        let g = GuardConfig::default();
+        if s.guard_trusting { g.trusting() } else { g }
     });
     cfg.views_read = views_read;
     let estimates = history(s, solo);

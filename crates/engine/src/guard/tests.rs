@@ -176,7 +176,7 @@ fn a_policy_that_does_no_harm_keeps_its_place_and_is_probed_ever_less() {
     assert!(g.comparisons.iter().all(|c| (c.ratio - 1.0).abs() < 1e-9));
     // The spans between probes double to 64 periods: probes end under 5%
     // of the time.
-    let share = g.kernel_ns as f64 / (g.kernel_ns + g.policy_ns) as f64;
+    let share = g.kernel_share();
     assert!(share < 0.07, "{share}");
 }
 
