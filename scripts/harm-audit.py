@@ -18,7 +18,7 @@ paired runs (S1) or seeds (the rest): a win is shown to keep less only when
 the whole interval is below 90% (or it has one sample).
 
 Usage (after `cargo build --release`):
-  scripts/harm-audit.py [--only PATTERN] [--json]
+  scripts/harm-audit.py [--only PATTERN] [--seed N] [--json]
 Judged by herd's own simulator: a check of the guard against the model, not
 ground truth.
 """
@@ -35,8 +35,9 @@ HERD = os.environ.get("HERD", os.path.join(ROOT, "target", "release", "herd"))
 MARGIN = 0.02
 
 
-def sim(path, guard):
-    r = subprocess.run([HERD, "sim", path, "--json", "--no-timing", "--guard", guard],
+def sim(path, guard, seed=None):
+    extra = [] if seed is None else ["--seed", str(seed)]
+    r = subprocess.run([HERD, "sim", path, "--json", "--no-timing", "--guard", guard] + extra,
                        capture_output=True, text=True)
     if r.returncode:
         sys.exit(f"{path}: {r.stderr.strip()}")
@@ -148,13 +149,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default="", help="scenario names containing this")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--seed", type=int, help="one seed in place of each scenario's own (a check on "
+                    "seeds nothing was tuned on)")
     args = ap.parse_args()
     rows = []
     for f in sorted(glob.glob(os.path.join(ROOT, "scenarios", "*.toml"))):
         name = os.path.basename(f)[:-5]
         if args.only not in name or "cluster" in name:
             continue
-        d_off, d_on = sim(f, "off"), sim(f, "on")
+        d_off, d_on = sim(f, "off", args.seed), sim(f, "on", args.seed)
         off, on = dict(losses(name, d_off)), dict(losses(name, d_on))
         s_off, s_on = samples(name, d_off), samples(name, d_on)
         for p in off:
