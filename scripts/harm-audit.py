@@ -15,10 +15,13 @@ A pair is "behind" when it is more than 2% worse than its baseline. Where a
 policy wins with the guard off, "kept" is the share of that gain it keeps
 with the guard on (the issue asks for >= 90%), with a 95% interval from the
 paired runs (S1) or seeds (the rest): a win is shown to keep less only when
-the whole interval is below 90% (or it has one sample).
+the whole interval is below 90% (or it has one sample). A win is resolved
+when the 95% interval of its per-run (S1) or per-seed gains lies above 0;
+the summary counts the resolved wins apart (the share kept of a gain the
+runs cannot tell from none is a ratio of noise).
 
 Usage (after `cargo build --release`):
-  scripts/harm-audit.py [--only PATTERN] [--seed N] [--json]
+  scripts/harm-audit.py [--only PATTERN] [--seed N[,N...]] [--json]
 Judged by herd's own simulator: a check of the guard against the model, not
 ground truth.
 """
@@ -42,6 +45,31 @@ def sim(path, guard, seed=None):
     if r.returncode:
         sys.exit(f"{path}: {r.stderr.strip()}")
     return json.loads(r.stdout)
+
+
+def sim_seeds(path, guard, seeds):
+    """One result over several seeds: the runs of every seed side by side.
+    An S1 group's runs are told apart by (seed, run), and its mean gain is
+    the mean of each seed's (every seed weighs the same); the rest already
+    key their runs by seed."""
+    if not seeds:
+        return sim(path, guard)
+    ds = [sim(path, guard, s) for s in seeds]
+    if len(ds) == 1:
+        return ds[0]
+    out = ds[0]
+    if "learning" in out:
+        points, means = [], {}
+        for seed, d in zip(seeds, ds):
+            for pt in d["learning"]["points"]:
+                points.append(dict(pt, run=(seed, pt["run"])))
+            for s in d["learning"]["summary"]:
+                means.setdefault(s["policy"], []).append(s["mean_pct"])
+        out["learning"]["points"] = points
+        out["learning"]["summary"] = [{"policy": p, "mean_pct": mean(v)} for p, v in means.items()]
+    else:
+        out["policies"] = [p for d in ds for p in d["policies"]]
+    return out
 
 
 def by_policy(d):
@@ -149,27 +177,29 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default="", help="scenario names containing this")
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--seed", type=int, help="one seed in place of each scenario's own (a check on "
-                    "seeds nothing was tuned on)")
+    ap.add_argument("--seed", type=seed_list, default=[],
+                    help="seeds in place of each scenario's own, comma-separated (a check on seeds "
+                    "nothing was tuned on); with several, each pair's runs of every seed are pooled")
     args = ap.parse_args()
     rows = []
     for f in sorted(glob.glob(os.path.join(ROOT, "scenarios", "*.toml"))):
         name = os.path.basename(f)[:-5]
         if args.only not in name or "cluster" in name:
             continue
-        d_off, d_on = sim(f, "off", args.seed), sim(f, "on", args.seed)
+        d_off, d_on = sim_seeds(f, "off", args.seed), sim_seeds(f, "on", args.seed)
         off, on = dict(losses(name, d_off)), dict(losses(name, d_on))
         s_off, s_on = samples(name, d_off), samples(name, d_on)
         for p in off:
             o, g = off[p], on.get(p, float("nan"))
-            kept = kept_hw = None
+            kept = kept_hw = resolved = None
             if o < 1.0 - 1e-9:
                 kept = (1.0 - g) / (1.0 - o)
                 a, b = s_off.get(p, {}), s_on.get(p, {})
                 hw = half_width([b[k] - a[k] for k in a if k in b])
                 kept_hw = None if hw is None else hw / (1.0 - o)
+                resolved = win_resolved(list(a.values()))
             rows.append({"scenario": name, "policy": p, "off": o, "on": g, "kept": kept,
-                         "kept_hw": kept_hw})
+                         "kept_hw": kept_hw, "win_resolved": resolved})
         print(f"{name}: done", file=sys.stderr)
     if args.json:
         print(json.dumps(rows, indent=1))
@@ -179,6 +209,8 @@ def main():
         flag = " behind" if r["on"] > 1 + MARGIN else ""
         if r["kept"] is not None and r["kept"] < 0.9:
             flag += " (lost >10% of its gain)" if shown_lost(r) else " (kept < 90%, within the runs' noise)"
+        if r["win_resolved"] is False:
+            flag += " (a win its runs do not resolve)"
         kept = "" if r["kept"] is None else f"{100 * r['kept']:.0f}%"
         ci = ""
         if r["kept_hw"] is not None:
@@ -188,10 +220,29 @@ def main():
     behind_on = sum(r["on"] > 1 + MARGIN for r in rows)
     wins = [r for r in rows if r["kept"] is not None]
     kept90 = sum(r["kept"] >= 0.9 for r in wins)
-    lost = sum(r["kept"] < 0.9 and shown_lost(r) for r in wins)
+    lost = [r for r in wins if r["kept"] < 0.9 and shown_lost(r)]
+    resolved = [r for r in wins if r["win_resolved"]]
     print(f"cost against the baseline (lower is better); behind by more than 2%: {behind_off} pairs with the guard off, "
           f"{behind_on} with it on; of {len(wins)} wins, {kept90} keep >= 90% of their gain with the guard on, "
-          f"{lost} shown to keep less (the whole 95% interval below 90%)")
+          f"{len(lost)} shown to keep less (the whole 95% interval below 90%); of the {len(resolved)} wins "
+          f"whose runs resolve the gain, {sum(r['kept'] >= 0.9 for r in resolved)} keep >= 90% and "
+          f"{sum(r in lost for r in resolved)} are shown to keep less")
+
+
+def win_resolved(ratios):
+    """Whether a policy's win over its baseline is one its paired runs or
+    seeds can tell from no difference: the 95% interval of the per-sample
+    gains (1 - cost ratio) wholly above 0. A share kept of a gain the runs
+    cannot resolve is a ratio of noise."""
+    hw = half_width([1.0 - x for x in ratios])
+    return hw is not None and mean([1.0 - x for x in ratios]) - hw > 0
+
+
+def seed_list(text):
+    try:
+        return [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of seeds: {text!r}")
 
 
 def shown_lost(r):

@@ -197,13 +197,22 @@ impl Default for PhaseTable {
 }
 
 impl PhaseTable {
-    /// The phase `sig` belongs to, made if none is close enough (while
-    /// fewer than [`MAX_PHASES`] exist). Moves the phase's centroid.
-    pub fn classify(&mut self, sig: &Signature) -> PhaseId {
+    /// The known phase `sig` belongs to, if one is close enough; makes no
+    /// phase and moves no centroid. For slices the policy did not place
+    /// (the guard's kernel probes): their signatures, taken under the
+    /// kernel's co-runners, must not make phases or pull centroids that
+    /// samples under the policy never fill or meet again.
+    pub fn recognise(&mut self, sig: &Signature) -> Option<PhaseId> {
+        self.nearest(sig)
+            .filter(|&(_, d)| d <= self.threshold || self.phases.len() >= MAX_PHASES)
+            .map(|(i, _)| i as PhaseId)
+    }
+
+    /// The nearest phase's index and its distance.
+    fn nearest(&mut self, sig: &Signature) -> Option<(usize, f64)> {
         let key = sig.counter_key();
         self.keys.resize(self.phases.len(), ([f64::NAN; 2], [0.0; 2]));
-        let nearest = self
-            .phases
+        self.phases
             .iter()
             .zip(&mut self.keys)
             .enumerate()
@@ -215,8 +224,13 @@ impl PhaseTable {
                 }
                 (i, c.distance_between(sig, &memo.1, &key))
             })
-            .min_by(|a, b| a.1.total_cmp(&b.1));
-        let id = match nearest {
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+    }
+
+    /// The phase `sig` belongs to, made if none is close enough (while
+    /// fewer than [`MAX_PHASES`] exist). Moves the phase's centroid.
+    pub fn classify(&mut self, sig: &Signature) -> PhaseId {
+        let id = match self.nearest(sig) {
             Some((i, d)) if d <= self.threshold || self.phases.len() >= MAX_PHASES => i,
             _ => {
                 self.phases.push(Phase {
