@@ -30,16 +30,16 @@ SHUT = "coverage of"  # bw:*'s note on a run its gate shut
 
 
 def first_for_good(shut, placed_by):
-    """The first run from which every run the policy placed was gate-shut
-    (the guard's kernel runs, early in a sequence, are passed over), or
-    None when the last ten were not all shut."""
-    own = [(i, s) for i, (s, p) in enumerate(zip(shut, placed_by)) if p == "policy"]
-    if len(own) < 10 or not all(s for _, s in own[-10:]):
-        return None
-    k = len(own)
-    while k > 0 and own[k - 1][1]:
+    """The first run of the sequence's last stretch in which it gained
+    nothing from the gate on: every run from it on either gate-shut or
+    given to the kernel by the guard, itself gate-shut, and at least ten
+    runs long; None when there is no such stretch."""
+    k = len(shut)
+    while k > 0 and (shut[k - 1] or placed_by[k - 1] == "kernel"):
         k -= 1
-    return own[k][0] + 1
+    while k < len(shut) and not shut[k]:
+        k += 1  # the stretch starts at a gate-shut run
+    return k + 1 if len(shut) - k >= 10 else None
 
 
 def main():
