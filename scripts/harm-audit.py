@@ -226,7 +226,7 @@ def main():
           f"{behind_on} with it on; of {len(wins)} wins, {kept90} keep >= 90% of their gain with the guard on, "
           f"{len(lost)} shown to keep less (the whole 95% interval below 90%); of the {len(resolved)} wins "
           f"whose runs resolve the gain, {sum(r['kept'] >= 0.9 for r in resolved)} keep >= 90% and "
-          f"{sum(r in lost for r in resolved)} are shown to keep less")
+          f"{sum(r['kept'] < 0.9 and shown_lost(r) for r in resolved)} are shown to keep less")
 
 
 def win_resolved(ratios):
@@ -234,8 +234,9 @@ def win_resolved(ratios):
     seeds can tell from no difference: the 95% interval of the per-sample
     gains (1 - cost ratio) wholly above 0. A share kept of a gain the runs
     cannot resolve is a ratio of noise."""
-    hw = half_width([1.0 - x for x in ratios])
-    return hw is not None and mean([1.0 - x for x in ratios]) - hw > 0
+    gains = [1.0 - x for x in ratios]
+    hw = half_width(gains)
+    return hw is not None and mean(gains) - hw > 0
 
 
 def seed_list(text):

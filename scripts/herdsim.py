@@ -6,7 +6,8 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HERD = os.path.join(ROOT, "target", "release", "herd")
+# HERD= another build (a commit's "before", say) in place of this tree's.
+HERD = os.environ.get("HERD", os.path.join(ROOT, "target", "release", "herd"))
 
 
 def sim_json(path, *args):

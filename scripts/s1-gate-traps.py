@@ -23,7 +23,6 @@ import collections
 import glob
 import os
 
-import herdsim
 from herdsim import ROOT, sim_json
 
 SHUT = "coverage of"  # bw:*'s note on a run its gate shut
@@ -46,7 +45,6 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", default="1,2,3,4,5,6,7,8,9,10")
     args = ap.parse_args()
-    herdsim.HERD = os.environ.get("HERD", herdsim.HERD)
     seeds = [int(s) for s in args.seeds.split(",")]
     files = sorted(glob.glob(os.path.join(ROOT, "scenarios", "s1-wl*.toml")))
     caught = {}  # (group, seed, policy, guard) -> first run shut for good

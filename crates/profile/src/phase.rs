@@ -230,9 +230,9 @@ impl PhaseTable {
     /// The phase `sig` belongs to, made if none is close enough (while
     /// fewer than [`MAX_PHASES`] exist). Moves the phase's centroid.
     pub fn classify(&mut self, sig: &Signature) -> PhaseId {
-        let id = match self.nearest(sig) {
-            Some((i, d)) if d <= self.threshold || self.phases.len() >= MAX_PHASES => i,
-            _ => {
+        let id = match self.recognise(sig) {
+            Some(id) => usize::from(id),
+            None => {
                 self.phases.push(Phase {
                     centroid: *sig,
                     slices: 0,
