@@ -26,3 +26,36 @@ fn same_inputs_give_identical_json() {
         "timing off means null, not a fake zero"
     );
 }
+
+/// A run whose observations nobody reads settles its threads lazily (only
+/// before something changes them or reads them): it must end exactly where
+/// a run that reads every observation ends, on scenarios with phases,
+/// barriers, migrations' warm-up debts and more threads than CPUs.
+#[test]
+fn an_unread_run_ends_where_a_read_one_does() {
+    let linux: herd_sim::SimPolicy = "linux".parse().unwrap();
+    for name in [
+        "barrier-spin",
+        "oversubscribed",
+        "numa-two-socket",
+        "s4-sync-7",
+        "s1-wl01",
+    ] {
+        let path = format!("{}/../../scenarios/{name}.toml", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let s = Scenario::parse(&text, &path, &|_| Err("none".into())).unwrap();
+        let solo = herd_sim::solo_times(&s);
+        let mut read_views = 0;
+        let read = herd_sim::run_policy::<NoMeter>(&s, &linux, 1, &solo, None, false, |v, _| {
+            read_views += v.snapshot.tasks.len();
+        })
+        .unwrap();
+        let unread = herd_sim::run_one(&s, &linux, 1).unwrap();
+        assert!(read_views > 0, "{name}: the read run saw its tasks");
+        assert_eq!(
+            serde_json::to_string(&read).unwrap(),
+            serde_json::to_string(&unread).unwrap(),
+            "{name}"
+        );
+    }
+}

@@ -190,7 +190,11 @@ impl World<'_> {
             return &self.view.snapshot;
         }
         self.view.snapshot.repeats_last = false;
-        self.settle_all();
+        if read {
+            self.settle_all();
+        } else {
+            self.settle_later();
+        }
         self.add_repeats_unseen();
         if !read {
             self.view.tasks_changed = false;
