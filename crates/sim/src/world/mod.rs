@@ -62,6 +62,12 @@ struct Thread {
     /// Instructions owed to cache warm-up after a migration: retired at the
     /// thread's rate but not counted, so a move costs time without an event.
     debt: f64,
+    /// When its phase ends and when it reaches its barrier: `left` and
+    /// `to_barrier` at or below these (the barrier's is -inf without one).
+    /// Kept here as each phase starts: every thread event looks at every
+    /// thread, and looking them up in the job was most of that look.
+    ends_below: f64,
+    barrier_below: f64,
     cpu: Option<usize>,
     last_cpu: Option<usize>,
     share: f64,
@@ -87,6 +93,13 @@ struct Thread {
     /// right after the first decision that saw it (`None` before, when its
     /// memory follows it). See `World::home_first_touch`.
     first_node: Option<usize>,
+}
+
+/// Below how much work left thread's phase `phase` of `job` has ended: a
+/// billionth of the phase and a thousandth of an instruction, what
+/// rounding in the settling can leave.
+fn ends_below(job: &Job, phase: usize) -> f64 {
+    1e-9 * job.phases[phase].instructions + 1e-6
 }
 
 impl Thread {
@@ -298,6 +311,8 @@ impl<'a> World<'a> {
                     loops_left: job.loops,
                     left: phase_work(job, 0, rank),
                     to_barrier: job.barrier.map_or(f64::INFINITY, |b| b.0),
+                    ends_below: ends_below(job, 0),
+                    barrier_below: job.barrier.map_or(f64::NEG_INFINITY, |(every, _)| 1e-9 * every + 1e-6),
                     debt: 0.0,
                     cpu: None,
                     last_cpu: None,
@@ -556,6 +571,7 @@ impl<'a> World<'a> {
             th.phase = 0;
             th.loops_left = job.loops;
             th.left = phase_work(job, 0, th.rank);
+            th.ends_below = ends_below(job, 0);
             th.to_barrier = job.barrier.map_or(f64::INFINITY, |b| b.0);
             self.index_of.insert(id, t);
             self.view.tasks_changed = true;
@@ -863,19 +879,15 @@ impl<'a> World<'a> {
     /// Handles every thread event due now.
     fn thread_events(&mut self) {
         self.settle_all();
-        let jobs = self.jobs;
         for t in 0..self.threads.len() {
             let th = &self.threads[t];
             if th.cpu.is_none() || th.at_barrier || th.debt > 1e-6 {
                 continue;
             }
-            let spec = &jobs[th.job];
-            if th.left <= 1e-9 * spec.phases[th.phase].instructions + 1e-6 {
+            if th.left <= th.ends_below {
                 self.end_phase(t);
-            } else if let Some((every, _)) = spec.barrier {
-                if th.to_barrier <= 1e-9 * every + 1e-6 {
-                    self.reach_barrier(t);
-                }
+            } else if th.to_barrier <= th.barrier_below {
+                self.reach_barrier(t);
             }
         }
     }

@@ -72,6 +72,7 @@ impl World<'_> {
             }
         }
         th.left = phase_work(spec, th.phase, th.rank);
+        th.ends_below = super::ends_below(spec, th.phase);
     }
 
     pub(super) fn reach_barrier(&mut self, t: usize) {
