@@ -94,7 +94,7 @@ test: deps workloads
 # what it says (the scale bench, that its run lasted the horizon), never
 # its speed. The real runs: `cargo bench -p herd-sim --bench scale` etc.
 bench-smoke:
-	HERD_BENCH_HORIZON_S=20 $(CARGO) bench -q -p herd-sim --bench scale -- linux
+	HERD_BENCH_HORIZON_S=20 HERD_BENCH_GROWTH_S=5 HERD_BENCH_SIZES=64/16,256/128 $(CARGO) bench -q -p herd-sim --bench scale -- linux
 	HERD_BENCH_HORIZON_S=1 $(CARGO) bench -q -p herd-sim --bench decide -- bw:oracle
 	HERD_BENCH_DECISIONS=5 $(CARGO) bench -q -p herd-policy --bench amp
 	HERD_BENCH_DECISIONS=2 $(CARGO) bench -q -p herd-policy --bench scale

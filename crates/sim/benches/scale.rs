@@ -4,28 +4,46 @@
 //!
 //! Run: cargo bench -p herd-sim --bench scale [-- POLICY...]
 //! (HERD_BENCH_HORIZON_S=60 for a short run)
-//! Prints wall time per policy (median of 3 runs), time on a CPU (the rest
-//! is waiting for one on a shared machine), events handled, and a digest of
-//! the results, which a speed-up must leave unchanged.
+//! Prints, per policy, first how the cost grows with size: a minute of
+//! simulated time (HERD_BENCH_GROWTH_S) at each size of HERD_BENCH_SIZES
+//! (tasks/CPUs, default 64/16,256/128,1000/256,4096/384; empty for none),
+//! then the hour at 1,000 tasks on 256 CPUs: wall time per policy (median
+//! of 3 runs), time on a CPU (the rest is waiting for one on a shared
+//! machine), events handled, and a digest of the results, which a
+//! speed-up must leave unchanged.
 
 use std::time::Instant;
 
 use herd_engine::NoMeter;
 use herd_sim::Scenario;
 
-/// 250 jobs x 4 threads on a four-socket machine: 4 packages (one NUMA
-/// node each) x 32 cores x 2 threads, like a 4x Xeon Platinum 8358 box.
-/// Jobs alternate memory-bound and compute phases lasting 2-60 s and
-/// restart when they finish, so all 1,000 tasks live for the whole hour.
-/// The first job does not restart and has more work than an hour holds:
-/// a run whose every job restarts ends once each has finished one run
-/// (S3's method), so without it the run stopped after 493 s.
-fn scenario(horizon_s: f64, guard: bool) -> Scenario {
+/// The machine of each size, by its CPUs: the hour's is a four-socket
+/// box, 4 packages (one NUMA node each) x 32 cores x 2 threads, like a 4x
+/// Xeon Platinum 8358; 384 CPUs is a two-socket EPYC 9654 as hwloc counts
+/// it (as in the policy bench).
+fn machine(cpus: usize) -> Option<&'static str> {
+    Some(match cpus {
+        16 => "package:1 core:8 pu:2",
+        128 => "package:2 numa:1 l3:2 core:16 pu:2",
+        256 => "package:4 numa:1 l3:1 core:32 pu:2",
+        384 => "package:2 numa:4 l3:3 core:8 pu:2",
+        _ => return None,
+    })
+}
+
+/// `tasks / 4` jobs x 4 threads on the machine of `cpus` CPUs. Jobs
+/// alternate memory-bound and compute phases lasting 2-60 s and restart
+/// when they finish, so every task lives for the whole horizon. The first
+/// job does not restart and has more work than an hour holds: a run whose
+/// every job restarts ends once each has finished one run (S3's method),
+/// so without it the run stopped after 493 s.
+fn scenario(horizon_s: f64, guard: bool, tasks: usize, cpus: usize) -> Scenario {
+    let shape = machine(cpus).expect("a machine of that size");
     let mut text = format!(
         "name = \"scale\"\nperiod_ms = 10\nhorizon_s = {horizon_s}\nguard = {guard}\n\
-         [machine]\nsynthetic = \"package:4 numa:1 l3:1 core:32 pu:2\"\n",
+         [machine]\nsynthetic = \"{shape}\"\n",
     );
-    for j in 0..250 {
+    for j in 0..tasks.div_ceil(4).max(1) {
         // Deterministic variety: phase lengths and intensities vary by job.
         let mem_gbps = [0.2, 1.0, 2.5, 4.0][j % 4];
         let long = if j == 0 { 1e16 } else { 2.0e9 * (1 + j % 30) as f64 };
@@ -51,13 +69,6 @@ fn main() {
     // HERD_BENCH_GUARD=off runs each policy as published, without the
     // guard's probes and accounting (on by default, as users get them).
     let guard = std::env::var("HERD_BENCH_GUARD").map_or(true, |v| v != "off");
-    let s = scenario(horizon_s, guard);
-    let tasks: u32 = s.jobs.iter().map(|j| j.threads).sum();
-    println!(
-        "machine: {} CPUs; tasks: {tasks}; horizon: {horizon_s} s; period: 10 ms; guard {}",
-        s.machine.cpus().len(),
-        if guard { "on" } else { "off" }
-    );
     let policies: Vec<String> = {
         let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
         if args.is_empty() {
@@ -66,6 +77,14 @@ fn main() {
             args
         }
     };
+    growth(&policies, guard);
+    let s = scenario(horizon_s, guard, 1000, 256);
+    let tasks: u32 = s.jobs.iter().map(|j| j.threads).sum();
+    println!(
+        "machine: {} CPUs; tasks: {tasks}; horizon: {horizon_s} s; period: 10 ms; guard {}",
+        s.machine.cpus().len(),
+        if guard { "on" } else { "off" }
+    );
     // Solo times are not part of the measured loop.
     let solo = vec![1.0; s.jobs.len()];
     for p in policies {
@@ -125,6 +144,69 @@ fn main() {
              {reused} observations reused\n{:>16}  result: {digest}",
             walls[1], walls, ""
         );
+    }
+}
+
+/// How each policy's cost grows with the machine and the tasks: one run
+/// of HERD_BENCH_GROWTH_S simulated seconds (default 60) at each size of
+/// HERD_BENCH_SIZES, as wall ms per simulated second and ns per task per
+/// simulated second (a cost that grows linearly keeps the second steady).
+fn growth(policies: &[String], guard: bool) {
+    let sizes: Vec<(usize, usize)> = std::env::var("HERD_BENCH_SIZES")
+        .unwrap_or_else(|_| "64/16,256/128,1000/256,4096/384".into())
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| {
+            let (t, c) = s.trim().split_once('/').expect("HERD_BENCH_SIZES: tasks/CPUs, comma-separated");
+            let (t, c) = (t.parse().expect("tasks"), c.parse().expect("CPUs"));
+            assert!(machine(c).is_some(), "HERD_BENCH_SIZES: CPUs must be 16, 128, 256 or 384");
+            (t, c)
+        })
+        .collect();
+    if sizes.is_empty() {
+        return;
+    }
+    let horizon_s: f64 = std::env::var("HERD_BENCH_GROWTH_S")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(60.0);
+    println!(
+        "growth with size: {horizon_s} simulated s a run, one run each; guard {}",
+        if guard { "on" } else { "off" }
+    );
+    println!(
+        "{:>16} {:>6} {:>5} {:>10} {:>12} {:>16} {:>9}",
+        "policy", "tasks", "CPUs", "wall ms", "ms/sim s", "ns/task/sim s", "events"
+    );
+    for p in policies {
+        for &(tasks, cpus) in &sizes {
+            let s = scenario(horizon_s, guard, tasks, cpus);
+            let solo = vec![1.0; s.jobs.len()];
+            let t0 = Instant::now();
+            let r = herd_sim::run_policy_unread::<NoMeter>(
+                &s,
+                &p.parse::<herd_sim::SimPolicy>().unwrap(),
+                1,
+                &solo,
+                None,
+                |_, _| {},
+            )
+            .expect("policy");
+            let wall_s = t0.elapsed().as_secs_f64();
+            assert!(
+                r.makespan_s >= horizon_s * 0.999,
+                "ran to the horizon: {}",
+                r.makespan_s
+            );
+            let n: u32 = s.jobs.iter().map(|j| j.threads).sum();
+            println!(
+                "{p:>16} {n:>6} {cpus:>5} {:>10.1} {:>12.2} {:>16.1} {:>9}",
+                wall_s * 1e3,
+                wall_s * 1e3 / horizon_s,
+                wall_s * 1e9 / horizon_s / f64::from(n),
+                r.sim_events
+            );
+        }
     }
 }
 
