@@ -85,8 +85,6 @@ fn main() {
         s.machine.cpus().len(),
         if guard { "on" } else { "off" }
     );
-    // Solo times are not part of the measured loop.
-    let solo = vec![1.0; s.jobs.len()];
     for p in policies {
         let mut walls = Vec::new();
         let mut cpus = Vec::new();
@@ -95,15 +93,7 @@ fn main() {
         for _ in 0..3 {
             let t0 = Instant::now();
             let c0 = on_cpu_s();
-            let r = herd_sim::run_policy_unread::<NoMeter>(
-                &s,
-                &p.parse::<herd_sim::SimPolicy>().unwrap(),
-                1,
-                &solo,
-                None,
-                |_, _| {},
-            )
-            .expect("policy");
+            let r = run_to_horizon(&s, &p, horizon_s);
             walls.push(t0.elapsed().as_secs_f64());
             cpus.push(on_cpu_s().zip(c0).map(|(a, b)| a - b));
             counts = (
@@ -119,11 +109,6 @@ fn main() {
             digest = format!(
                 "throughput {:?}, energy {:?} J, {} migrations ({} across nodes)",
                 r.throughput, r.energy_j, r.migrations, r.migrations_cross_numa
-            );
-            assert!(
-                r.makespan_s >= horizon_s * 0.999,
-                "ran to the horizon: {}",
-                r.makespan_s
             );
         }
         // On a shared machine wall time includes waiting for a CPU; the
@@ -147,6 +132,28 @@ fn main() {
     }
 }
 
+/// One run of `policy` on `s`, which must last the whole horizon (the
+/// bench measures that much simulated time, not a run that ended early).
+fn run_to_horizon(s: &Scenario, policy: &str, horizon_s: f64) -> herd_sim::PolicyResult {
+    // Solo times are not part of what the bench measures: all 1.
+    let solo = vec![1.0; s.jobs.len()];
+    let r = herd_sim::run_policy_unread::<NoMeter>(
+        s,
+        &policy.parse::<herd_sim::SimPolicy>().unwrap(),
+        1,
+        &solo,
+        None,
+        |_, _| {},
+    )
+    .expect("policy");
+    assert!(
+        r.makespan_s >= horizon_s * 0.999,
+        "ran to the horizon: {}",
+        r.makespan_s
+    );
+    r
+}
+
 /// How each policy's cost grows with the machine and the tasks: one run
 /// of HERD_BENCH_GROWTH_S simulated seconds (default 60) at each size of
 /// HERD_BENCH_SIZES, as wall ms per simulated second and ns per task per
@@ -157,9 +164,15 @@ fn growth(policies: &[String], guard: bool) {
         .split(',')
         .filter(|s| !s.trim().is_empty())
         .map(|s| {
-            let (t, c) = s.trim().split_once('/').expect("HERD_BENCH_SIZES: tasks/CPUs, comma-separated");
+            let (t, c) = s
+                .trim()
+                .split_once('/')
+                .expect("HERD_BENCH_SIZES: tasks/CPUs, comma-separated");
             let (t, c) = (t.parse().expect("tasks"), c.parse().expect("CPUs"));
-            assert!(machine(c).is_some(), "HERD_BENCH_SIZES: CPUs must be 16, 128, 256 or 384");
+            assert!(
+                machine(c).is_some(),
+                "HERD_BENCH_SIZES: CPUs must be 16, 128, 256 or 384"
+            );
             (t, c)
         })
         .collect();
@@ -181,23 +194,9 @@ fn growth(policies: &[String], guard: bool) {
     for p in policies {
         for &(tasks, cpus) in &sizes {
             let s = scenario(horizon_s, guard, tasks, cpus);
-            let solo = vec![1.0; s.jobs.len()];
             let t0 = Instant::now();
-            let r = herd_sim::run_policy_unread::<NoMeter>(
-                &s,
-                &p.parse::<herd_sim::SimPolicy>().unwrap(),
-                1,
-                &solo,
-                None,
-                |_, _| {},
-            )
-            .expect("policy");
+            let r = run_to_horizon(&s, p, horizon_s);
             let wall_s = t0.elapsed().as_secs_f64();
-            assert!(
-                r.makespan_s >= horizon_s * 0.999,
-                "ran to the horizon: {}",
-                r.makespan_s
-            );
             let n: u32 = s.jobs.iter().map(|j| j.threads).sum();
             println!(
                 "{p:>16} {n:>6} {cpus:>5} {:>10.1} {:>12.2} {:>16.1} {:>9}",
