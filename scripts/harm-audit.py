@@ -30,21 +30,16 @@ import glob
 import json
 import math
 import os
-import subprocess
 import sys
 
-ROOT = os.path.join(os.path.dirname(__file__), "..")
-HERD = os.environ.get("HERD", os.path.join(ROOT, "target", "release", "herd"))
+from herdsim import ROOT, seed_list, sim_json
+
 MARGIN = 0.02
 
 
 def sim(path, guard, seed=None):
     extra = [] if seed is None else ["--seed", str(seed)]
-    r = subprocess.run([HERD, "sim", path, "--json", "--no-timing", "--guard", guard] + extra,
-                       capture_output=True, text=True)
-    if r.returncode:
-        sys.exit(f"{path}: {r.stderr.strip()}")
-    return json.loads(r.stdout)
+    return sim_json(path, "--guard", guard, *extra)
 
 
 def sim_seeds(path, guard, seeds):
@@ -237,13 +232,6 @@ def win_resolved(ratios):
     gains = [1.0 - x for x in ratios]
     hw = half_width(gains)
     return hw is not None and mean(gains) - hw > 0
-
-
-def seed_list(text):
-    try:
-        return [int(x) for x in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of seeds: {text!r}")
 
 
 def shown_lost(r):

@@ -1,5 +1,6 @@
-"""What the experiment scripts share: herd's release binary and running
-`herd sim` for its JSON."""
+"""What the experiment scripts share: herd's release binary, running
+`herd sim` for its JSON, and reading a list of seeds."""
+import argparse
 import json
 import os
 import subprocess
@@ -17,3 +18,11 @@ def sim_json(path, *args):
     if r.returncode:
         sys.exit(f"{path}: {r.stderr.strip()}")
     return json.loads(r.stdout)
+
+
+def seed_list(text):
+    """`1,2,3` as seeds, for argparse's `type=`: a clear message otherwise."""
+    try:
+        return [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of seeds: {text!r}")

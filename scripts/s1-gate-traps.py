@@ -11,8 +11,10 @@ stay shut: the rest of the sequence gains nothing. Which sequences reach
 that state is chaotic (one run's coverage a point lower), so a pair whose
 guard-on sequence is caught and guard-off one is not loses most of its
 gain to chance, not to the guard. This counts the sequences of each
-bw:iabw variant whose last ten runs are all gate-shut: from their first run
-(training never reached 80%: both views alike) and from later on.
+bw:iabw variant that gain nothing from the gate for good: from a gate-shut
+run to the end, at least ten runs, every run gate-shut or given to the
+kernel by the guard. It tells those shut from their first run (training
+never reached 80%: both views alike) from those shut later on.
 
 Usage (after `make build`; about 15 minutes for ten seeds):
   scripts/s1-gate-traps.py [--seeds 1,2,...]   (HERD= another build)
@@ -23,7 +25,7 @@ import collections
 import glob
 import os
 
-from herdsim import ROOT, sim_json
+from herdsim import ROOT, seed_list, sim_json
 
 SHUT = "coverage of"  # bw:*'s note on a run its gate shut
 
@@ -43,9 +45,8 @@ def first_for_good(shut, placed_by):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seeds", default="1,2,3,4,5,6,7,8,9,10")
-    args = ap.parse_args()
-    seeds = [int(s) for s in args.seeds.split(",")]
+    ap.add_argument("--seeds", type=seed_list, default=list(range(1, 11)))
+    seeds = ap.parse_args().seeds
     files = sorted(glob.glob(os.path.join(ROOT, "scenarios", "s1-wl*.toml")))
     caught = {}  # (group, seed, policy, guard) -> first run shut for good
     sequences = collections.Counter()
@@ -76,6 +77,7 @@ def main():
         later = [k for k in ks if k[:3] not in from_start]
         print(f"guard {guard}: {len(ks)} of {sequences[guard]} sequences shut for good; "
               f"{len(later)} after the gate had opened")
+
 
 if __name__ == "__main__":
     main()

@@ -96,11 +96,22 @@ struct Thread {
     first_node: Option<usize>,
 }
 
-/// Below how much work left thread's phase `phase` of `job` has ended: a
-/// billionth of the phase and a thousandth of an instruction, what
-/// rounding in the settling can leave.
+/// Below how many instructions left a stretch of `work` instructions (a
+/// phase, the run to a barrier) has ended: a billionth of it and a
+/// thousandth of an instruction, what rounding in the settling can leave.
+fn done_below(work: f64) -> f64 {
+    1e-9 * work + 1e-6
+}
+
+/// [`done_below`] for phase `phase` of `job`.
 fn ends_below(job: &Job, phase: usize) -> f64 {
-    1e-9 * job.phases[phase].instructions + 1e-6
+    done_below(job.phases[phase].instructions)
+}
+
+/// [`done_below`] for `job`'s barrier; -inf without one (never reached).
+fn barrier_below(job: &Job) -> f64 {
+    job.barrier
+        .map_or(f64::NEG_INFINITY, |(every, _)| done_below(every))
 }
 
 #[derive(Debug, Clone, Default)]
@@ -262,9 +273,7 @@ impl<'a> World<'a> {
                     left: phase_work(job, 0, rank),
                     to_barrier: job.barrier.map_or(f64::INFINITY, |b| b.0),
                     ends_below: ends_below(job, 0),
-                    barrier_below: job
-                        .barrier
-                        .map_or(f64::NEG_INFINITY, |(every, _)| 1e-9 * every + 1e-6),
+                    barrier_below: barrier_below(job),
                     debt: 0.0,
                     cpu: None,
                     last_cpu: None,
@@ -786,6 +795,15 @@ impl<'a> World<'a> {
             if th.cpu.is_none() || th.at_barrier || th.debt > 1e-6 {
                 continue;
             }
+            // The kept thresholds are what the job says (debug builds).
+            debug_assert_eq!(
+                (th.ends_below, th.barrier_below),
+                (
+                    ends_below(&self.jobs[th.job], th.phase),
+                    barrier_below(&self.jobs[th.job])
+                ),
+                "thread {t}'s thresholds are stale"
+            );
             if th.left <= th.ends_below {
                 self.end_phase(t);
             } else if th.to_barrier <= th.barrier_below {

@@ -58,13 +58,11 @@ impl World<'_> {
     /// Brings every thread's counters up to now at the rates set by the last
     /// `recompute` (constant since: every change settles first).
     pub(super) fn settle_all(&mut self) {
-        let dt = (self.now_ns - self.settled_ns) as f64;
-        if dt <= 0.0 {
+        let Some(dt) = self.interval_to_now() else {
             // What an observation at this very time left is still owed.
             self.settle_later_now();
             return;
-        }
-        self.settled_ns = self.now_ns;
+        };
         if self.view.unread {
             // Nothing will read an observation in this run, so what only
             // observations read is not kept: the sum of every thread's
@@ -86,11 +84,19 @@ impl World<'_> {
     /// threads happened at observations).
     pub(super) fn settle_later(&mut self) {
         debug_assert!(self.view.unread, "only an unread run's threads can wait");
-        let dt = (self.now_ns - self.settled_ns) as f64;
-        if dt > 0.0 {
-            self.settled_ns = self.now_ns;
+        if let Some(dt) = self.interval_to_now() {
             self.unsettled_dts.push(dt);
         }
+    }
+
+    /// The ns since the threads were last settled (or kept to settle),
+    /// now counted as settled; `None` when no time has passed.
+    fn interval_to_now(&mut self) -> Option<f64> {
+        let dt = (self.now_ns - self.settled_ns) as f64;
+        (dt > 0.0).then(|| {
+            self.settled_ns = self.now_ns;
+            dt
+        })
     }
 
     /// Settles the intervals `settle_later` kept, in order: each thread
