@@ -85,7 +85,8 @@ impl Working {
         if measured {
             busy_now.reserve(snap.tasks.len());
         }
-        let mut working = Vec::new();
+        // Sized for a first sight too, where every task goes in.
+        let mut working = Vec::with_capacity(snap.tasks.len());
         for t in snap.tasks.iter().filter(|t| !placed(t.id)) {
             let busy = worked(snap, t);
             if always(t)
