@@ -385,6 +385,15 @@ impl MemSystem {
             // F and F' in one pass over the users.
             let (flow, df_dw) = terms.flow_and_slope(w);
             let f = flow - x;
+            // x is the fixed point exactly (a warm start often is: the
+            // last solve's answer with a rate or two changed elsewhere).
+            // Taken as the bracket's top instead, the Newton step to x
+            // itself is not inside it, and bisection walked away from the
+            // root and back for some 50 steps: 78% of a simulated hour's
+            // iterations, which returned x to within 1e-15 of mu, not x.
+            if f == 0.0 {
+                break;
+            }
             if f > 0.0 {
                 lo = x
             } else {
@@ -550,6 +559,32 @@ mod tests {
         assert!((sol.lambda[0] - 0.4).abs() / 0.4 < 1e-6, "{}", sol.lambda[0]);
         let served: f64 = sol.ns_per_instr.iter().map(|t| 0.1 / t).sum();
         assert!((served - 0.4).abs() / 0.4 < 1e-6);
+    }
+
+    /// A guess that is the fixed point exactly is the answer, in one step.
+    /// Node 0 serves 0.5 requests/ns and waits 16 u^2 ns at utilisation
+    /// u; one user sends 2 / (4 + w) requests/ns at wait w. At 0.25/ns,
+    /// u = 1/2, w = 4 and the user sends 2 / 8 = 0.25/ns: every value is
+    /// exact in binary, so F(0.25) is 0.0. (The solver used to take the
+    /// guess for the bracket's top and bisect away from it, returning
+    /// 0.2499999999999972.)
+    #[test]
+    fn an_exact_fixed_point_is_kept() {
+        let sys = MemSystem {
+            node_mu: vec![0.5],
+            link_mu: 0.25,
+            request_ns: 4.0,
+            remote_ratio: vec![vec![1.0]],
+            contention: Contention::Superlinear {
+                alpha: 4.0,
+                exponent: 2.0,
+            },
+        };
+        let mut terms = Terms::default();
+        terms.push(2.0, 4.0, 1.0);
+        assert_eq!(terms.flow_and_slope(4.0).0, 0.25, "the example is exact");
+        let (w, lambda, saturated) = sys.solve_queue(0, &terms, 0.25, 4.0);
+        assert_eq!((w, lambda, saturated), (4.0, 0.25, false));
     }
 
     /// S2's machine: two nodes and a link, M/M/1.
