@@ -387,16 +387,6 @@ impl MemSystem {
             // F and F' in one pass over the users.
             let (flow, df_dw) = terms.flow_and_slope(w);
             let f = flow - x;
-            // x is the fixed point exactly (a warm start often is: the
-            // last solve's answer with a rate or two changed elsewhere).
-            // Taken as the bracket's top instead, the Newton step to x
-            // itself is not inside it, and bisection walked away from the
-            // root and back for some 50 steps (78% of the iterations in a
-            // tenth of the scale bench's `linux` hour), to return a point
-            // within 1e-15 of mu of x, not x.
-            if f == 0.0 {
-                break;
-            }
             if f > 0.0 {
                 lo = x
             } else {
@@ -405,11 +395,13 @@ impl MemSystem {
             let slope = df_dw * self.wait_slope(q, x) - 1.0;
             let newton = x - f / slope;
             // A step within the tolerance ends the search where it lands,
-            // in the bracket or on its edge: x is always one of the
-            // bracket's ends (just set), so a step of an ulp or none was
-            // not inside it either, and bisection walked away from the
-            // root and back (63% of numa:model's first decision's
-            // iterations at 1,024 tasks).
+            // in the bracket or on its edge. x is always one of the
+            // bracket's ends (just set), so a step of an ulp or none (x the
+            // fixed point exactly, as a warm start often is: F(x) = 0) was
+            // never inside it, and bisection walked away from the root and
+            // back for up to some 50 steps: 78% of the iterations in a tenth
+            // of the scale bench's `linux` hour, 63% of numa:model's first
+            // decision's at 1,024 tasks.
             if newton.is_finite() && (newton - x).abs() <= mu * 1e-14 {
                 x = newton;
                 break;

@@ -85,8 +85,7 @@ impl Working {
         if measured {
             busy_now.reserve(snap.tasks.len());
         }
-        // Sized for a first sight too, where every task goes in.
-        let mut working = Vec::with_capacity(snap.tasks.len());
+        let mut working = Vec::new();
         for t in snap.tasks.iter().filter(|t| !placed(t.id)) {
             let busy = worked(snap, t);
             if always(t)
