@@ -310,17 +310,32 @@ impl Guard {
         // touched once per run of them (at a thousand tasks a lookup per
         // task was a third of a simulated turn). Every sum is of integers,
         // so the order of adding does not matter.
-        if snap.repeats_last && self.last_sums.valid {
-            for (job, add) in &self.last_sums.runs {
-                span.jobs.entry(*job).absorb(add);
+        let sums = &mut self.last_sums;
+        if snap.repeats_last && sums.valid && sums.layout == span.jobs.layout() {
+            // The same snapshot, the same places: no look-up.
+            for (&i, (_, add)) in sums.run_at.iter().zip(&sums.runs) {
+                span.jobs.jobs[i].1.absorb(add);
+            }
+            for &i in &sums.job_at {
+                span.jobs.jobs[i].1.present_ns += elapsed_ns;
+            }
+            return;
+        }
+        sums.run_at.clear();
+        let layout = span.jobs.layout();
+        if snap.repeats_last && sums.valid {
+            for (job, add) in &sums.runs {
+                let i = span.jobs.slot(*job);
+                span.jobs.jobs[i].1.absorb(add);
+                sums.run_at.push(i);
             }
         } else {
-            let sums = &mut self.last_sums;
             sums.runs.clear();
             sums.valid = !snap.progress_only;
             for run in snap.tasks.chunk_by(|a, b| a.job == b.job) {
                 let mut add = JobAcc::default();
-                let acc = span.jobs.entry(run[0].job);
+                let at = span.jobs.slot(run[0].job);
+                let acc = &mut span.jobs.jobs[at].1;
                 let mut beaters = 0;
                 for t in run {
                     add.paused |= t.state == TaskState::Paused;
@@ -344,13 +359,19 @@ impl Guard {
                 acc.beaters = acc.beaters.max(beaters);
                 acc.absorb(&add);
                 sums.runs.push((run[0].job, add));
+                sums.run_at.push(at);
             }
         }
+        sums.job_at.clear();
         for job in &snap.jobs {
-            if let Some(acc) = span.jobs.get_mut(job.id) {
-                acc.present_ns += elapsed_ns;
+            if let Some(i) = span.jobs.find(job.id) {
+                span.jobs.jobs[i].1.present_ns += elapsed_ns;
+                sums.job_at.push(i);
             }
         }
+        // An account opened above moved those after it, and places noted
+        // before it are stale: none is kept (the next turn notes them).
+        sums.layout = if span.jobs.layout() == layout { layout } else { 0 };
     }
 
     /// Adds the last period to the kernel span's time away from memory of
