@@ -195,14 +195,19 @@ impl World<'_> {
         } else {
             self.settle_later();
         }
-        self.add_repeats_unseen();
-        if !read {
+        // A read adds the reused observations' reports thread by thread in
+        // its pass below (one pass over the threads, not two).
+        let repeats = if read {
+            std::mem::take(&mut self.view.repeats_unseen)
+        } else {
+            self.add_repeats_unseen();
             self.view.tasks_changed = false;
             self.jobs_changed = false;
-        }
+            0
+        };
         // Update in place: this runs every decision for every task.
         let threads = &self.threads;
-        let (seen, reported) = (&mut self.view.seen, &mut self.view.reported);
+        let seen = &mut self.view.seen;
         let os = &self.kernel.os;
         let now_ns = self.now_ns;
         for (view, &t) in self
@@ -214,7 +219,11 @@ impl World<'_> {
             .filter(|_| read)
         {
             let th = &threads[t];
-            let (d, s) = (&th.total, &seen[t]);
+            let s = &mut seen[t];
+            for _ in 0..repeats {
+                s.upto = s.upto.plus(&s.last);
+            }
+            let (d, s) = (&th.total, s);
             view.state = if th.paused {
                 TaskState::Paused
             } else if th.cpu.is_some() {
@@ -223,17 +232,18 @@ impl World<'_> {
                 TaskState::Blocked
             };
             view.cpu = th.last_cpu.map(|p| os[p]);
-            let mem = d.mem_bytes - s.mem_bytes;
+            let mem = d.mem_bytes - s.upto.mem_bytes;
+            let u = &s.upto;
             view.obs = Obs {
-                cpu_time_ns: whole(d.cpu_ns - s.cpu_ns),
-                wait_ns: whole(d.wait_ns - s.wait_ns),
-                instructions: hw.then(|| whole(d.instr - s.instr)),
-                cycles: hw.then(|| whole(d.cycles - s.cycles)),
-                llc_refs: hw.then(|| whole(d.llc_refs - s.llc_refs)),
+                cpu_time_ns: whole(d.cpu_ns - u.cpu_ns),
+                wait_ns: whole(d.wait_ns - u.wait_ns),
+                instructions: hw.then(|| whole(d.instr - u.instr)),
+                cycles: hw.then(|| whole(d.cycles - u.cycles)),
+                llc_refs: hw.then(|| whole(d.llc_refs - u.llc_refs)),
                 llc_misses: hw
                     .then(|| whole(mem / herd_model::params::LINE_BYTES * self.jitter.factor(t, now_ns))),
                 mem_bytes: bw.then(|| whole(mem)),
-                migrations: d.migrations - s.migrations,
+                migrations: d.migrations - u.migrations,
                 // The simulator models rates, not each wake-up: how often a
                 // thread got a CPU is not known here.
                 timeslices: None,
@@ -243,8 +253,8 @@ impl World<'_> {
             };
             // Heartbeats happen at whole multiples of k: floor, not round.
             view.heartbeats = th.heartbeat_every.map(|k| whole((d.instr / k).floor()));
-            reported[t] = th.total.minus(&seen[t]);
-            seen[t] = th.total;
+            s.last = th.total.minus(&s.upto);
+            s.upto = th.total;
         }
         if self.jobs_changed {
             self.jobs_changed = false;
@@ -292,10 +302,11 @@ impl World<'_> {
         if k == 0 {
             return;
         }
-        let (seen, reported) = (&mut self.view.seen, &self.view.reported);
+        let seen = &mut self.view.seen;
         for &t in &self.view.present {
+            let s = &mut seen[t];
             for _ in 0..k {
-                seen[t] = seen[t].plus(&reported[t]);
+                s.upto = s.upto.plus(&s.last);
             }
         }
     }
