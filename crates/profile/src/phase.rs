@@ -178,6 +178,17 @@ pub struct PhaseTable {
     /// whoever moves a centroid; not part of the table's value.
     #[serde(skip)]
     keys: Vec<([f64; 2], [f64; 2])>,
+    /// The last signature's traffic and references per instruction with
+    /// their key, the same kind of memo: a job whose slice repeats (the
+    /// simulator's reused observations, a steady phase) is measured with
+    /// the logarithms already taken.
+    #[serde(skip, default = "no_key")]
+    last_key: ([f64; 2], [f64; 2]),
+}
+
+/// A memo that matches no signature (NaN equals nothing).
+fn no_key() -> ([f64; 2], [f64; 2]) {
+    ([f64::NAN; 2], [0.0; 2])
 }
 
 impl PartialEq for PhaseTable {
@@ -192,6 +203,7 @@ impl Default for PhaseTable {
             phases: Vec::new(),
             threshold: DEFAULT_THRESHOLD,
             keys: Vec::new(),
+            last_key: no_key(),
         }
     }
 }
@@ -210,7 +222,11 @@ impl PhaseTable {
 
     /// The nearest phase's index and its distance.
     fn nearest(&mut self, sig: &Signature) -> Option<(usize, f64)> {
-        let key = sig.counter_key();
+        let at = [sig.bytes_per_instr, sig.refs_per_instr];
+        if self.last_key.0 != at {
+            self.last_key = (at, sig.counter_key());
+        }
+        let key = self.last_key.1;
         self.keys.resize(self.phases.len(), ([f64::NAN; 2], [0.0; 2]));
         self.phases
             .iter()
@@ -308,6 +324,29 @@ mod tests {
         // The memo is no part of the table's value.
         let fresh: PhaseTable = serde_json::from_str(&serde_json::to_string(&t).unwrap()).unwrap();
         assert_eq!(fresh, t);
+    }
+
+    /// The memos of logarithms answer only for their own values: a table
+    /// fed repeats and changes classifies each slice as the distances
+    /// worked out afresh say.
+    #[test]
+    fn a_repeated_signature_is_measured_as_a_new_one() {
+        let mut t = PhaseTable::default();
+        for bytes in [
+            0.01, 0.01, 5.0, 5.0, 5.0, 0.02, 0.01, 0.3, 0.3, 5.0, 0.0, -0.0, 0.0, 0.3,
+        ] {
+            let s = sig(bytes);
+            let nearest = t
+                .phases
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (i, p.centroid.distance(&s)))
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .filter(|(_, d)| *d <= t.threshold);
+            let want = nearest.map_or(t.phases.len(), |(i, _)| i);
+            assert_eq!(usize::from(t.classify(&s)), want, "{bytes}");
+        }
+        assert_eq!(t.phases.len(), 5);
     }
 
     #[test]
