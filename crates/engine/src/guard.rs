@@ -596,6 +596,9 @@ impl Guard {
     /// The policy's placements and lanes, for the tasks present.
     fn restore(&self, snap: &Snapshot) -> Plan {
         let mut plan = Plan::default();
+        // Sized once: a plan of a thousand placements grown by doubling
+        // copied itself a dozen times (once a probe, not every turn).
+        plan.tasks.reserve(self.intended.len().min(snap.tasks.len()));
         for t in &snap.tasks {
             if let Some(p) = self.intended.get(&t.id) {
                 plan.tasks.push((t.id, p.clone()));
@@ -633,6 +636,8 @@ impl Guard {
         let restricted = allowed.is_some();
         let all = &allowed.unwrap_or_else(|| m.all_cpus().clone());
         let snap = view.snapshot;
+        // Every placed task gets a placement: sized once (see `restore`).
+        plan.tasks.reserve(self.intended.len().min(snap.tasks.len()));
         // Within a budget the user set, Linux balances over its CPUs alone.
         let nodes: Vec<(u32, &CpuSet)> = m
             .numa_nodes()
@@ -666,6 +671,9 @@ impl Guard {
             .filter(|&i| busy_at(i) && home_of.contains_key(&snap.tasks[i].job))
             .count();
         let total_cpus = all.len().max(1);
+        // Each node's CPUs counted once, not per task (a thousand tasks'
+        // counts were a third of a release's cost).
+        let node_cpus: Vec<usize> = nodes.iter().map(|(_, cpus)| cpus.len()).collect();
         // Busy tasks on each node (by index into `nodes`): those the
         // policy never placed where they run now, then as placed here.
         let mut load = vec![0usize; nodes.len()];
@@ -685,7 +693,13 @@ impl Guard {
         // tasks (by its CPUs); the rest may run anywhere. (S2's node: a job
         // compact on one of two nodes stayed there at 1.03x Linux's time
         // while a node could take as many tasks as it had CPUs.)
-        let mut taken: HashMap<u32, usize> = HashMap::default();
+        // Per node (by index into `nodes`): the tasks placed near their
+        // memory there, and how many it may take.
+        let mut taken = vec![0usize; nodes.len()];
+        let quota: Vec<usize> = node_cpus
+            .iter()
+            .map(|&n| (busy * n).div_ceil(total_cpus))
+            .collect();
         let mut unplaced = Vec::new();
         // Jobs with a busy task near their memory, and with one sent away.
         let mut near_jobs: Vec<JobId> = Vec::new();
@@ -694,12 +708,10 @@ impl Guard {
             if self.intended.contains_key(&t.id) {
                 let near = home_of.get(&t.job).filter(|_| busy_at(i)).and_then(|&h| {
                     let k = nodes.iter().position(|(os, _)| *os == h)?;
-                    let cpus = nodes[k].1;
-                    let n = taken.entry(h).or_default();
-                    (*n < (busy * cpus.len()).div_ceil(total_cpus)).then(|| {
-                        *n += 1;
+                    (taken[k] < quota[k]).then(|| {
+                        taken[k] += 1;
                         load[k] += 1;
-                        cpus
+                        nodes[k].1
                     })
                 });
                 match near {
@@ -725,7 +737,7 @@ impl Guard {
         near_jobs.sort_unstable();
         self.sent_away.retain(|j| near_jobs.binary_search(j).is_err());
         for id in unplaced {
-            let share = |i: usize| (load[i] + 1) as f64 / nodes[i].1.len() as f64;
+            let share = |i: usize| (load[i] + 1) as f64 / node_cpus[i] as f64;
             let i = (0..nodes.len())
                 .min_by(|&a, &b| share(a).total_cmp(&share(b)).then(a.cmp(&b)))
                 .expect("several nodes");
@@ -749,6 +761,7 @@ impl Guard {
         }
         let all = allowed.unwrap_or_else(|| view.machine.all_cpus().clone());
         let spread: rustc_hash::FxHashSet<TaskId> = std::mem::take(&mut self.spread).into_iter().collect();
+        plan.tasks.reserve(spread.len());
         for t in view.snapshot.tasks.iter().filter(|t| spread.contains(&t.id)) {
             plan.run(t.id, all.clone(), "guard: the kernel places it");
         }
