@@ -90,10 +90,14 @@ struct Journal {
 }
 
 impl Journal {
-    fn push(&mut self, program: &str, step: Step) {
+    /// Keeps `step` of `program`, when steps are kept: the step is made
+    /// only then (a slice copied into a step and dropped, every job every
+    /// period, was a hundredth of bw:iabw's simulated time).
+    fn push(&mut self, program: &str, step: impl FnOnce() -> Step) {
         if !self.on {
             return;
         }
+        let step = step();
         if self.len >= JOURNAL_STEPS {
             self.overflowed.insert(program.to_string());
             return;
@@ -197,7 +201,7 @@ impl Learning {
         };
         let slot = slot_of(&mut self.slots, &mut self.profiles, program);
         found(&mut self.profiles[slot], finding);
-        self.journal.push(program, Step::Found(finding));
+        self.journal.push(program, || Step::Found(finding));
     }
 
     /// The profiles as they stand (as loaded, before the run learns): what
@@ -344,7 +348,7 @@ impl Learning {
                     None => track.learner.follow(profile, &s),
                 };
                 self.journal
-                    .push(&job.program, Step::Observe(job.id, s, validity));
+                    .push(&job.program, || Step::Observe(job.id, s, validity));
             }
             l.phase = track.learner.current();
             l.predicted_btr = track.learner.predicted_btr(profile);
@@ -410,7 +414,7 @@ impl Learning {
 
     fn finish(&mut self, id: JobId) {
         if let Some(t) = self.tracks.remove(&id) {
-            self.journal.push(&t.program, Step::Finish(id));
+            self.journal.push(&t.program, || Step::Finish(id));
             t.learner.finish(&mut self.profiles[t.slot]);
         }
         self.knowledge.jobs.remove(&id);
