@@ -1,20 +1,24 @@
 //! S1's phase predictor: a first-order Markov chain over phase ids. With no
 //! history for the current phase it predicts the same phase again.
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 
 use crate::PhaseId;
 
+/// ((from, to), times seen), in (from, to) order.
+type Counts = Vec<((PhaseId, PhaseId), u32)>;
+
 /// Transition counts between phases.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Markov {
-    /// (from, to) -> times seen. A BTreeMap: predictions (ties broken by
-    /// the lowest id) and serialisation are deterministic. Stored as
-    /// (from, to, count) triples: JSON keys must be strings.
+    /// (from, to) -> times seen, in (from, to) order: predictions (ties
+    /// broken by the lowest id) and serialisation are deterministic. A
+    /// sorted vector, not a map: a program has a few dozen transitions,
+    /// and a map's search for the one to count, every job every period,
+    /// was twice a binary search's cost. Stored as (from, to, count)
+    /// triples, as a map was: JSON keys must be strings.
     #[serde(with = "triples")]
-    counts: BTreeMap<(PhaseId, PhaseId), u32>,
+    counts: Counts,
     /// Per `from` phase, its most likely successor and that count, as
     /// [`Markov::predict`] would find it by a search of `counts`: kept as
     /// each transition is counted, since every job asks for a prediction
@@ -36,31 +40,40 @@ mod triples {
 
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+    use super::Counts;
     use crate::PhaseId;
 
-    pub fn serialize<S: Serializer>(m: &BTreeMap<(PhaseId, PhaseId), u32>, s: S) -> Result<S::Ok, S::Error> {
-        let v: Vec<(PhaseId, PhaseId, u32)> = m.iter().map(|(&(a, b), &c)| (a, b, c)).collect();
+    pub fn serialize<S: Serializer>(m: &[((PhaseId, PhaseId), u32)], s: S) -> Result<S::Ok, S::Error> {
+        let v: Vec<(PhaseId, PhaseId, u32)> = m.iter().map(|&((a, b), c)| (a, b, c)).collect();
         v.serialize(s)
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<BTreeMap<(PhaseId, PhaseId), u32>, D::Error> {
+    /// Through a map, as when the counts were one: in (from, to) order,
+    /// the last of a pair given twice kept.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Counts, D::Error> {
         let v: Vec<(PhaseId, PhaseId, u32)> = Vec::deserialize(d)?;
-        Ok(v.into_iter().map(|(a, b, c)| ((a, b), c)).collect())
+        let m: BTreeMap<(PhaseId, PhaseId), u32> = v.into_iter().map(|(a, b, c)| ((a, b), c)).collect();
+        Ok(m.into_iter().collect())
     }
 }
 
 impl Markov {
     /// Records that `from` was followed by `to` (staying counts too).
     pub fn observe(&mut self, from: PhaseId, to: PhaseId) {
-        let c = self.counts.entry((from, to)).or_insert(0);
+        let at = match self.counts.binary_search_by_key(&(from, to), |e| e.0) {
+            Ok(at) => at,
+            Err(at) => {
+                self.counts.insert(at, ((from, to), 0));
+                at
+            }
+        };
+        let c = &mut self.counts[at].1;
         *c = c.saturating_add(1);
         let count = *c;
         let counts = &self.counts;
         let best = self.best.get_or_insert_with(|| {
             let mut best = Vec::new();
-            for &(f, _) in counts.keys() {
+            for &((f, _), _) in counts {
                 if best.len() <= usize::from(f) {
                     best.resize(usize::from(f) + 1, None);
                 }
@@ -96,16 +109,18 @@ impl Markov {
 
     /// The most frequent successor of `from` in `counts` and its count (the
     /// lowest id on a tie); `from` itself with 0 when there is none.
-    fn search(counts: &BTreeMap<(PhaseId, PhaseId), u32>, from: PhaseId) -> (PhaseId, u32) {
-        counts
-            .range((from, PhaseId::MIN)..=(from, PhaseId::MAX))
-            .max_by(|a, b| a.1.cmp(b.1).then(b.0.1.cmp(&a.0.1)))
+    fn search(counts: &[((PhaseId, PhaseId), u32)], from: PhaseId) -> (PhaseId, u32) {
+        let start = counts.partition_point(|e| e.0.0 < from);
+        let end = counts.partition_point(|e| e.0.0 <= from);
+        counts[start..end]
+            .iter()
+            .max_by(|a, b| a.1.cmp(&b.1).then(b.0.1.cmp(&a.0.1)))
             .map_or((from, 0), |((_, to), n)| (*to, *n))
     }
 
     /// Transitions recorded.
     pub fn transitions(&self) -> u64 {
-        self.counts.values().map(|&c| u64::from(c)).sum()
+        self.counts.iter().map(|&(_, c)| u64::from(c)).sum()
     }
 }
 
@@ -130,6 +145,24 @@ mod tests {
         m.observe(2, 0);
         assert_eq!(m.predict(2), 0, "a tie goes to the lower id");
         assert_eq!(m.transitions(), 22);
+    }
+
+    /// The store's form is as it was when the counts were a map: triples
+    /// in (from, to) order; read back through a map (the last of a pair
+    /// given twice kept).
+    #[test]
+    fn counts_are_stored_as_ordered_triples() {
+        let mut m = Markov::default();
+        for (from, to) in [(2, 1), (0, 3), (2, 1), (0, 0)] {
+            m.observe(from, to);
+        }
+        assert_eq!(
+            serde_json::to_string(&m).unwrap(),
+            r#"{"counts":[[0,0,1],[0,3,1],[2,1,2]]}"#
+        );
+        let read: Markov = serde_json::from_str(r#"{"counts":[[2,1,5],[0,3,1],[2,1,2],[0,0,1]]}"#).unwrap();
+        assert_eq!(read, m);
+        assert_eq!(read.predict(2), 1);
     }
 
     #[test]
