@@ -48,13 +48,15 @@ pub struct Learning {
     knowledge: Knowledge,
     thresholds: LowContention,
     /// Per-job slices of the current period, reused across periods to
-    /// avoid allocation; in job order when `index` is `None` (a snapshot
-    /// whose tasks come in job order, as the simulator's and the live
-    /// loop's do), else where each job's is: a map kept only when needed
-    /// (its 250 inserts and look-ups a period were a fiftieth of bw:iabw's
-    /// simulated time at 1,000 tasks).
+    /// avoid allocation; in job order unless `indexed` (a snapshot whose
+    /// tasks come in job order, as the simulator's do), else where each
+    /// job's is in `index`: a map filled only when needed (its 250 inserts
+    /// and look-ups a period were a fiftieth of bw:iabw's simulated time
+    /// at 1,000 tasks). Live tasks come in thread id order, which mixes
+    /// jobs that start threads at different times.
     slices: Vec<(JobId, Option<Slice>)>,
-    index: Option<FxHashMap<JobId, usize>>,
+    index: FxHashMap<JobId, usize>,
+    indexed: bool,
     /// Every job seen's program, kept after the job is gone: a policy's
     /// findings come at the end of the run.
     programs: BTreeMap<JobId, String>,
@@ -180,7 +182,8 @@ impl Learning {
             },
             thresholds: LowContention::default(),
             slices: Vec::new(),
-            index: None,
+            index: FxHashMap::default(),
+            indexed: false,
             programs: BTreeMap::new(),
         }
     }
@@ -231,26 +234,25 @@ impl Learning {
         // threads stand for the job. A job with no counted thread gives
         // no slice.
         self.slices.clear();
-        self.index = None;
+        self.index.clear();
+        self.indexed = false;
         let mut counters = false;
         for t in &snap.tasks {
             // A job's tasks are listed together: the last slice is most
             // often the one, and a job after it in order has none yet.
-            let k = match (self.slices.last(), &mut self.index) {
-                (Some((job, _)), _) if *job == t.job => self.slices.len() - 1,
-                (last, None) if last.is_none_or(|(job, _)| *job < t.job) => {
+            let k = match self.slices.last() {
+                Some((job, _)) if *job == t.job => self.slices.len() - 1,
+                last if !self.indexed && last.is_none_or(|(job, _)| *job < t.job) => {
                     self.slices.push((t.job, None));
                     self.slices.len() - 1
                 }
-                (_, index) => {
-                    let index = index.get_or_insert_with(|| {
-                        self.slices
-                            .iter()
-                            .enumerate()
-                            .map(|(k, (job, _))| (*job, k))
-                            .collect()
-                    });
-                    *index.entry(t.job).or_insert_with(|| {
+                _ => {
+                    if !self.indexed {
+                        self.indexed = true;
+                        self.index
+                            .extend(self.slices.iter().enumerate().map(|(k, (job, _))| (*job, k)));
+                    }
+                    *self.index.entry(t.job).or_insert_with(|| {
                         self.slices.push((t.job, None));
                         self.slices.len() - 1
                     })
@@ -317,8 +319,10 @@ impl Learning {
         let mut next_slice = 0;
         let mut step = |job: &herd_policy::JobView, track: &mut Track, l: &mut herd_policy::Learned| {
             let profile = &mut self.profiles[track.slot];
-            let at = match &self.index {
-                None => match self.slices[next_slice.min(self.slices.len())..]
+            let at = if self.indexed {
+                self.index.get(&job.id).copied()
+            } else {
+                match self.slices[next_slice.min(self.slices.len())..]
                     .iter()
                     .position(|(j, _)| *j >= job.id)
                 {
@@ -328,8 +332,7 @@ impl Learning {
                     }
                     // Met out of order: searched for.
                     _ => self.slices.binary_search_by_key(&job.id, |(j, _)| *j).ok(),
-                },
-                Some(index) => index.get(&job.id).copied(),
+                }
             };
             let slice = at.and_then(|k| self.slices[k].1);
             let mut last_btr = None;
