@@ -93,6 +93,11 @@ def masks(pid):
     return out
 
 
+def pinned_cpus(m):
+    """The CPUs of the threads in masks `m` ({tid: set}) pinned to one."""
+    return set().union(*[c for c in m.values() if len(c) == 1])
+
+
 def node_cpus():
     base = "/sys/devices/system/node"
     return {int(d[4:]): cpulist(open(f"{base}/{d}/cpulist").read())
@@ -597,7 +602,7 @@ def check_two_herds_disjoint(shape):
         cpus = []
         for h in runs:
             m = settled_masks(h, 3)
-            cpus.append(set().union(*[c for c in m.values() if len(c) == 1]))
+            cpus.append(pinned_cpus(m))
         expect(cpus[0] and cpus[1] and not (cpus[0] & cpus[1]), f"the two runs hold CPUs {cpus}")
     finally:
         for h in runs:
@@ -664,8 +669,7 @@ def memory_follow(shape):
         # worked, and a worker still blocked at the barrier left a CPU of
         # the home node free for the attaching herd (failed once so in
         # make vm-test: the holder on CPUs 0-2 of 0-3, the program on 3).
-        pinned = lambda m: set().union(*[c for c in m.values() if len(c) == 1])
-        holds_home = lambda m: set().union(*m.values()) <= nodes[home] and pinned(m) == nodes[home]
+        holds_home = lambda m: set().union(*m.values()) <= nodes[home] and pinned_cpus(m) == nodes[home]
         deadline = time.time() + 60
         held = settled_masks(holder, len(nodes[home]) + 1)
         while time.time() < deadline and not holds_home(held):

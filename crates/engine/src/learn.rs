@@ -315,25 +315,21 @@ impl Learning {
             }
         }
         // In job order, the slices are met in turn as the walk below meets
-        // the jobs in id order: each is found where the last one was left.
+        // the jobs in id order: each is found after the last one found.
         let mut next_slice = 0;
         let mut step = |job: &herd_policy::JobView, track: &mut Track, l: &mut herd_policy::Learned| {
             let profile = &mut self.profiles[track.slot];
             let at = if self.indexed {
                 self.index.get(&job.id).copied()
+            } else if self.slices.get(next_slice).is_some_and(|(j, _)| *j == job.id) {
+                Some(next_slice)
             } else {
-                match self.slices[next_slice.min(self.slices.len())..]
-                    .iter()
-                    .position(|(j, _)| *j >= job.id)
-                {
-                    Some(d) if self.slices[next_slice + d].0 == job.id => {
-                        next_slice += d + 1;
-                        Some(next_slice - 1)
-                    }
-                    // Met out of order: searched for.
-                    _ => self.slices.binary_search_by_key(&job.id, |(j, _)| *j).ok(),
-                }
+                // A job with no slice, or met out of order: searched for.
+                self.slices.binary_search_by_key(&job.id, |(j, _)| *j).ok()
             };
+            if let Some(k) = at {
+                next_slice = k + 1;
+            }
             let slice = at.and_then(|k| self.slices[k].1);
             let mut last_btr = None;
             if let Some(s) = slice.filter(|s| s.cpu_ns > 0) {
