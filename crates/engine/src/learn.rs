@@ -57,6 +57,12 @@ pub struct Learning {
     slices: Vec<(JobId, Option<Slice>)>,
     index: FxHashMap<JobId, usize>,
     indexed: bool,
+    /// The snapshot `slices` were summed from: its time and its task
+    /// list's name. A snapshot that repeats that one
+    /// ([`Snapshot::repeats_last`]) has the same slices, so they are kept,
+    /// not summed again (the pass over every task was a twelfth of
+    /// bw:iabw's simulated time, and half the snapshots repeat).
+    sliced_from: Option<(u64, u64)>,
     /// Every job seen's program, kept after the job is gone: a policy's
     /// findings come at the end of the run.
     programs: BTreeMap<JobId, String>,
@@ -184,6 +190,7 @@ impl Learning {
             slices: Vec::new(),
             index: FxHashMap::default(),
             indexed: false,
+            sliced_from: None,
             programs: BTreeMap::new(),
         }
     }
@@ -227,59 +234,14 @@ impl Learning {
     /// (see [`RunLearner::follow`]).
     pub fn observe(&mut self, snap: &Snapshot, kernel_placed: bool) {
         self.finish_gone(snap);
-        // One slice per job: the sum over its counted threads. A thread
-        // the sensor could not count (the machine has no counters, or herd
-        // had no descriptor for it) is left out, not the whole job: rates
-        // (traffic per instruction, per CPU second) over the counted
-        // threads stand for the job. A job with no counted thread gives
-        // no slice.
-        self.slices.clear();
-        self.index.clear();
-        self.indexed = false;
-        let mut counters = false;
-        for t in &snap.tasks {
-            // A job's tasks are listed together: the last slice is most
-            // often the one, and a job after it in order has none yet.
-            let k = match self.slices.last() {
-                Some((job, _)) if *job == t.job => self.slices.len() - 1,
-                last if !self.indexed && last.is_none_or(|(job, _)| *job < t.job) => {
-                    self.slices.push((t.job, None));
-                    self.slices.len() - 1
-                }
-                _ => {
-                    if !self.indexed {
-                        self.indexed = true;
-                        self.index
-                            .extend(self.slices.iter().enumerate().map(|(k, (job, _))| (*job, k)));
-                    }
-                    *self.index.entry(t.job).or_insert_with(|| {
-                        self.slices.push((t.job, None));
-                        self.slices.len() - 1
-                    })
-                }
-            };
-            let o = &t.obs;
-            let (Some(instructions), Some(mem_bytes)) = (o.instructions, o.mem_bytes) else {
-                continue;
-            };
-            counters = true;
-            let part = Slice {
-                instructions,
-                cpu_ns: o.cpu_time_ns,
-                mem_bytes,
-                llc_refs: o.llc_refs,
-                llc_misses: o.llc_misses,
-                code_samples: o.code_samples,
-            };
-            // Added in place: a slice is a dozen words, and copying the sum
-            // out and back per task was a twentieth of bw:iabw's simulated
-            // time at 1,000 tasks.
-            match &mut self.slices[k].1 {
-                Some(sum) => add_to(sum, &part),
-                none => *none = Some(part),
-            }
+        // A snapshot that repeats the one the slices were summed from
+        // (the last, at one period before) has the same slices.
+        let repeat = snap.repeats_last
+            && self.sliced_from == Some((snap.now_ns.wrapping_sub(snap.period_ns), snap.tasks_epoch));
+        self.sliced_from = Some((snap.now_ns, snap.tasks_epoch));
+        if !repeat {
+            self.sum_slices(snap);
         }
-        self.knowledge.counters = counters;
         let system_bytes = snap.system.mem_bytes.unwrap_or_else(|| {
             self.slices
                 .iter()
@@ -388,6 +350,62 @@ impl Learning {
                 }
             }
         }
+    }
+
+    /// This period's slices, one per job: the sum over its counted
+    /// threads. A thread the sensor could not count (the machine has no
+    /// counters, or herd had no descriptor for it) is left out, not the
+    /// whole job: rates (traffic per instruction, per CPU second) over the
+    /// counted threads stand for the job. A job with no counted thread
+    /// gives no slice.
+    fn sum_slices(&mut self, snap: &Snapshot) {
+        self.slices.clear();
+        self.index.clear();
+        self.indexed = false;
+        let mut counters = false;
+        for t in &snap.tasks {
+            // A job's tasks are listed together: the last slice is most
+            // often the one, and a job after it in order has none yet.
+            let k = match self.slices.last() {
+                Some((job, _)) if *job == t.job => self.slices.len() - 1,
+                last if !self.indexed && last.is_none_or(|(job, _)| *job < t.job) => {
+                    self.slices.push((t.job, None));
+                    self.slices.len() - 1
+                }
+                _ => {
+                    if !self.indexed {
+                        self.indexed = true;
+                        self.index
+                            .extend(self.slices.iter().enumerate().map(|(k, (job, _))| (*job, k)));
+                    }
+                    *self.index.entry(t.job).or_insert_with(|| {
+                        self.slices.push((t.job, None));
+                        self.slices.len() - 1
+                    })
+                }
+            };
+            let o = &t.obs;
+            let (Some(instructions), Some(mem_bytes)) = (o.instructions, o.mem_bytes) else {
+                continue;
+            };
+            counters = true;
+            let part = Slice {
+                instructions,
+                cpu_ns: o.cpu_time_ns,
+                mem_bytes,
+                llc_refs: o.llc_refs,
+                llc_misses: o.llc_misses,
+                code_samples: o.code_samples,
+            };
+            // Added in place: a slice is a dozen words, and copying the sum
+            // out and back per task was a twentieth of bw:iabw's simulated
+            // time at 1,000 tasks.
+            match &mut self.slices[k].1 {
+                Some(sum) => add_to(sum, &part),
+                none => *none = Some(part),
+            }
+        }
+        self.knowledge.counters = counters;
     }
 
     fn finish_gone(&mut self, snap: &Snapshot) {
@@ -622,6 +640,56 @@ mod tests {
         let without_5 = learned(&[0, 1, 3, 4, 5]);
         assert_eq!(without_5.jobs[&5].last_btr, None);
         assert_eq!(without_5.jobs[&9], grouped.jobs[&9]);
+    }
+
+    /// A snapshot that repeats the last (one period on, the same tasks)
+    /// is learned from the slices summed before, exactly as if summed
+    /// again; one that says it repeats but does not follow the last
+    /// (a turn was missed) is summed from its own tasks.
+    #[test]
+    fn a_repeated_snapshot_learns_what_summing_it_again_learns() {
+        let period_ns = 100_000_000;
+        let at = |now_ns: u64, cpu_ns: u64, repeats_last: bool| {
+            let mut snap = one_job("bench");
+            snap.period_ns = period_ns;
+            snap.now_ns = now_ns;
+            snap.tasks_epoch = 3;
+            snap.repeats_last = repeats_last;
+            snap.tasks = vec![thread(1, 7, cpu_ns, true), thread(2, 7, cpu_ns / 2, true)];
+            for t in &mut snap.tasks {
+                t.obs.mem_bytes = Some(cpu_ns * cpu_ns / 1_000_000);
+            }
+            snap
+        };
+        let learn = |snaps: &[Snapshot]| {
+            let mut l = Learning::new(BTreeMap::new(), Some(1e3));
+            for s in snaps {
+                l.observe(s, false);
+            }
+            (l.knowledge().clone(), l.into_profiles())
+        };
+        let (first, second) = (
+            at(period_ns, 40_000_000, false),
+            at(2 * period_ns, 40_000_000, true),
+        );
+        let summed = learn(&[first.clone(), at(2 * period_ns, 40_000_000, false)]);
+        assert_eq!(learn(&[first.clone(), second]), summed, "a true repeat");
+        // Said to repeat, but two periods on and with other readings: its
+        // own are learned, not the slices of the snapshot before.
+        let late = at(3 * period_ns, 90_000_000, true);
+        let own = learn(&[first.clone(), at(3 * period_ns, 90_000_000, false)]);
+        assert_ne!(own, learn(&[first.clone(), first.clone()]));
+        assert_eq!(
+            learn(&[first.clone(), late]),
+            own,
+            "a repeat of a turn learning missed"
+        );
+        // A new list of tasks is summed, whatever the snapshot says.
+        let mut renamed = at(2 * period_ns, 90_000_000, true);
+        renamed.tasks_epoch = 4;
+        let mut renamed_read = renamed.clone();
+        renamed_read.repeats_last = false;
+        assert_eq!(learn(&[first.clone(), renamed]), learn(&[first, renamed_read]));
     }
 
     /// A period the guard gave the kernel is followed: the run's traffic
