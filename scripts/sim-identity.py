@@ -11,6 +11,13 @@ commit says which scenarios moved and why.
   python3 scripts/sim-identity.py record [--out scenarios/identity.json]
   python3 scripts/sim-identity.py check  [--against scenarios/identity.json]
       [--only NAME ...] [--herd target/release/herd] [--jobs 2]
+  python3 scripts/sim-identity.py compare --old OLD_HERD [--only NAME ...]
+      [--herd target/release/herd]
+
+`compare` runs both binaries on each scenario and names, per scenario
+that differs, the fields that moved (list indices folded) and the
+largest relative change of a number: what a bug fix's commit reports
+before it re-records.
 
 The record names the commit it was made at.
 """
@@ -20,6 +27,7 @@ import concurrent.futures
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -65,9 +73,53 @@ def run_all(args):
     return dict(sorted(results.items()))
 
 
+def flatten(x, path="", out=None):
+    """Every leaf of a JSON value by its path (a list's length too)."""
+    out = {} if out is None else out
+    if isinstance(x, dict):
+        for k, v in x.items():
+            flatten(v, f"{path}.{k}", out)
+    elif isinstance(x, list):
+        out[path + "#len"] = len(x)
+        for i, v in enumerate(x):
+            flatten(v, f"{path}[{i}]", out)
+    else:
+        out[path] = x
+    return out
+
+
+def sim_json(herd, name, data_home):
+    path = os.path.join(ROOT, "scenarios", name + ".toml")
+    out = subprocess.run([herd, "sim", path, "--no-timing", "--json"], capture_output=True,
+                         env=dict(os.environ, XDG_DATA_HOME=data_home), cwd=ROOT)
+    if out.returncode != 0:
+        sys.exit(f"{herd} sim {name}: exit {out.returncode}: {out.stderr.decode(errors='replace')[-400:]}")
+    return flatten(json.loads(out.stdout))
+
+
+def compare(args):
+    if not os.path.exists(args.old):
+        sys.exit(f"{args.old} is missing")
+    moved = 0
+    with tempfile.TemporaryDirectory() as old_home, tempfile.TemporaryDirectory() as new_home:
+        for name in scenarios(args.only):
+            a, b = sim_json(args.old, name, old_home), sim_json(args.herd, name, new_home)
+            keys = [k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+            if not keys:
+                continue
+            moved += 1
+            fields = sorted({re.sub(r"\[\d+\]", "[]", k) for k in keys})
+            rel = [abs(a[k] - b[k]) / max(abs(a[k]), 1e-300) for k in keys
+                   if isinstance(a.get(k), float) and isinstance(b.get(k), float)]
+            worst = f"; largest relative change {max(rel):.2e}" if rel else ""
+            print(f"{name}: {len(keys)} values differ in {', '.join(fields)}{worst}")
+    print(f"{moved} scenarios differ")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("what", choices=["record", "check"])
+    ap.add_argument("what", choices=["record", "check", "compare"])
+    ap.add_argument("--old", help="compare: the herd binary before the change")
     ap.add_argument("--out", default=DEFAULT)
     ap.add_argument("--against", default=DEFAULT)
     ap.add_argument("--only", nargs="*")
@@ -76,6 +128,9 @@ def main():
     args = ap.parse_args()
     if not os.path.exists(args.herd):
         sys.exit(f"{args.herd} is missing: run `make build` first")
+    if args.what == "compare":
+        compare(args)
+        return
     got = run_all(args)
     if args.what == "record":
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
