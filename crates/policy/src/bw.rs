@@ -242,7 +242,7 @@ impl Policy for BwCosched {
     }
 
     fn decide(&mut self, view: &View<'_>) -> Plan {
-        let threads = self.turns.account(&view.snapshot.tasks, view.snapshot.period_ns);
+        let threads = self.turns.account(view.snapshot);
         let capacity = view.machine.cpus().len().max(1);
         let total_threads: usize = threads.values().sum();
         let jobs: Vec<JobId> = threads.keys().copied().collect();

@@ -14,7 +14,7 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet};
 use herd_topo::CpuSet;
 
 use crate::param::{Accepts, Entry, Param, Range, Value};
-use crate::{JobId, Plan, Policy, TaskId, TaskState, TaskView, View};
+use crate::{JobId, Plan, Policy, Snapshot, TaskId, TaskState, TaskView, View};
 
 /// Registry entry: `cosched:fair`.
 pub(crate) const COSCHED_FAIR: Entry = Entry {
@@ -65,6 +65,25 @@ pub(crate) struct Turns {
     /// The CPUs each job kept busy the last time it ran: what it needs of
     /// the machine while it waits its turn.
     need: ByJob<usize>,
+    /// What the last [`Turns::account`] summed from its snapshot's tasks,
+    /// and that snapshot's time: a snapshot that repeats it one period on
+    /// ([`Snapshot::repeats_last`]) sums to the same, so its pass over
+    /// every task is skipped (half the simulator's snapshots repeat).
+    summed: Option<Summed>,
+}
+
+/// Each job's threads, in job order.
+type Threads = Vec<(JobId, usize)>;
+/// The CPUs each job that ran wanted, in job order.
+type Wanted = Vec<(JobId, f64)>;
+
+/// One snapshot's sums per job (see [`Turns::summed`]), in job order.
+#[derive(Debug, Clone)]
+struct Summed {
+    now_ns: u64,
+    received: Vec<(JobId, u64)>,
+    threads: Threads,
+    wanted: Wanted,
 }
 
 /// A value per job in a vector sorted by job, read and written with the
@@ -255,7 +274,21 @@ impl Turns {
     /// programs with helpers that sleep (sysbench's main thread) and
     /// serialises processes that hand work to each other (stress-ng's
     /// switch stressor: 5.3x plain Linux when its two copies took turns).
-    pub(crate) fn account(&mut self, tasks: &[TaskView], period_ns: u64) -> JobCounts {
+    pub(crate) fn account(&mut self, snap: &Snapshot) -> JobCounts {
+        let (tasks, period_ns) = (&snap.tasks, snap.period_ns);
+        if let Some(last) = self.summed.take()
+            && snap.repeats_last
+            && last.now_ns == snap.now_ns.wrapping_sub(period_ns)
+        {
+            // The same tasks, the same readings: the same sums, added again.
+            self.received_ns.update(&last.received, |had, &ns| had.unwrap_or(0) + ns);
+            let counts = self.settle_need(JobCounts(last.threads.clone()), &last.wanted);
+            self.summed = Some(Summed {
+                now_ns: snap.now_ns,
+                ..last
+            });
+            return counts;
+        }
         // A job's tasks come together in a snapshot: sums run over each run
         // of one job's tasks, one entry per run (maps touched per task were
         // a third of a decision at 1,024 tasks, maps per job half of what
@@ -305,17 +338,38 @@ impl Turns {
         if !threads.is_sorted_by(|a, b| a.0 < b.0) {
             threads.sort_by_key(|(j, _)| *j);
             if threads.windows(2).any(|w| w[0].0 == w[1].0) {
-                return self.account_scattered(tasks, period_ns);
+                let (threads, wanted) = Self::scattered(tasks, period_ns);
+                return self.settle_summed(snap.now_ns, received, threads, wanted);
             }
             wanted.sort_by_key(|(j, _)| *j);
         }
-        self.settle_need(JobCounts(threads), &wanted)
+        self.settle_summed(snap.now_ns, received, threads, wanted)
     }
 
-    /// [`Turns::account`] for a snapshot in which some job's tasks are not
-    /// together: each job's sums accumulate task by task in task order.
+    /// [`Turns::settle_need`] on this snapshot's sums, kept for a snapshot
+    /// that repeats it.
+    fn settle_summed(
+        &mut self,
+        now_ns: u64,
+        received: Vec<(JobId, u64)>,
+        threads: Threads,
+        wanted: Wanted,
+    ) -> JobCounts {
+        let counts = self.settle_need(JobCounts(threads.clone()), &wanted);
+        self.summed = Some(Summed {
+            now_ns,
+            received,
+            threads,
+            wanted,
+        });
+        counts
+    }
+
+    /// [`Turns::account`]'s threads and wants per job for a snapshot in
+    /// which some job's tasks are not together: each job's sums accumulate
+    /// task by task in task order.
     #[cold]
-    fn account_scattered(&mut self, tasks: &[TaskView], period_ns: u64) -> JobCounts {
+    fn scattered(tasks: &[TaskView], period_ns: u64) -> (Threads, Wanted) {
         let mut threads: BTreeMap<JobId, usize> = BTreeMap::new();
         let mut wanted: BTreeMap<JobId, f64> = BTreeMap::new();
         // (`received_ns` is counted already.)
@@ -331,8 +385,7 @@ impl Turns {
                 }
             }
         }
-        let wanted: Vec<(JobId, f64)> = wanted.into_iter().collect();
-        self.settle_need(JobCounts(threads.into_iter().collect()), &wanted)
+        (threads.into_iter().collect(), wanted.into_iter().collect())
     }
 
     /// Records what each job that ran wanted and caps each job's count by
@@ -547,7 +600,7 @@ impl Policy for CoschedFair {
     }
 
     fn decide(&mut self, view: &View<'_>) -> Plan {
-        let threads = self.turns.account(&view.snapshot.tasks, view.snapshot.period_ns);
+        let threads = self.turns.account(view.snapshot);
         let capacity = self.slots.unwrap_or(view.machine.cpus().len()).max(1);
         // A gang of one is no gang. When no program needs more than one
         // CPU, turns keep no threads together; they only hand the kernel's
@@ -589,7 +642,7 @@ impl Policy for CoschedFair {
 mod tests {
     use super::*;
     use crate::testkit::decide_once;
-    use crate::{JobView, Obs, Placement, Snapshot, TaskState};
+    use crate::{JobView, Obs, Placement, TaskState};
 
     /// `n` programs like sysbench: a main thread that sleeps beside one
     /// busy worker each (ids 2j+1 and 2j+2).
@@ -789,7 +842,7 @@ mod tests {
         let mut counts = Vec::new();
         for snap in [&base, &reversed, &scattered] {
             let mut turns = Turns::default();
-            let threads = turns.account(&snap.tasks, snap.period_ns);
+            let threads = turns.account(snap);
             let mut need: Vec<(JobId, usize)> = turns.need.iter().map(|(j, n)| (*j, *n)).collect();
             need.sort();
             let mut received: Vec<(JobId, u64)> = turns.received_ns.iter().map(|(j, n)| (*j, *n)).collect();
@@ -818,6 +871,41 @@ mod tests {
             };
         }
         snap
+    }
+
+    /// A snapshot that repeats the last one period on is accounted as
+    /// summing it again would (its sums kept, not its tasks walked); one
+    /// that says it repeats but does not follow the last is summed from
+    /// its tasks. Each job's tasks in one run, and scattered.
+    #[test]
+    fn a_repeated_snapshot_accounts_as_summing_it_again() {
+        let state = |t: &Turns| (t.received_ns.clone(), t.need.clone());
+        for scatter in [false, true] {
+            let at = |now_ns: u64, busy_ns: u64, repeats_last: bool| {
+                let mut snap = main_and_worker(3, now_ns);
+                for (i, t) in snap.tasks.iter_mut().enumerate() {
+                    t.obs.cpu_time_ns = busy_ns * (i as u64 % 3);
+                }
+                if scatter {
+                    snap.tasks.sort_by_key(|t| (t.rank, t.job));
+                }
+                snap.repeats_last = repeats_last;
+                snap
+            };
+            let run = |snaps: &[Snapshot]| {
+                let mut turns = Turns::default();
+                let counts: Vec<JobCounts> = snaps.iter().map(|s| turns.account(s)).collect();
+                (counts, state(&turns))
+            };
+            let p = 100_000_000;
+            let first = at(p, 40_000_000, false);
+            let summed = run(&[first.clone(), at(2 * p, 40_000_000, false)]);
+            assert_eq!(run(&[first.clone(), at(2 * p, 40_000_000, true)]), summed);
+            // Two periods on, with other readings: its own are summed.
+            let own = run(&[first.clone(), at(3 * p, 5_000_000, false)]);
+            assert_ne!(own, run(&[first.clone(), at(3 * p, 40_000_000, false)]));
+            assert_eq!(run(&[first, at(3 * p, 5_000_000, true)]), own, "scattered: {scatter}");
+        }
     }
 
     #[test]
