@@ -47,15 +47,24 @@ def scenarios(only):
     return names
 
 
-def run_one(herd, name, data_home):
+def sim(herd, name, data_home):
+    """`herd sim NAME --no-timing --json`, with the profile database kept
+    out (a scenario's results must not depend on what this machine
+    learned): the finished process."""
     path = os.path.join(ROOT, "scenarios", name + ".toml")
+    return subprocess.run([herd, "sim", path, "--no-timing", "--json"], capture_output=True,
+                          env=dict(os.environ, XDG_DATA_HOME=data_home), cwd=ROOT)
+
+
+def failure(out):
+    return f"exit {out.returncode}: {out.stderr.decode(errors='replace')[-400:]}"
+
+
+def run_one(herd, name, data_home):
     t = time.time()
-    # The profile database is kept out: a scenario's results must not
-    # depend on what this machine learned.
-    out = subprocess.run([herd, "sim", path, "--no-timing", "--json"], capture_output=True,
-                         env=dict(os.environ, XDG_DATA_HOME=data_home), cwd=ROOT)
+    out = sim(herd, name, data_home)
     if out.returncode != 0:
-        return name, None, f"exit {out.returncode}: {out.stderr.decode(errors='replace')[-400:]}", time.time() - t
+        return name, None, failure(out), time.time() - t
     return name, hashlib.sha256(out.stdout).hexdigest(), len(out.stdout), time.time() - t
 
 
@@ -89,11 +98,9 @@ def flatten(x, path="", out=None):
 
 
 def sim_json(herd, name, data_home):
-    path = os.path.join(ROOT, "scenarios", name + ".toml")
-    out = subprocess.run([herd, "sim", path, "--no-timing", "--json"], capture_output=True,
-                         env=dict(os.environ, XDG_DATA_HOME=data_home), cwd=ROOT)
+    out = sim(herd, name, data_home)
     if out.returncode != 0:
-        sys.exit(f"{herd} sim {name}: exit {out.returncode}: {out.stderr.decode(errors='replace')[-400:]}")
+        sys.exit(f"{herd} sim {name}: {failure(out)}")
     return flatten(json.loads(out.stdout))
 
 
