@@ -252,7 +252,7 @@ fn profile_text(s: &mut String, profile: Option<&ProgramProfile>) {
         s,
         "\nlearned profile: {} runs, {} phases, coverage {:.0}%, solo time {}, memory requests {}",
         p.runs,
-        p.phases.phases.len(),
+        p.phases.phases().len(),
         100.0 * p.coverage,
         p.solo_time_s.map_or("unknown".into(), |t| format!("{t:.3} s")),
         p.mem_requests
@@ -264,7 +264,7 @@ fn profile_text(s: &mut String, profile: Option<&ProgramProfile>) {
             "  {n} heartbeats per thread between barriers (pack:palm plans from them)"
         );
     }
-    if p.phases.phases.is_empty() {
+    if p.phases.phases().is_empty() {
         let _ = writeln!(
             s,
             "  no phases: the runs it learned from had no instruction and memory counters"
@@ -276,7 +276,7 @@ fn profile_text(s: &mut String, profile: Option<&ProgramProfile>) {
         "{:>7}{:>10}{:>14}{:>14}{:>9}",
         "phase", "slices", "solo_ips/us", "solo_btr/us", "valid"
     );
-    for (i, ph) in p.phases.phases.iter().enumerate() {
+    for (i, ph) in p.phases.phases().iter().enumerate() {
         let (ips, btr) = ph.estimate.solo().unwrap_or((0.0, 0.0));
         let _ = writeln!(
             s,

@@ -89,6 +89,12 @@ impl Signature {
         Some(d / CODE_THRESHOLD * DEFAULT_THRESHOLD)
     }
 
+    /// Traffic and references per instruction and the miss rate, as they
+    /// are.
+    fn counters(&self) -> [f64; 3] {
+        [self.bytes_per_instr, self.refs_per_instr, self.miss_rate]
+    }
+
     /// The log-compressed traffic and references per instruction the
     /// counter distance compares.
     fn counter_key(&self) -> [f64; 2] {
@@ -163,13 +169,15 @@ pub struct Phase {
     pub estimate: PhaseEstimate,
 }
 
-/// A program's phases.
+/// A program's phases. Its methods are the only writers of its phases
+/// (the fields are private), which [`PhaseTable::classify`]'s memo of a
+/// repeated signature relies on.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PhaseTable {
     /// The phases, by id.
-    pub phases: Vec<Phase>,
+    phases: Vec<Phase>,
     /// Signatures closer than this are the same phase.
-    pub threshold: f64,
+    threshold: f64,
     /// Per phase, the centroid's traffic and references per instruction
     /// with their [`Signature::counter_key`]: each slice is measured
     /// against every phase, and the centroids' logarithms were most of
@@ -184,7 +192,39 @@ pub struct PhaseTable {
     /// the logarithms already taken.
     #[serde(skip, default = "no_key")]
     last_key: ([f64; 2], [f64; 2]),
+    /// What the last classification may answer for the same signature
+    /// again without a search; see [`Repeat`]. Not part of the value.
+    #[serde(skip)]
+    repeat: Option<Repeat>,
 }
+
+/// The last classified signature, the phase it joined and that phase's
+/// centroid as the running mean left it. The same signature again joins
+/// the same phase, with no distance worked out, when the search found it
+/// by a clear margin: the running mean moves a centroid towards the
+/// signature, each coordinate staying between where it was and the
+/// signature's (checked at each step), and the distance is Manhattan over
+/// coordinates each a non-decreasing function of one signature field, so
+/// the phase's distance can only shrink while every other phase's is
+/// unchanged. Repeats are about half of what a simulated period learns:
+/// a world whose rates did not change reports the same slices.
+#[derive(Debug, Clone, Copy)]
+struct Repeat {
+    sig: Signature,
+    id: usize,
+    /// The phase's centroid's counter fields, as [`Signature::counters`].
+    centroid: [f64; 3],
+    phases: usize,
+}
+
+/// The least lead by which a phase must have won its search (over the next
+/// nearest, and over the threshold while new phases may be made), per unit
+/// of its distance plus one, for a repeat to join it unsearched. A
+/// distance's rounding error is far below it: a counter key is a logarithm
+/// of at most 1,025 worked out within a few units in its last place
+/// (under 1e-12), and the differences and sums add a few units in the last
+/// place of the distance; a code distance sums sixteen shares of at most 1.
+const REPEAT_LEAD: f64 = 1e-9;
 
 /// A memo that matches no signature (NaN equals nothing).
 fn no_key() -> ([f64; 2], [f64; 2]) {
@@ -204,11 +244,17 @@ impl Default for PhaseTable {
             threshold: DEFAULT_THRESHOLD,
             keys: Vec::new(),
             last_key: no_key(),
+            repeat: None,
         }
     }
 }
 
 impl PhaseTable {
+    /// The phases, by id.
+    pub fn phases(&self) -> &[Phase] {
+        &self.phases
+    }
+
     /// The known phase `sig` belongs to, if one is close enough; makes no
     /// phase and moves no centroid. For slices the policy did not place
     /// (the guard's kernel probes): their signatures, taken under the
@@ -222,39 +268,73 @@ impl PhaseTable {
 
     /// The nearest phase's index and its distance.
     fn nearest(&mut self, sig: &Signature) -> Option<(usize, f64)> {
+        self.nearest_with_lead(sig).map(|(i, d, _)| (i, d))
+    }
+
+    /// [`PhaseTable::nearest`] and its lead: how much nearer it is than
+    /// the next nearest phase (infinite for the only one). The first of
+    /// equally near phases is the nearest, with no lead.
+    fn nearest_with_lead(&mut self, sig: &Signature) -> Option<(usize, f64, f64)> {
         let at = [sig.bytes_per_instr, sig.refs_per_instr];
         if self.last_key.0 != at {
             self.last_key = (at, sig.counter_key());
         }
         let key = self.last_key.1;
         self.keys.resize(self.phases.len(), ([f64::NAN; 2], [0.0; 2]));
-        self.phases
-            .iter()
-            .zip(&mut self.keys)
-            .enumerate()
-            .map(|(i, (p, memo))| {
-                let c = &p.centroid;
-                let at = [c.bytes_per_instr, c.refs_per_instr];
-                if memo.0 != at {
-                    *memo = (at, c.counter_key());
+        let mut best: Option<(usize, f64)> = None;
+        let mut second = f64::INFINITY;
+        for (i, (p, memo)) in self.phases.iter().zip(&mut self.keys).enumerate() {
+            let c = &p.centroid;
+            let at = [c.bytes_per_instr, c.refs_per_instr];
+            if memo.0 != at {
+                *memo = (at, c.counter_key());
+            }
+            let d = c.distance_between(sig, &memo.1, &key);
+            match best {
+                Some((_, b)) if d.total_cmp(&b).is_ge() => second = second.min(d),
+                _ => {
+                    if let Some((_, b)) = best {
+                        second = second.min(b);
+                    }
+                    best = Some((i, d));
                 }
-                (i, c.distance_between(sig, &memo.1, &key))
-            })
-            .min_by(|a, b| a.1.total_cmp(&b.1))
+            }
+        }
+        best.map(|(i, d)| (i, d, second - d))
     }
 
     /// The phase `sig` belongs to, made if none is close enough (while
     /// fewer than [`MAX_PHASES`] exist). Moves the phase's centroid.
     pub fn classify(&mut self, sig: &Signature) -> PhaseId {
-        let id = match self.recognise(sig) {
-            Some(id) => usize::from(id),
+        let repeated = self.repeat.as_ref().and_then(|r| {
+            let fits = r.phases == self.phases.len()
+                && r.sig == *sig
+                && self.phases[r.id].centroid.counters() == r.centroid;
+            fits.then_some(r.id)
+        });
+        let (id, clear) = match repeated {
+            Some(id) => (id, true),
             None => {
-                self.phases.push(Phase {
-                    centroid: *sig,
-                    slices: 0,
-                    estimate: PhaseEstimate::default(),
-                });
-                self.phases.len() - 1
+                let full = self.phases.len() >= MAX_PHASES;
+                match self.nearest_with_lead(sig) {
+                    Some((i, d, lead)) if d <= self.threshold || full => {
+                        // A table not yet full also needs the lead on its
+                        // threshold, past which a new phase is made.
+                        let lead = if full { lead } else { lead.min(self.threshold - d) };
+                        (i, lead > REPEAT_LEAD * (1.0 + d))
+                    }
+                    nearest => {
+                        self.phases.push(Phase {
+                            centroid: *sig,
+                            slices: 0,
+                            estimate: PhaseEstimate::default(),
+                        });
+                        // The new phase is at 0 (its centroid is the
+                        // signature); every other is beyond the threshold.
+                        let others = nearest.map_or(f64::INFINITY, |(_, d, _)| d);
+                        (self.phases.len() - 1, others.min(self.threshold) > REPEAT_LEAD)
+                    }
+                }
             }
         };
         let p = &mut self.phases[id];
@@ -262,18 +342,49 @@ impl PhaseTable {
         // Running mean, so early slices do not pin the centroid forever.
         let w = 1.0 / p.slices as f64;
         let c = &mut p.centroid;
-        c.bytes_per_instr += w * (sig.bytes_per_instr - c.bytes_per_instr);
-        c.refs_per_instr += w * (sig.refs_per_instr - c.refs_per_instr);
-        c.miss_rate += w * (sig.miss_rate - c.miss_rate);
-        c.code = match (c.code, sig.code) {
-            (Some(mut cc), Some(sc)) => {
-                for (x, y) in cc.iter_mut().zip(sc) {
-                    *x += w * (y - *x);
-                }
-                Some(cc)
-            }
-            (cc, sc) => cc.or(sc),
+        // Whether each coordinate stayed between where it was and the
+        // signature's, and the kind of distance (code or counters) stayed.
+        let mut towards = true;
+        let mut step = |x: &mut f64, y: f64| {
+            let was = *x;
+            *x += w * (y - was);
+            towards &= was.min(y) <= *x && *x <= was.max(y);
         };
+        step(&mut c.bytes_per_instr, sig.bytes_per_instr);
+        step(&mut c.refs_per_instr, sig.refs_per_instr);
+        step(&mut c.miss_rate, sig.miss_rate);
+        match (&mut c.code, &sig.code) {
+            (Some(cc), Some(sc)) => {
+                for (x, y) in cc.iter_mut().zip(sc) {
+                    step(x, *y);
+                }
+            }
+            (cc @ None, Some(sc)) => {
+                *cc = Some(*sc);
+                towards = false;
+            }
+            (_, None) => {}
+        }
+        let counters = c.counters();
+        let phases = self.phases.len();
+        match &mut self.repeat {
+            _ if !(clear && towards) => self.repeat = None,
+            Some(r) => {
+                // Written in place: a signature is 160 bytes.
+                if repeated.is_none() {
+                    r.sig = *sig;
+                }
+                (r.id, r.centroid, r.phases) = (id, counters, phases);
+            }
+            None => {
+                self.repeat = Some(Repeat {
+                    sig: *sig,
+                    id,
+                    centroid: counters,
+                    phases,
+                })
+            }
+        }
         id as PhaseId
     }
 
@@ -347,6 +458,51 @@ mod tests {
             assert_eq!(usize::from(t.classify(&s)), want, "{bytes}");
         }
         assert_eq!(t.phases.len(), 5);
+    }
+
+    /// A repeat joins its phase unsearched only where a search would find
+    /// it: streams with runs of repeats, near neighbours, code vectors
+    /// coming and going and tables filled up, each slice classified by a
+    /// table with the memo and by one that searches every time.
+    #[test]
+    fn a_repeat_joins_the_phase_a_search_would_find() {
+        // Knuth's MMIX generator; its low bits are weak, so they are dropped.
+        let mut seed = 7u64;
+        let mut next = move || {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            seed >> 11
+        };
+        let (mut unsearched, mut full) = (0, 0);
+        for round in 0..40u64 {
+            let (mut t, mut searched) = (PhaseTable::default(), PhaseTable::default());
+            // Some rounds have more levels than a table holds phases.
+            let levels = if round % 4 == 0 { 90 } else { 12 };
+            let mut s = sig(0.1);
+            for _ in 0..1500 {
+                let r = next();
+                if r % 3 == 0 {
+                    let level = 1e-3 * 1.5f64.powi((r >> 8) as i32 % levels);
+                    let nudge = [0.0, 1e-13, 0.05, 0.2, 0.41][(r >> 20) as usize % 5];
+                    s = sig(level * (1.0 + nudge));
+                    if round % 3 == 1 && (r >> 30) % 3 != 0 {
+                        let share = [0.5, 0.6, 0.9, 1.0][(r >> 34) as usize % 4];
+                        s.code = code((r >> 40) as usize % 4, 5, share);
+                    }
+                }
+                unsearched += usize::from(t.repeat.as_ref().is_some_and(|m| m.sig == s));
+                searched.repeat = None;
+                let want = searched.classify(&s);
+                assert_eq!(t.classify(&s), want, "round {round}: {s:?}");
+            }
+            assert_eq!(t, searched, "round {round}");
+            full += usize::from(t.phases.len() == MAX_PHASES);
+        }
+        assert!(
+            unsearched > 20_000 && full >= 5,
+            "{unsearched} unsearched, {full} full"
+        );
     }
 
     #[test]

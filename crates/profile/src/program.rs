@@ -314,7 +314,7 @@ mod tests {
             }
             l.finish(&mut profile);
             assert_eq!(profile.runs, run + 1);
-            assert_eq!(profile.phases.phases.len(), 2, "run {run}");
+            assert_eq!(profile.phases.phases().len(), 2, "run {run}");
             if run == 0 {
                 // Streaming phase only has invalid samples: half covered.
                 assert!((profile.coverage - 0.5).abs() < 1e-9);
@@ -394,7 +394,7 @@ mod tests {
             l.observe(&mut p, &s, Validity::OwnLow);
             by_slice_us += s.instructions as f64 / ips;
         }
-        assert_eq!(p.phases.phases.len(), 2);
+        assert_eq!(p.phases.phases().len(), 2);
         assert_eq!(l.by_phase.len(), 2, "one entry a phase, not a slice");
         assert_eq!(l.by_phase.iter().map(|r| r.slices).sum::<u64>(), 10_000);
         l.finish(&mut p);

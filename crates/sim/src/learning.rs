@@ -116,7 +116,7 @@ fn trained_btr(s: &Scenario, store: &Profiles) -> Vec<TrainedBtr> {
             .sum::<f64>()
             / total.max(f64::MIN_POSITIVE);
         let (mut sum, mut slices, mut valid, mut all) = (0.0, 0u64, 0u64, 0u64);
-        for ph in &p.phases.phases {
+        for ph in p.phases.phases() {
             valid += u64::from(ph.estimate.valid.n);
             all += u64::from(ph.estimate.valid.n + ph.estimate.invalid.n);
             if let Some((_, b)) = ph.estimate.solo() {

@@ -774,7 +774,7 @@ mod tests {
         let s = SqliteStore::open(&path).unwrap();
         let back = s.profiles(["a x", "b", "never"]).unwrap();
         assert_eq!(back, batch);
-        assert_eq!(back["a x"].phases.phases[0].slices, 5);
+        assert_eq!(back["a x"].phases.phases()[0].slices, 5);
         // A profile alone lists its program, with no recorded runs.
         assert_eq!(s.programs().unwrap(), vec![("a x".into(), 0), ("b".into(), 0)]);
     }
