@@ -290,11 +290,19 @@ impl PhaseTable {
                 *memo = (at, c.counter_key());
             }
             let d = c.distance_between(sig, &memo.1, &key);
+            // `second` takes the lower with a plain comparison (a NaN
+            // is never lower), as `f64::min` would, at less cost.
             match best {
-                Some((_, b)) if d.total_cmp(&b).is_ge() => second = second.min(d),
+                Some((_, b)) if d.total_cmp(&b).is_ge() => {
+                    if d < second {
+                        second = d;
+                    }
+                }
                 _ => {
-                    if let Some((_, b)) = best {
-                        second = second.min(b);
+                    if let Some((_, b)) = best
+                        && b < second
+                    {
+                        second = b;
                     }
                     best = Some((i, d));
                 }
@@ -348,7 +356,13 @@ impl PhaseTable {
         let mut step = |x: &mut f64, y: f64| {
             let was = *x;
             *x += w * (y - was);
-            towards &= was.min(y) <= *x && *x <= was.max(y);
+            // Plain comparisons (no NaN is between anything), not
+            // `min`/`max`, whose NaN handling cost more than the step.
+            towards &= if was <= y {
+                was <= *x && *x <= y
+            } else {
+                y <= *x && *x <= was
+            };
         };
         step(&mut c.bytes_per_instr, sig.bytes_per_instr);
         step(&mut c.refs_per_instr, sig.refs_per_instr);
