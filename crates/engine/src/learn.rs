@@ -710,7 +710,7 @@ mod tests {
         };
         let samples = |p: &ProgramProfile| -> u32 {
             p.phases
-                .phases
+                .phases()
                 .iter()
                 .map(|ph| ph.estimate.valid.n + ph.estimate.invalid.n)
                 .sum()
