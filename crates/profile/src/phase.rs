@@ -212,9 +212,11 @@ pub struct PhaseTable {
 struct Repeat {
     sig: Signature,
     id: usize,
-    /// The phase's centroid's counter fields, as [`Signature::counters`].
+    /// The phase's centroid's counter fields, as [`Signature::counters`]:
+    /// every classification rewrites or clears the memo and only it adds
+    /// phases, so this check is for a centroid written behind the table's
+    /// back (within this module, as a test does).
     centroid: [f64; 3],
-    phases: usize,
 }
 
 /// The least lead by which a phase must have won its search (over the next
@@ -315,9 +317,11 @@ impl PhaseTable {
     /// fewer than [`MAX_PHASES`] exist). Moves the phase's centroid.
     pub fn classify(&mut self, sig: &Signature) -> PhaseId {
         let repeated = self.repeat.as_ref().and_then(|r| {
-            let fits = r.phases == self.phases.len()
-                && r.sig == *sig
-                && self.phases[r.id].centroid.counters() == r.centroid;
+            let fits = r.sig == *sig
+                && self
+                    .phases
+                    .get(r.id)
+                    .is_some_and(|p| p.centroid.counters() == r.centroid);
             fits.then_some(r.id)
         });
         let (id, clear) = match repeated {
@@ -384,7 +388,6 @@ impl PhaseTable {
             (_, None) => {}
         }
         let counters = c.counters();
-        let phases = self.phases.len();
         match &mut self.repeat {
             _ if !(clear && towards) => self.repeat = None,
             Some(r) => {
@@ -392,14 +395,13 @@ impl PhaseTable {
                 if repeated.is_none() {
                     r.sig = *sig;
                 }
-                (r.id, r.centroid, r.phases) = (id, counters, phases);
+                (r.id, r.centroid) = (id, counters);
             }
             None => {
                 self.repeat = Some(Repeat {
                     sig: *sig,
                     id,
                     centroid: counters,
-                    phases,
                 })
             }
         }
