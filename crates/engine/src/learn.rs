@@ -63,6 +63,10 @@ pub struct Learning {
     /// not summed again (the pass over every task was a twelfth of
     /// bw:iabw's simulated time, and half the snapshots repeat).
     sliced_from: Option<(u64, u64)>,
+    /// How many of `slices` are memory-intensive, counted when they were
+    /// summed: kept with them on a repeat (the count works out each job's
+    /// traffic rate, a division, every period).
+    intensive: usize,
     /// Every job seen's program, kept after the job is gone: a policy's
     /// findings come at the end of the run.
     programs: BTreeMap<JobId, String>,
@@ -191,6 +195,7 @@ impl Learning {
             index: FxHashMap::default(),
             indexed: false,
             sliced_from: None,
+            intensive: 0,
             programs: BTreeMap::new(),
         }
     }
@@ -254,11 +259,16 @@ impl Learning {
         let lc = self.thresholds;
         let peak = self.knowledge.peak_btr;
         let intensive_now = |s: &Slice| s.cpu_ns > 0 && peak.is_some_and(|p| lc.is_intensive(s.btr(), p));
-        let intensive = self
-            .slices
-            .iter()
-            .filter(|(_, s)| s.as_ref().is_some_and(intensive_now))
-            .count();
+        // The slices, the peak and the thresholds are those the count was
+        // made of when this snapshot repeats the last (the first never does).
+        if !repeat {
+            self.intensive = self
+                .slices
+                .iter()
+                .filter(|(_, s)| s.as_ref().is_some_and(intensive_now))
+                .count();
+        }
+        let intensive = self.intensive;
         // Every present job has a track and an entry in what the policy
         // sees; the walk below then pairs them with the snapshot's jobs.
         if self.tracks.len() != snap.jobs.len() || self.knowledge.jobs.len() != snap.jobs.len() {
@@ -301,7 +311,8 @@ impl Learning {
                 last_btr = Some(own);
                 let validity = (!kernel_placed).then(|| match peak {
                     Some(peak) => {
-                        let others = intensive - usize::from(intensive_now(s));
+                        // `intensive_now(s)`, with the rate just worked out.
+                        let others = intensive - usize::from(lc.is_intensive(own, peak));
                         lc.classify(own, system_btr, others, peak)
                     }
                     None => herd_profile::Validity::Invalid,
@@ -696,6 +707,52 @@ mod tests {
         let mut renamed_read = renamed.clone();
         renamed_read.repeats_last = false;
         assert_eq!(learn(&[first.clone(), renamed]), learn(&[first, renamed_read]));
+    }
+
+    /// A repeat keeps the count of memory-intensive co-runners with the
+    /// slices it was made of; a snapshot said to repeat that does not is
+    /// counted afresh.
+    #[test]
+    fn a_repeat_counts_intensive_co_runners_as_summing_again_does() {
+        let period_ns = 100_000_000;
+        // Four one-thread jobs, the first `heavy` moving a thousand times
+        // the traffic of the rest (S1's intensive co-runners).
+        let at = |periods: u64, heavy: u32, repeats_last: bool| {
+            let mut snap = Snapshot {
+                period_ns,
+                now_ns: periods * period_ns,
+                tasks_epoch: 5,
+                repeats_last,
+                ..Snapshot::default()
+            };
+            for j in 0..4u32 {
+                let mut job = one_job(&format!("p{j}")).jobs.remove(0);
+                job.id = j;
+                snap.jobs.push(job);
+                let mut t = thread(u64::from(j), j, 50_000_000, true);
+                if j < heavy {
+                    t.obs.mem_bytes = Some(5_000_000_000);
+                }
+                snap.tasks.push(t);
+            }
+            snap
+        };
+        let learn = |snaps: &[Snapshot]| {
+            let mut l = Learning::new(BTreeMap::new(), Some(1e3));
+            for s in snaps {
+                l.observe(s, false);
+            }
+            l.into_profiles()
+        };
+        let first = at(1, 4, false);
+        // A true repeat, and the same summed again.
+        let repeated = learn(&[first.clone(), at(2, 4, true)]);
+        assert_eq!(repeated, learn(&[first.clone(), at(2, 4, false)]));
+        // Said to repeat two periods on, with one intensive job, not four:
+        // the first job's slice is learned with no intensive co-runner.
+        let late = learn(&[first.clone(), at(3, 1, true)]);
+        assert_eq!(late, learn(&[first.clone(), at(3, 1, false)]));
+        assert_ne!(late["p0"], repeated["p0"], "the count decides p0's sample");
     }
 
     /// A period the guard gave the kernel is followed: the run's traffic
