@@ -268,6 +268,81 @@ fn a_repeated_snapshot_accounts_as_summing_it_again() {
     }
 }
 
+/// A turn on a snapshot that repeats the last, after a turn that changed
+/// nothing, changes nothing without a pass over the tasks; every plan is
+/// the one a turn that walks every task gives. Admissions and pinning are
+/// drawn at random, tasks sleep and wake (a resumed task counts as busy
+/// for one turn, so a repeat after it may move it), and some turns are
+/// not the policy's (the next snapshot does not follow its last).
+#[test]
+fn a_quiet_turn_repeated_plans_as_walking_the_tasks_does() {
+    let m = herd_topo::Machine::synthetic("core:6").unwrap();
+    let (est, know) = (crate::Estimates::default(), crate::Knowledge::default());
+    let mut rng = crate::Rng::new(11);
+    let (mut told, mut walked) = (Turns::default(), Turns::default());
+    let p = 100_000_000;
+    let mut snap = main_and_worker(5, p);
+    let (mut admit_bits, mut pin) = (0u32, false);
+    let (mut quiet_repeats, mut moved_on_repeat, mut moved_after_moves) = (0, 0, 0);
+    let mut last_turn = 0;
+    for turn in 1..4_000u64 {
+        let repeat = turn > 1 && rng.next_f64() < 0.6;
+        if !repeat {
+            for t in &mut snap.tasks {
+                let busy = rng.next_f64() < 0.5;
+                t.state = if busy { TaskState::Runnable } else { TaskState::Blocked };
+                t.obs.cpu_time_ns = if busy { p } else { 0 };
+            }
+        }
+        // New readings with the same admissions too, so that only the
+        // snapshot tells the turns apart.
+        let redrawn = rng.next_f64() < if repeat { 0.1 } else { 0.3 };
+        if redrawn {
+            admit_bits = (rng.next_f64() * 32.0) as u32;
+            pin = rng.next_f64() < 0.7;
+        }
+        snap.now_ns = turn * p;
+        if rng.next_f64() < 0.05 {
+            // A turn the policy did not take: the next does not follow it.
+            continue;
+        }
+        snap.repeats_last = repeat;
+        let mut plain = snap.clone();
+        plain.repeats_last = false;
+        let view = |s| View {
+            machine: &m,
+            snapshot: s,
+            estimates: &est,
+            learned: &know,
+            oracle: None,
+            seed: 1,
+            decision: turn,
+        };
+        let admitted = |j: JobId| admit_bits >> j & 1 == 1;
+        let quiet = told.quiet.is_some();
+        let got = told.apply(&view(&snap), admitted, pin, "run", "pause");
+        // The reference has no memo to answer from.
+        walked.quiet = None;
+        let want = walked.apply(&view(&plain), admitted, pin, "run", "pause");
+        assert_eq!(got, want, "turn {turn}");
+        if repeat && !redrawn && last_turn + 1 == turn {
+            if quiet {
+                quiet_repeats += 1;
+                moved_on_repeat += usize::from(!want.tasks.is_empty());
+            } else {
+                moved_after_moves += usize::from(!want.tasks.is_empty());
+            }
+        }
+        last_turn = turn;
+    }
+    // The same turn after a quiet one is quiet, often; after one that
+    // moved tasks, sometimes not (a resumed task that sleeps leaves its
+    // CPU): what the memo must not answer for.
+    assert!(quiet_repeats > 200, "{quiet_repeats} quiet repeats");
+    assert_eq!(moved_on_repeat, 0);
+    assert!(moved_after_moves > 20, "{moved_after_moves} repeats that moved tasks");
+}
+
 #[test]
 fn work_handed_between_a_programs_processes_asks_one_cpu_not_two() {
     let m = herd_topo::Machine::synthetic("core:2").unwrap();
