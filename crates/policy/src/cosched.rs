@@ -72,8 +72,8 @@ pub(crate) struct Turns {
     summed: Option<Summed>,
     /// The last [`Turns::apply`] when it changed no task's slot: its
     /// snapshot's time, whether it pinned, and its runs of a job's tasks
-    /// with their admissions. The same call on a snapshot that repeats
-    /// that one changes none either (see [`Turns::apply`]).
+    /// with their admissions. The same call again changes none either,
+    /// when what the slots depend on is the same (see [`Turns::apply`]).
     quiet: Option<Quiet>,
 }
 
@@ -81,8 +81,11 @@ pub(crate) struct Turns {
 #[derive(Debug, Clone)]
 struct Quiet {
     now_ns: u64,
+    /// Its snapshot's [`Snapshot::tasks_epoch`].
+    epoch: u64,
     pin: bool,
-    runs: Vec<(usize, bool)>,
+    /// Each run's job, its length and whether the job was admitted.
+    runs: Vec<(JobId, usize, bool)>,
 }
 
 /// Each job's threads, in job order.
@@ -463,27 +466,46 @@ impl Turns {
         let busy = |t: &TaskView, old: Option<Slot>| {
             is_busy(t, period_ns) || matches!(old, Some(Slot::Paused) | None)
         };
+        let snap = view.snapshot;
+        let quiet = self.quiet.take();
+        // Whether the sensor vouches that the tasks are the quiet turn's,
+        // in the same order and jobs: the same list, or the same snapshot.
+        let listed = quiet.as_ref().is_some_and(|q| {
+            (snap.tasks_epoch != 0 && q.epoch == snap.tasks_epoch)
+                || (snap.repeats_last && q.now_ns == snap.now_ns.wrapping_sub(period_ns))
+        });
         // A job's admission is asked once for its run of tasks (a job's
-        // tasks come together in a snapshot).
-        let runs: Vec<(usize, bool)> = tasks
-            .chunk_by(|a, b| a.job == b.job)
-            .map(|run| (run.len(), admitted(run[0].job)))
-            .collect();
+        // tasks come together in a snapshot); on a list the sensor vouches
+        // for, of the runs found last time, without a pass over the tasks.
+        let runs: Vec<(JobId, usize, bool)> = match quiet.as_ref().filter(|_| listed) {
+            Some(q) => q.runs.iter().map(|&(j, len, _)| (j, len, admitted(j))).collect(),
+            None => tasks
+                .chunk_by(|a, b| a.job == b.job)
+                .map(|run| (run[0].job, run.len(), admitted(run[0].job)))
+                .collect(),
+        };
         // A turn that changed nothing left its slots as it found them, and
-        // nothing else writes them: given the same tasks in the same states
-        // (a snapshot that repeats its own), the same admissions and the
-        // same pinning, this turn is that one again and changes nothing.
-        // (Half of bw:iabw's turns at 1,000 tasks, each a pass over every
-        // task.)
-        let again = self.quiet.take().is_some_and(|q| {
-            view.snapshot.repeats_last
-                && q.now_ns == view.snapshot.now_ns.wrapping_sub(period_ns)
-                && q.pin == pin
+        // nothing else writes them: a turn with the same admissions and the
+        // same pinning, given what its slots depend on, is that one again
+        // and changes nothing. With pins, a slot depends on its task's
+        // readings: the same tasks in the same states (a snapshot that
+        // repeats that turn's). Without, on its job's admission alone: the
+        // same tasks, in the same order. (bw:iabw's turns at 1,000 tasks,
+        // each a pass over every task: half repeat; nearly all leave the
+        // kernel to place while its profiles are short of the gate.)
+        let again = quiet.is_some_and(|q| {
+            q.pin == pin
                 && q.runs == runs
+                && if pin {
+                    snap.repeats_last && q.now_ns == snap.now_ns.wrapping_sub(period_ns)
+                } else {
+                    listed || same_tasks(&self.aligned, tasks)
+                }
         });
         if again {
             self.quiet = Some(Quiet {
-                now_ns: view.snapshot.now_ns,
+                now_ns: snap.now_ns,
+                epoch: snap.tasks_epoch,
                 pin,
                 runs,
             });
@@ -496,8 +518,7 @@ impl Turns {
         // order stand for the map: no lookup at all.
         let mut aligned = std::mem::take(&mut self.aligned);
         let first_sight = aligned.is_empty() && self.slots.is_empty();
-        let same = aligned.len() == tasks.len() && aligned.iter().zip(tasks).all(|(a, t)| a.0 == t.id);
-        if !same {
+        if !same_tasks(&aligned, tasks) {
             self.take_in(&aligned);
             // Forget tasks that left, so the map does not grow without bound.
             if self.slots.len() > 2 * tasks.len() + 64 {
@@ -511,7 +532,7 @@ impl Turns {
         let mut held = CpuSet::new();
         if pin {
             let mut at = 0;
-            for &(len, yes) in &runs {
+            for &(_, len, yes) in &runs {
                 if yes {
                     for (t, &(_, old)) in tasks[at..at + len].iter().zip(&aligned[at..at + len]) {
                         if let Some(Slot::Cpu(c)) = old
@@ -539,7 +560,7 @@ impl Turns {
             self.dirty.reserve(tasks.len());
         }
         let mut at = 0;
-        for &(len, yes) in &runs {
+        for &(_, len, yes) in &runs {
             for (k, (t, slot)) in tasks[at..at + len].iter().zip(&mut aligned[at..at + len]).enumerate() {
                 let old = slot.1;
                 let new = if !yes {
@@ -571,7 +592,8 @@ impl Turns {
         }
         self.aligned = aligned;
         self.quiet = plan.tasks.is_empty().then_some(Quiet {
-            now_ns: view.snapshot.now_ns,
+            now_ns: snap.now_ns,
+            epoch: snap.tasks_epoch,
             pin,
             runs,
         });
@@ -588,6 +610,11 @@ impl Turns {
         }
         self.dirty.clear();
     }
+}
+
+/// Whether `aligned` (a turn's tasks and slots) holds `tasks`, in order.
+fn same_tasks(aligned: &[(TaskId, Option<Slot>)], tasks: &[TaskView]) -> bool {
+    aligned.len() == tasks.len() && aligned.iter().zip(tasks).all(|(a, t)| a.0 == t.id)
 }
 
 /// Which jobs of `order` (positions in `threads`) fit `capacity` threads,

@@ -195,10 +195,10 @@ pub struct Snapshot {
     /// derived from it instead of passing over every task again.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub repeats_last: bool,
-    /// A name for this snapshot's list of tasks (their ids, in order): the
-    /// sensor gives a new one whenever the list may have changed, so two
-    /// snapshots with the same non-zero value list the same tasks, however
-    /// many snapshots lie between them. 0 vouches for nothing (live, and a
+    /// A name for this snapshot's list of tasks (their ids and jobs, in
+    /// order): the sensor gives a new one whenever the list may have
+    /// changed, so two snapshots with the same non-zero value list the
+    /// same tasks, however many snapshots lie between them. 0 vouches for nothing (live, and a
     /// snapshot read back from a file: not serialised). Lets a policy that
     /// acts when tasks come or go see that none did without comparing a
     /// thousand ids every period.

@@ -270,10 +270,12 @@ fn a_repeated_snapshot_accounts_as_summing_it_again() {
 
 /// A turn on a snapshot that repeats the last, after a turn that changed
 /// nothing, changes nothing without a pass over the tasks; every plan is
-/// the one a turn that walks every task gives. Admissions and pinning are
-/// drawn at random, tasks sleep and wake (a resumed task counts as busy
-/// for one turn, so a repeat after it may move it), and some turns are
-/// not the policy's (the next snapshot does not follow its last).
+/// the one a turn that walks every task gives; so does a turn without pins
+/// on the same tasks, repeated or not. Admissions and pinning are drawn at
+/// random, tasks sleep and wake (a resumed task counts as busy for one
+/// turn, so a repeat after it may move it), threads end and others start,
+/// and some turns are not the policy's (the next snapshot does not follow
+/// its last).
 #[test]
 fn a_quiet_turn_repeated_plans_as_walking_the_tasks_does() {
     let m = herd_topo::Machine::synthetic("core:6").unwrap();
@@ -284,7 +286,7 @@ fn a_quiet_turn_repeated_plans_as_walking_the_tasks_does() {
     let mut snap = main_and_worker(5, p);
     let (mut admit_bits, mut pin) = (0u32, false);
     let (mut quiet_repeats, mut moved_on_repeat, mut moved_after_moves) = (0, 0, 0);
-    let mut last_turn = 0;
+    let (mut last_turn, mut unpinned_new_readings, mut epoch) = (0, 0, 1);
     for turn in 1..4_000u64 {
         let repeat = turn > 1 && rng.next_f64() < 0.6;
         if !repeat {
@@ -293,13 +295,26 @@ fn a_quiet_turn_repeated_plans_as_walking_the_tasks_does() {
                 t.state = if busy { TaskState::Runnable } else { TaskState::Blocked };
                 t.obs.cpu_time_ns = if busy { p } else { 0 };
             }
+            if rng.next_f64() < 0.2 {
+                // A thread ends and another of its program's starts: the
+                // same runs of tasks, one new task, a new list.
+                let k = (rng.next_f64() * snap.tasks.len() as f64) as usize;
+                snap.tasks[k].id += 100;
+                epoch += 1;
+            }
         }
+        // The sensor names the list, or (as live) vouches for nothing.
+        snap.tasks_epoch = if rng.next_f64() < 0.2 { 0 } else { epoch };
         // New readings with the same admissions too, so that only the
         // snapshot tells the turns apart.
-        let redrawn = rng.next_f64() < if repeat { 0.1 } else { 0.3 };
-        if redrawn {
+        let mut redrawn = false;
+        if rng.next_f64() < if repeat { 0.1 } else { 0.3 } {
             admit_bits = (rng.next_f64() * 32.0) as u32;
-            pin = rng.next_f64() < 0.7;
+            redrawn = true;
+        }
+        if rng.next_f64() < 0.1 {
+            pin = !pin;
+            redrawn = true;
         }
         snap.now_ns = turn * p;
         if rng.next_f64() < 0.05 {
@@ -325,6 +340,9 @@ fn a_quiet_turn_repeated_plans_as_walking_the_tasks_does() {
         walked.quiet = None;
         let want = walked.apply(&view(&plain), admitted, pin, "run", "pause");
         assert_eq!(got, want, "turn {turn}");
+        if !repeat && !redrawn && !pin && quiet {
+            unpinned_new_readings += 1;
+        }
         if repeat && !redrawn && last_turn + 1 == turn {
             if quiet {
                 quiet_repeats += 1;
@@ -341,6 +359,9 @@ fn a_quiet_turn_repeated_plans_as_walking_the_tasks_does() {
     assert!(quiet_repeats > 200, "{quiet_repeats} quiet repeats");
     assert_eq!(moved_on_repeat, 0);
     assert!(moved_after_moves > 20, "{moved_after_moves} repeats that moved tasks");
+    // New readings after a quiet turn without pins, with the same
+    // admissions: quiet unless a task is new.
+    assert!(unpinned_new_readings > 50, "{unpinned_new_readings} unpinned turns");
 }
 
 #[test]
