@@ -293,8 +293,7 @@ impl Turns {
     pub(crate) fn account(&mut self, snap: &Snapshot) -> JobCounts {
         let (tasks, period_ns) = (&snap.tasks, snap.period_ns);
         if let Some(last) = self.summed.take()
-            && snap.repeats_last
-            && last.now_ns == snap.now_ns.wrapping_sub(period_ns)
+            && snap.repeats(last.now_ns)
         {
             // The same tasks, the same readings: the same sums, added again;
             // the same needs, which `settle_need` sets from the wants alone
@@ -472,7 +471,7 @@ impl Turns {
         // in the same order and jobs: the same list, or the same snapshot.
         let listed = quiet.as_ref().is_some_and(|q| {
             (snap.tasks_epoch != 0 && q.epoch == snap.tasks_epoch)
-                || (snap.repeats_last && q.now_ns == snap.now_ns.wrapping_sub(period_ns))
+                || snap.repeats(q.now_ns)
         });
         // A job's admission is asked once for its run of tasks (a job's
         // tasks come together in a snapshot); on a list the sensor vouches
@@ -497,7 +496,7 @@ impl Turns {
             q.pin == pin
                 && q.runs == runs
                 && if pin {
-                    snap.repeats_last && q.now_ns == snap.now_ns.wrapping_sub(period_ns)
+                    snap.repeats(q.now_ns)
                 } else {
                     listed || same_tasks(&self.aligned, tasks)
                 }

@@ -206,6 +206,16 @@ pub struct Snapshot {
     pub tasks_epoch: u64,
 }
 
+impl Snapshot {
+    /// Whether this snapshot repeats the one taken at `then_ns`: the sensor
+    /// vouches that it repeats its last ([`Snapshot::repeats_last`]), and
+    /// that last was taken one period before. What was derived from the
+    /// snapshot at `then_ns` alone holds for this one.
+    pub fn repeats(&self, then_ns: u64) -> bool {
+        self.repeats_last && then_ns == self.now_ns.wrapping_sub(self.period_ns)
+    }
+}
+
 /// What the profile store knows about a program before it runs.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Estimate {
