@@ -378,9 +378,19 @@ impl LiveWorld {
                         track.placed = Some(cpus.clone());
                         continue;
                     }
-                    // The keeper learns the first mask before herd changes it.
-                    if let (None, Some(original), Some(k)) =
-                        (&track.placed, &track.original, self.keeper.as_mut())
+                    // The keeper learns the first mask before herd moves the
+                    // thread off it: placed nowhere yet, or placed where it
+                    // was (`leaves_as_is`, no call and no word then). Keyed
+                    // on "placed nowhere" alone, a thread first left on its
+                    // mask and pinned later went untold, and a SIGKILLed
+                    // herd left a program pinned to one CPU (vm-test's
+                    // `sigkill`, cosched:fair on 2s2c2t). Told again after a
+                    // return to its first mask, the keeper keeps the first.
+                    let at_first = track
+                        .placed
+                        .as_ref()
+                        .is_none_or(|c| Some(c) == track.original.as_ref());
+                    if let (true, Some(original), Some(k)) = (at_first, &track.original, self.keeper.as_mut())
                     {
                         k.pinned(tid, original);
                     }

@@ -120,6 +120,20 @@ impl Starter {
     }
 }
 
+/// Has `world` place thread `pid` on `cpus`, alone in its plan.
+fn run_on(world: &mut LiveWorld, pid: i32, cpus: CpuSet) {
+    world.apply(&Plan {
+        tasks: vec![(
+            pid as u64,
+            Placement::Run {
+                cpus,
+                why: "test".into(),
+            },
+        )],
+        ..Plan::default()
+    });
+}
+
 /// A thread made while its creator sat on a mask herd gave it, that
 /// herd sees only after moving the creator on, inherited a pin, not a
 /// choice of its program: a restore gives it its program's mask (a
@@ -323,18 +337,6 @@ fn asking_a_thread_for_its_first_mask_changes_nothing() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     let _ = std::fs::remove_file(&p.go);
-    let run_on = |world: &mut LiveWorld, pid: i32, cpus: CpuSet| {
-        world.apply(&Plan {
-            tasks: vec![(
-                pid as u64,
-                Placement::Run {
-                    cpus,
-                    why: "test".into(),
-                },
-            )],
-            ..Plan::default()
-        });
-    };
     run_on(&mut p.world, p.pid, all.clone());
     assert_eq!(
         control::affinity(p.pid).unwrap(),
@@ -347,6 +349,37 @@ fn asking_a_thread_for_its_first_mask_changes_nothing() {
     assert_eq!(p.world.stats.placements, 1);
     let masks = p.restore_and_end();
     assert!(masks.iter().all(|(_, m)| *m == all), "{masks:?}");
+}
+
+/// A thread first left on the mask it had, and moved off it later, is
+/// told to the keeper before the move: told only when herd had placed it
+/// nowhere, it went untold, and a SIGKILLed herd left its program pinned
+/// (vm-test's `sigkill` on 2s2c2t). The keeper here is a script that
+/// writes down what it is told.
+#[test]
+fn the_keeper_hears_of_a_thread_moved_off_the_mask_herd_left_it_on() {
+    let all = control::affinity(0).unwrap();
+    let cpus: Vec<u32> = all.iter().collect();
+    if cpus.len() < 2 {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("herd-told-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (exe, heard) = (dir.join("keeper"), dir.join("heard"));
+    std::fs::write(&exe, format!("#!/bin/sh\nexec cat > {}\n", heard.display())).unwrap();
+    std::fs::set_permissions(&exe, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut p = Starter::new("told");
+    p.world.keep_with(exe);
+    p.world.observe();
+    run_on(&mut p.world, p.pid, all.clone());
+    run_on(&mut p.world, p.pid, CpuSet::single(cpus[1]));
+    assert_eq!(control::affinity(p.pid).unwrap(), CpuSet::single(cpus[1]));
+    let pid = p.pid;
+    p.restore_and_end();
+    let told = crate::keeper::Told::read(std::io::BufReader::new(std::fs::File::open(&heard).unwrap()));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(told.pins.get(&pid).map(|(_, m)| m), Some(&all), "{told:?}");
+    assert!(told.done);
 }
 
 /// A process's thread list is kept from turn to turn (`thread_lists`), and
