@@ -147,6 +147,13 @@ impl CpuSet {
     /// Adds every CPU of `other`, in place: for a union of many sets, where
     /// a new set per step is most of the cost.
     pub fn union_with(&mut self, other: &Self) {
+        if self.words.is_empty() {
+            // A copy, not a zeroed buffer grown and then or-ed: the first
+            // union into an empty set is most of them where each job's
+            // masks are gathered (the simulated memory follower's).
+            self.words = SmallVec::from_slice(&other.words);
+            return;
+        }
         if self.words.len() < other.words.len() {
             self.grow_to(other.words.len());
         }
