@@ -514,32 +514,44 @@ fn run_learning_with<M: CostMeter>(
     }
 }
 
-/// Runs every policy under every seed, `linux` first. `meter` makes a cost
-/// meter per run (`None`: no timing, byte-reproducible results);
-/// `on_decision(policy, seed, view, plan)` sees every decision: its time
-/// and plan (a policy that reads no snapshot is shown none: see
-/// [`run_policy_unread`]).
-pub fn compare<M: CostMeter>(
+/// Runs every policy under every seed, `linux` first, `jobs` runs at once
+/// (at least one). `meter` makes a cost meter per run (`None`: no timing,
+/// byte-reproducible results); `on_decision(policy, seed, view, plan)` sees
+/// every decision: its time and plan (a policy that reads no snapshot is
+/// shown none: see [`run_policy_unread`]). Each run is whole in itself (its
+/// own world, policy and seeded draws), so the results, kept in the order
+/// above, are the same bits at any `jobs`; only the calls to `on_decision`
+/// of different runs interleave. (A sweep of many runs, seeds or pairings,
+/// then takes the time of its runs over the CPUs, not their sum: a run's
+/// own hour is one thread's work, and no faster for more.)
+pub fn compare<M: CostMeter + Send>(
     s: &Scenario,
     policies: &[SimPolicy],
     seeds: &[u64],
+    jobs: usize,
     mut meter: impl FnMut() -> Option<M>,
     trace: bool,
-    mut on_decision: impl FnMut(&str, u64, &View<'_>, &Plan),
+    on_decision: impl FnMut(&str, u64, &View<'_>, &Plan) + Send,
 ) -> Result<Comparison, PolicyError> {
     let solo = solo_times(s);
     let names = with_baseline_first(SimPolicy::linux(), policies);
-    let mut results = Vec::new();
-    for &seed in seeds {
-        for policy in &names {
-            let name = policy.to_string();
-            let mut m = meter();
-            let r = run_policy_with(s, policy, seed, &solo, m.as_mut(), trace, false, |view, plan| {
-                on_decision(&name, seed, view, plan)
-            })?;
-            results.push(r);
-        }
-    }
+    let runs: Vec<(u64, &SimPolicy, Option<M>)> = seeds
+        .iter()
+        .flat_map(|&seed| names.iter().map(move |policy| (seed, policy)))
+        .map(|(seed, policy)| (seed, policy, meter()))
+        .collect();
+    let hook = std::sync::Mutex::new(on_decision);
+    let one = |(seed, policy, mut m): (u64, &SimPolicy, Option<M>)| {
+        let name = policy.to_string();
+        run_policy_with(s, policy, seed, &solo, m.as_mut(), trace, false, |view, plan| {
+            // A hook that panicked in another run poisons nothing it keeps.
+            let mut hook = hook.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            (*hook)(&name, seed, view, plan)
+        })
+    };
+    let results = each_at_once(jobs, runs, one)
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(Comparison {
         scenario: s.name.clone(),
         seed: seeds.first().copied().unwrap_or(0),
@@ -549,6 +561,66 @@ pub fn compare<M: CostMeter>(
         service: s.consolidation.clone(),
     })
 }
+
+/// `f` of every item, in the items' order, on up to `jobs` threads at once
+/// (the calling thread alone for one job or one item). Each thread takes
+/// the next item not yet taken, so long runs and short ones share the
+/// threads evenly. A panic in `f` is raised again here, as if `f` had run
+/// on this thread.
+fn each_at_once<T: Send, R: Send>(jobs: usize, items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
+    let threads = jobs.min(items.len());
+    if threads <= 1 {
+        return items.into_iter().map(f).collect();
+    }
+    let n = items.len();
+    let queue = std::sync::Mutex::new(items.into_iter().enumerate());
+    let done = std::sync::Mutex::new(Vec::with_capacity(n));
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                std::thread::Builder::new()
+                    // The main thread's size: a run needs no more, and no
+                    // less than it had when runs were made one by one.
+                    .stack_size(RUN_STACK_BYTES)
+                    .spawn_scoped(scope, || {
+                        loop {
+                            let next = queue
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                                .next();
+                            let Some((i, item)) = next else { break };
+                            let r = f(item);
+                            done.lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                                .push((i, r));
+                        }
+                    })
+            })
+            .collect();
+        // A thread the system would not start leaves its share to the others.
+        for handle in workers.into_iter().flatten() {
+            if let Err(panic) = handle.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+    });
+    let mut done = done
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    // Every thread that started took items until none were left; with none
+    // started, the items are still queued and made here.
+    let rest: Vec<_> = queue
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .collect();
+    done.extend(rest.into_iter().map(|(i, item)| (i, f(item))));
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
+}
+
+/// The stack each thread of [`each_at_once`] gets: the 8 MiB Linux gives a
+/// main thread by default.
+const RUN_STACK_BYTES: usize = 8 << 20;
 
 /// `policies` without repeats, after `baseline`: every comparison is
 /// against `linux`, run first.
@@ -565,4 +637,55 @@ pub fn with_baseline_first<P: Clone + PartialEq>(baseline: P, policies: &[P]) ->
 /// Whether a count is zero (a field serialized only when something happened).
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::each_at_once;
+
+    /// Items come back in their order whatever order they finish in, with
+    /// every thread busy, and with fewer items than threads or none.
+    #[test]
+    fn each_at_once_keeps_the_items_order() {
+        let slow_first = |i: u64| {
+            // The early items take longest, so later ones finish first.
+            std::thread::sleep(std::time::Duration::from_millis(20u64.saturating_sub(i)));
+            i * i
+        };
+        for jobs in [0, 1, 2, 3, 8, 64] {
+            let items: Vec<u64> = (0..21).collect();
+            let want: Vec<u64> = items.iter().map(|i| i * i).collect();
+            assert_eq!(each_at_once(jobs, items, slow_first), want, "{jobs} at once");
+            assert!(each_at_once(jobs, Vec::<u64>::new(), slow_first).is_empty());
+        }
+        // Every item is taken once, by one of the threads.
+        let threads = std::sync::Mutex::new(std::collections::HashSet::new());
+        let taken = each_at_once(4, (0..40).collect(), |i: u32| {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            threads.lock().unwrap().insert(std::thread::current().id());
+            i
+        });
+        assert_eq!(taken, (0..40).collect::<Vec<_>>());
+        assert!(
+            threads.into_inner().unwrap().len() > 1,
+            "the runs were made by one thread"
+        );
+    }
+
+    /// A run that panics is a panic of the caller's, not a lost result.
+    #[test]
+    fn a_panic_in_one_run_reaches_the_caller() {
+        let caught = std::panic::catch_unwind(|| {
+            each_at_once(3, (0..9).collect(), |i: u32| {
+                assert!(i != 5, "run 5 failed");
+                i
+            })
+        });
+        let message = caught.expect_err("the panic was lost");
+        let text = message
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| message.downcast_ref::<&str>().map(|s| s.to_string()));
+        assert_eq!(text.as_deref(), Some("run 5 failed"));
+    }
 }

@@ -14,13 +14,17 @@ fn same_inputs_give_identical_json() {
     let policies: Vec<herd_sim::SimPolicy> = ["static:compact", "static:scatter"]
         .map(|p| p.parse().unwrap())
         .to_vec();
-    let run = || {
-        let c =
-            herd_sim::compare::<NoMeter>(&s, &policies, &[1, 2], || None, false, |_, _, _, _| {}).unwrap();
+    let run = |jobs: usize| {
+        let c = herd_sim::compare::<NoMeter>(&s, &policies, &[1, 2], jobs, || None, false, |_, _, _, _| {})
+            .unwrap();
         serde_json::to_string(&c).unwrap()
     };
-    let (a, b) = (run(), run());
+    let (a, b) = (run(1), run(1));
     assert_eq!(a, b);
+    // Runs made at once, however many, in the order they are listed.
+    for jobs in [2, 4, 64] {
+        assert_eq!(run(jobs), a, "{jobs} runs at once");
+    }
     assert!(
         a.contains("\"decision_overhead_pct\":null"),
         "timing off means null, not a fake zero"
