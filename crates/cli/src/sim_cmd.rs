@@ -252,10 +252,15 @@ fn run_one(args: &SimArgs, path: &Path) -> Result<Comparison, Failure> {
             service: None,
         });
     }
-    let mut explained: Vec<(String, Plan)> = Vec::new();
-    // Each policy's later notes (distinct, at most NOTES_SHOWN), with the time.
-    let mut later_notes: Vec<(String, Vec<String>)> = Vec::new();
-    let mut last_msg_ns = 0;
+    // Each policy's first plan that places something, and its later notes
+    // (distinct, at most NOTES_SHOWN, with the time): first seed only.
+    // Runs made at once note theirs as they go, each under the lock.
+    type Explained = (Vec<(String, Plan)>, Vec<(String, Vec<String>)>);
+    let explaining: std::sync::Mutex<Explained> = std::sync::Mutex::default();
+    thread_local! {
+        // When this thread's run last redrew the bar (simulated ns).
+        static LAST_MSG_NS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
     let timing = !args.no_timing;
     let jobs = match args.jobs {
         Some(n) => n as usize,
@@ -270,8 +275,11 @@ fn run_one(args: &SimArgs, path: &Path) -> Result<Comparison, Failure> {
         || timing.then(WallMeter::default),
         args.report.is_some(),
         |policy, seed, view, plan| {
-            // Keep each policy's first plan that places something (first seed).
             if args.explain && seed == seeds[0] {
+                let mut guard = explaining
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let (explained, later_notes) = &mut *guard;
                 match explained.iter_mut().find(|(name, _)| name == policy) {
                     None => explained.push((policy.to_string(), plan.clone())),
                     Some((_, first)) if first.tasks.is_empty() && !plan.tasks.is_empty() => {
@@ -294,10 +302,12 @@ fn run_one(args: &SimArgs, path: &Path) -> Result<Comparison, Failure> {
                     }
                 }
             }
-            // Redraw at most every simulated second: the hook runs every decision.
+            // Redraw at most every simulated second of a run: the hook runs
+            // every decision.
             let now_ns = view.now_ns();
-            if now_ns < last_msg_ns || now_ns - last_msg_ns >= 1_000_000_000 {
-                last_msg_ns = now_ns;
+            let last_ns = LAST_MSG_NS.get();
+            if now_ns < last_ns || now_ns - last_ns >= 1_000_000_000 {
+                LAST_MSG_NS.set(now_ns);
                 bar.set_message(format!(
                     "{policy} (seed {seed}): simulated {:.0} s",
                     now_ns as f64 * 1e-9
@@ -308,6 +318,14 @@ fn run_one(args: &SimArgs, path: &Path) -> Result<Comparison, Failure> {
     )
     .map_err(|e| Failure::Input(e.into()))?;
     let mut comparison = comparison;
+    // In the order the policies ran in, whichever run noted first.
+    let (mut explained, mut later_notes) = explaining
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let order = herd_sim::with_baseline_first(SimPolicy::linux(), &policies);
+    let rank = |name: &str| order.iter().position(|p| p.to_string() == name);
+    explained.sort_by_key(|(name, _)| rank(name));
+    later_notes.sort_by_key(|(name, _)| rank(name));
     if !scenario.sweep_threads.is_empty() {
         let names = herd_sim::with_baseline_first(SimPolicy::linux(), &policies);
         let sweep = herd_sim::sweep::sweep(&scenario, &names, seeds[0], |done, total| {

@@ -131,6 +131,44 @@ fn json_is_byte_identical_across_runs_without_timing() {
     assert!(doc["policies"][1]["decision_overhead_pct"].as_f64().is_some());
 }
 
+/// Runs made at once print what runs made one by one print: the JSON
+/// byte for byte, and `--explain`'s plans and notes in the policies' order
+/// (each run notes its own as it goes, in whatever order they finish).
+#[test]
+fn runs_made_at_once_print_what_runs_made_in_turn_print() {
+    let path = scenarios().join("s3-numa2-hd1.toml");
+    let path = path.to_str().unwrap();
+    for extra in [&["--json"][..], &["--explain"][..]] {
+        let with = |jobs: &str| {
+            let mut args = vec![
+                "sim",
+                path,
+                "--no-timing",
+                "--seed",
+                "1",
+                "--seed",
+                "2",
+                "--jobs",
+                jobs,
+            ];
+            args.extend_from_slice(extra);
+            let out = herd(&args);
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            out.stdout
+        };
+        let one = with("1");
+        assert!(!one.is_empty());
+        for jobs in ["2", "5"] {
+            assert!(
+                with(jobs) == one,
+                "{extra:?} at --jobs {jobs} differs from --jobs 1"
+            );
+        }
+    }
+    let zero = herd(&["sim", path, "--jobs", "0"]);
+    assert_eq!(zero.status.code(), Some(2), "--jobs 0 is a usage error");
+}
+
 #[test]
 fn table_report_and_explain() {
     let tmp = tempfile::tempdir().unwrap();

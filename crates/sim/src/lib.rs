@@ -521,7 +521,8 @@ fn run_learning_with<M: CostMeter>(
 /// shown none: see [`run_policy_unread`]). Each run is whole in itself (its
 /// own world, policy and seeded draws), so the results, kept in the order
 /// above, are the same bits at any `jobs`; only the calls to `on_decision`
-/// of different runs interleave. (A sweep of many runs, seeds or pairings,
+/// of different runs interleave, from the threads that make them (it is
+/// called every decision: a lock around it made the runs take turns). (A sweep of many runs, seeds or pairings,
 /// then takes the time of its runs over the CPUs, not their sum: a run's
 /// own hour is one thread's work, and no faster for more.)
 pub fn compare<M: CostMeter + Send>(
@@ -531,7 +532,7 @@ pub fn compare<M: CostMeter + Send>(
     jobs: usize,
     mut meter: impl FnMut() -> Option<M>,
     trace: bool,
-    on_decision: impl FnMut(&str, u64, &View<'_>, &Plan) + Send,
+    on_decision: impl Fn(&str, u64, &View<'_>, &Plan) + Sync,
 ) -> Result<Comparison, PolicyError> {
     let solo = solo_times(s);
     let names = with_baseline_first(SimPolicy::linux(), policies);
@@ -540,13 +541,10 @@ pub fn compare<M: CostMeter + Send>(
         .flat_map(|&seed| names.iter().map(move |policy| (seed, policy)))
         .map(|(seed, policy)| (seed, policy, meter()))
         .collect();
-    let hook = std::sync::Mutex::new(on_decision);
     let one = |(seed, policy, mut m): (u64, &SimPolicy, Option<M>)| {
         let name = policy.to_string();
         run_policy_with(s, policy, seed, &solo, m.as_mut(), trace, false, |view, plan| {
-            // A hook that panicked in another run poisons nothing it keeps.
-            let mut hook = hook.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            (*hook)(&name, seed, view, plan)
+            on_decision(&name, seed, view, plan)
         })
     };
     let results = each_at_once(jobs, runs, one)
