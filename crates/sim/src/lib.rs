@@ -522,9 +522,10 @@ fn run_learning_with<M: CostMeter>(
 /// own world, policy and seeded draws), so the results, kept in the order
 /// above, are the same bits at any `jobs`; only the calls to `on_decision`
 /// of different runs interleave, from the threads that make them (it is
-/// called every decision: a lock around it made the runs take turns). (A sweep of many runs, seeds or pairings,
-/// then takes the time of its runs over the CPUs, not their sum: a run's
-/// own hour is one thread's work, and no faster for more.)
+/// called every decision: a lock around it made the runs take turns). A
+/// sweep of many runs, seeds or pairings, then takes the time of its runs
+/// over the CPUs, not their sum; a run's own hour is one thread's work, and
+/// no faster for more.
 pub fn compare<M: CostMeter + Send>(
     s: &Scenario,
     policies: &[SimPolicy],
