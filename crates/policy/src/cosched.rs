@@ -72,8 +72,9 @@ pub(crate) struct Turns {
     summed: Option<Summed>,
     /// The last [`Turns::apply`] when it changed no task's slot: its
     /// snapshot's time and list's name, whether it pinned, and its runs of
-    /// a job's tasks with their admissions. The same call again changes none either,
-    /// when what the slots depend on is the same (see [`Turns::apply`]).
+    /// a job's tasks with their admissions. The same call again changes
+    /// none either, when what the slots depend on is the same (see
+    /// [`Turns::apply`]).
     quiet: Option<Quiet>,
 }
 
