@@ -7,14 +7,22 @@
 //! consistent set: a program's next thread takes the unit after its last
 //! one when that is free, and a program's first thread opens a core nobody
 //! uses, so programs do not interleave on cores while free cores remain.
+//! A program's new thread first takes a unit that only its own idle
+//! threads hold: a main thread placed before its workers existed, now
+//! asleep in join, would otherwise keep the first sibling of a core to
+//! itself and push smt:spn's two workers onto two cores (seen on an
+//! emulated 2s2c2t guest whose first turn came before the workers). When
+//! one of the program's placed threads is asleep but worked over the
+//! period (a main thread that has just started its workers, or a barrier
+//! worker between phases), its new threads wait one period to see which.
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet};
 
 use herd_topo::{CpuSet, Machine};
 
 use crate::param::Entry;
-use crate::working::Working;
-use crate::{JobId, Plan, Policy, Reason, TaskId, View, order};
+use crate::working::{Working, worked};
+use crate::{JobId, Plan, Policy, Reason, TaskId, TaskState, View, order};
 
 /// Registry entry: `smt:speed`.
 pub(crate) const SMT_SPEED: Entry = Entry {
@@ -72,6 +80,9 @@ pub struct SmtPlace {
     /// map look-ups over every task a turn otherwise).
     last_ids: crate::view::SeenTasks,
     waiting: bool,
+    /// The jobs whose new threads waited a period at the last decision
+    /// (sorted): they wait no longer.
+    held_back: Vec<JobId>,
 }
 
 impl SmtPlace {
@@ -90,6 +101,7 @@ impl SmtPlace {
             note: None,
             last_ids: Default::default(),
             waiting: false,
+            held_back: Vec::new(),
         }
     }
 
@@ -121,7 +133,13 @@ impl SmtPlace {
     /// stopped (from the start, every job after the cores' first threads
     /// were taken scanned every free sibling: a fifth of smt:speed's first
     /// decision at 1,024 tasks).
-    fn pick(&self, last: Option<usize>, whole_from: &mut usize) -> usize {
+    /// `idle`: the units the job's threads hold that did not work over the
+    /// last period, in order, each with how many of them (job, unit,
+    /// count): such a unit is the job's to reuse while nobody else holds it.
+    fn pick(&self, last: Option<usize>, idle: &[(JobId, usize, u32)], whole_from: &mut usize) -> usize {
+        if let Some(&(_, u, _)) = idle.iter().find(|&&(_, u, n)| self.load.of(u) == n) {
+            return u;
+        }
         let free = |u: usize| self.load.of(u) == 0;
         // The unit after the job's last, keeping the job's units together.
         if let Some(u) = last {
@@ -316,13 +334,33 @@ impl Policy for SmtPlace {
         let placed = &self.placed;
         let mut new = self.working.unplaced(view.snapshot, |id| placed.contains_key(&id), |_| false);
         new.sort_by_key(|t| (t.job, t.rank, t.id));
-        // Present tasks not placed: new ones, and those not working yet.
-        let unplaced = view
-            .snapshot
-            .tasks
-            .iter()
-            .filter(|t| !self.placed.contains_key(&t.id))
-            .count();
+        // Present tasks not placed: new ones, and those not working yet;
+        // and, when some are placed now, the units of placed tasks that
+        // did not work, with their jobs (one pass, one look-up per task).
+        let mut unplaced = 0;
+        let mut idle: Vec<(JobId, usize)> = Vec::new();
+        // Jobs with a placed task asleep now that worked over the period:
+        // a main thread that has just started its workers and waits in
+        // join, or a barrier worker between phases. One more period tells
+        // them apart.
+        let mut unsure: Vec<JobId> = Vec::new();
+        for t in &view.snapshot.tasks {
+            match self.placed.get(&t.id) {
+                None => unplaced += 1,
+                Some(_) if new.is_empty() => {}
+                Some(&(u, job)) if !worked(view.snapshot, t) => idle.push((job, u)),
+                Some(&(_, job)) if t.state != TaskState::Runnable => unsure.push(job),
+                Some(_) => {}
+            }
+        }
+        unsure.sort_unstable();
+        unsure.dedup();
+        // Per job and unit, how many idle tasks: runs of a job's units in order.
+        idle.sort_unstable();
+        let idle: Vec<(JobId, usize, u32)> = idle
+            .chunk_by(|a, b| a == b)
+            .map(|run| (run[0].0, run[0].1, run.len() as u32))
+            .collect();
         // Every other task present is placed; more placed than that means
         // some left. Only then free their units: in the steady state this
         // runs every period and costs one lookup per task.
@@ -353,11 +391,23 @@ impl Policy for SmtPlace {
         // `new` is in job order: each job's last unit is looked up once and
         // kept once, not at every task (a map insert per task was a tenth of
         // a first decision at 1,024 tasks).
+        let mut held_back = Vec::new();
         for run in new.chunk_by(|a, b| a.job == b.job) {
             let job = run[0].job;
+            // A job's new threads wait a period while one of its placed
+            // threads may be idle or not (once: the next period they are
+            // placed as it then looks). On an emulated guest a main thread
+            // blocked in join had used 399 ms of its period to exec and
+            // start the workers, and kept its unit to itself.
+            if unsure.binary_search(&job).is_ok() && self.held_back.binary_search(&job).is_err() {
+                held_back.push(job);
+                continue;
+            }
             let mut last = self.last_unit.get(&job).copied();
+            let from = idle.partition_point(|&(j, _, _)| j < job);
+            let to = from + idle[from..].partition_point(|&(j, _, _)| j == job);
             for t in run {
-                let u = self.pick(last, &mut whole_from);
+                let u = self.pick(last, &idle[from..to], &mut whole_from);
                 self.load.add(u, 1);
                 self.placed.insert(t.id, (u, job));
                 last = Some(u);
@@ -367,6 +417,8 @@ impl Policy for SmtPlace {
                 self.last_unit.insert(job, u);
             }
         }
+        self.waiting |= !held_back.is_empty();
+        self.held_back = held_back;
         plan
     }
 }

@@ -376,3 +376,97 @@ fn a_worker_asleep_at_each_snapshot_but_busy_every_period_is_placed() {
         );
     }
 }
+
+/// Issue 24, seen on an emulated 2x2x2 guest: herd's first turn came
+/// before the workers existed, so the main thread (the only one, and
+/// every thread works in a first snapshot) took smt:spn's first sibling.
+/// Once it sleeps in join, the workers take its unit and the one after:
+/// one core, as when the first turn sees them all. A main thread still
+/// working keeps its unit to itself, and another program's idle thread
+/// lends it to nobody. A main thread asleep now that worked over the
+/// period (it started the workers: an exec took 399 ms of it on the
+/// guest) makes them wait a period, once, to see which it is.
+#[test]
+fn workers_take_the_unit_of_a_main_thread_placed_before_them_that_sleeps() {
+    let m = Machine::synthetic("package:2 core:2 pu:2").unwrap();
+    let period_ns = 100_000_000;
+    // The main thread's CPU time in the periods after the first, and
+    // whether it is asleep: each period's snapshot until the workers are
+    // placed.
+    let asleep = (0, true);
+    let starting = (period_ns / 2, true);
+    let working = (period_ns, false);
+    let between_phases = (period_ns, true);
+    for (policy, main, same_core, on_main) in [
+        ("smt:spn", vec![asleep], true, true),
+        ("smt:speed", vec![asleep], false, true),
+        // Three working threads: the main thread and a worker fill a core.
+        ("smt:spn", vec![working], false, false),
+        ("smt:spn", vec![starting, asleep], true, true),
+        ("smt:speed", vec![starting, asleep], false, true),
+        // Busy every period, asleep at each look: a team member.
+        ("smt:spn", vec![between_phases, between_phases], false, false),
+    ] {
+        let mut p = herd_policy::build(policy).unwrap();
+        // The first turn: the main thread alone.
+        let first = Snapshot {
+            tasks: vec![task(1, 0, 0)],
+            ..Snapshot::default()
+        };
+        let plan = decide_on(p.as_mut(), &m, &first, 0);
+        let main_cpu = match &plan.tasks[..] {
+            [(1, Placement::Run { cpus, .. })] => cpus.iter().next().unwrap(),
+            other => panic!("{policy}: the main thread placed alone, not {other:?}"),
+        };
+        // The next: two busy workers, the main thread as `main` says.
+        let mut plan = herd_policy::Plan::default();
+        for (i, &(cpu_ns, blocked)) in main.iter().enumerate() {
+            let mut snap = main_and_workers(period_ns);
+            snap.tasks[0].obs.cpu_time_ns = cpu_ns;
+            if !blocked {
+                snap.tasks[0].state = herd_policy::TaskState::Runnable;
+            }
+            plan = decide_on(p.as_mut(), &m, &snap, 1 + i as u64);
+            let last = i + 1 == main.len();
+            assert_eq!(
+                plan.tasks.is_empty(),
+                !last,
+                "{policy}, {main:?}: the workers wait until the last"
+            );
+        }
+        let cpu = |id: u64| match plan.tasks.iter().find(|(t, _)| *t == id).map(|(_, p)| p) {
+            Some(Placement::Run { cpus, .. }) => cpus.iter().next().unwrap(),
+            other => panic!("{policy}: task {id} placed, not {other:?}"),
+        };
+        let (a, b) = (cpu(2), cpu(3));
+        let what = format!("{policy} ({main:?}): main on {main_cpu}, workers on {a} and {b}");
+        assert_eq!(core_of(&m, a) == core_of(&m, b), same_core, "{what}");
+        assert_eq!(a == main_cpu, on_main, "{what}");
+        assert_ne!(b, main_cpu, "{what}");
+    }
+    // Program 0's main thread sleeps on its unit; program 1's first
+    // thread opens a core of its own all the same.
+    let mut p = herd_policy::build("smt:spn").unwrap();
+    let first = Snapshot {
+        tasks: vec![task(1, 0, 0)],
+        ..Snapshot::default()
+    };
+    let main_cpu = match &decide_on(p.as_mut(), &m, &first, 0).tasks[..] {
+        [(1, Placement::Run { cpus, .. })] => cpus.iter().next().unwrap(),
+        other => panic!("the main thread placed alone, not {other:?}"),
+    };
+    let mut snap = main_and_workers(period_ns);
+    snap.tasks.truncate(1);
+    snap.tasks[0].obs.cpu_time_ns = 0;
+    let mut other = task(4, 1, 0);
+    other.obs.cpu_time_ns = period_ns;
+    snap.tasks.push(other);
+    let plan = decide_on(p.as_mut(), &m, &snap, 1);
+    match &plan.tasks[..] {
+        [(4, Placement::Run { cpus, .. })] => {
+            let c = cpus.iter().next().unwrap();
+            assert_ne!(core_of(&m, c), core_of(&m, main_cpu), "program 1 on CPU {c}");
+        }
+        other => panic!("program 1's thread placed alone, not {other:?}"),
+    }
+}
