@@ -66,8 +66,9 @@ pub struct SimArgs {
     pub(crate) guard: Option<crate::common::OnOff>,
     /// How many runs (a policy under a seed) to simulate at once. By
     /// default, with --no-timing one per CPU herd may use, else one: a
-    /// decision's measured time is then not shared with another run's. The
-    /// results are the same at any number.
+    /// decision's measured time is then not shared with another run's.
+    /// Learning runs and a unit sweep measure no decision's time, and take
+    /// one per CPU by default. The results are the same at any number.
     #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) jobs: Option<u32>,
 }
@@ -214,6 +215,12 @@ fn run_one(args: &SimArgs, path: &Path) -> Result<Comparison, Failure> {
     } else {
         args.seeds.clone()
     };
+    // Runs that measure no decision time (learning runs, the unit sweep)
+    // take every CPU unless told otherwise.
+    let unmetered_jobs = args.jobs.map_or_else(
+        || std::thread::available_parallelism().map_or(1, usize::from),
+        |n| n as usize,
+    );
     let bar = ProgressBar::new_spinner();
     bar.set_style(ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").expect("static template"));
     if runs > 1 {
@@ -234,10 +241,17 @@ fn run_one(args: &SimArgs, path: &Path) -> Result<Comparison, Failure> {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let l = herd_sim::learning_runs(&scenario, &specs, seeds[0], runs, |run| {
-            bar.set_message(format!("{}: run {run} of {runs}", scenario.name));
-            bar.tick();
-        })
+        let l = herd_sim::learning_runs(
+            &scenario,
+            &specs,
+            seeds[0],
+            runs,
+            unmetered_jobs,
+            |done, total| {
+                bar.set_message(format!("{}: run {done} of {total}", scenario.name));
+                bar.tick();
+            },
+        )
         .map_err(|e| Failure::Input(e.into()))?;
         bar.finish_and_clear();
         if !args.json {
@@ -263,9 +277,8 @@ fn run_one(args: &SimArgs, path: &Path) -> Result<Comparison, Failure> {
     }
     let timing = !args.no_timing;
     let jobs = match args.jobs {
-        Some(n) => n as usize,
         None if timing => 1,
-        None => std::thread::available_parallelism().map_or(1, usize::from),
+        _ => unmetered_jobs,
     };
     let comparison = herd_sim::compare(
         &scenario,
@@ -328,7 +341,7 @@ fn run_one(args: &SimArgs, path: &Path) -> Result<Comparison, Failure> {
     later_notes.sort_by_key(|(name, _)| rank(name));
     if !scenario.sweep_threads.is_empty() {
         let names = herd_sim::with_baseline_first(SimPolicy::linux(), &policies);
-        let sweep = herd_sim::sweep::sweep(&scenario, &names, seeds[0], |done, total| {
+        let sweep = herd_sim::sweep::sweep(&scenario, &names, seeds[0], unmetered_jobs, |done, total| {
             bar.set_message(format!("unit sweep: run {done} of {total}"));
             bar.tick();
         })

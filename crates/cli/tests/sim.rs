@@ -139,23 +139,8 @@ fn runs_made_at_once_print_what_runs_made_in_turn_print() {
     let path = scenarios().join("s3-numa2-hd1.toml");
     let path = path.to_str().unwrap();
     for extra in [&["--json"][..], &["--explain"][..]] {
-        let with = |jobs: &str| {
-            let mut args = vec![
-                "sim",
-                path,
-                "--no-timing",
-                "--seed",
-                "1",
-                "--seed",
-                "2",
-                "--jobs",
-                jobs,
-            ];
-            args.extend_from_slice(extra);
-            let out = herd(&args);
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-            out.stdout
-        };
+        let with =
+            |jobs: &str| sim_at_once(path, jobs, &[&["--seed", "1", "--seed", "2"][..], extra].concat());
         let one = with("1");
         assert!(!one.is_empty());
         for jobs in ["2", "5"] {
@@ -167,6 +152,40 @@ fn runs_made_at_once_print_what_runs_made_in_turn_print() {
     }
     let zero = herd(&["sim", path, "--jobs", "0"]);
     assert_eq!(zero.status.code(), Some(2), "--jobs 0 is a usage error");
+}
+
+/// `herd sim PATH --no-timing --jobs JOBS EXTRA...`'s output; it must succeed.
+fn sim_at_once(path: &str, jobs: &str, extra: &[&str]) -> Vec<u8> {
+    let mut args = vec!["sim", path, "--no-timing", "--jobs", jobs];
+    args.extend_from_slice(extra);
+    let out = herd(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    out.stdout
+}
+
+/// A learning scenario's chains of runs (one per policy, `linux`'s first)
+/// and a unit sweep's runs, made at once, print what they print made in
+/// turn.
+#[test]
+fn learning_runs_and_sweeps_made_at_once_print_what_they_print_in_turn() {
+    for (name, extra) in [
+        ("s1-wl01.toml", &["--runs", "3", "--train-runs", "2"][..]),
+        ("s0-ht-energy.toml", &[][..]),
+    ] {
+        let path = scenarios().join(name);
+        let with = |jobs: &str| sim_at_once(path.to_str().unwrap(), jobs, &[&["--json"][..], extra].concat());
+        let one = with("1");
+        let text = String::from_utf8_lossy(&one);
+        assert!(
+            text.contains(if name.starts_with("s1") {
+                "\"learning\": {"
+            } else {
+                "\"sweep\": {"
+            }),
+            "{name}: {text}"
+        );
+        assert!(with("3") == one, "{name} at --jobs 3 differs from --jobs 1");
+    }
 }
 
 #[test]

@@ -135,91 +135,43 @@ fn trained_btr(s: &Scenario, store: &Profiles) -> Vec<TrainedBtr> {
 }
 
 /// Runs S1's experiment for `policies` (plus `linux`), `runs` times from
-/// `seed`. `progress(run)` is called before each run.
+/// `seed`, `jobs` runs at once. Each policy's runs are a chain (its store
+/// and its guard's history carry from run to run), independent of the
+/// other policies' but for `linux`'s makespan in the same run, which
+/// speedups and the guard's kernel runs take: `linux`'s chain is run
+/// first, the others' then at once, so the points are the same bits at any
+/// `jobs`. `progress(done, total)` follows the runs as they finish, from
+/// the threads that make them.
 pub fn learning_runs(
     s: &Scenario,
     policies: &[herd_policy::PolicySpec],
     seed: u64,
     runs: u32,
-    mut progress: impl FnMut(u32),
+    jobs: usize,
+    progress: impl Fn(u32, u32) + Sync,
 ) -> Result<LearningRuns, PolicyError> {
     let solo = solo_times(s);
     let names = crate::with_baseline_first(herd_policy::PolicySpec::linux(), policies);
     let (trained, training_runs) = train(s, seed, &solo)?;
     let (trained_coverage, trained_accuracy) = store_quality(s, &trained, &solo);
     let trained_btr = trained_btr(s, &trained);
-    let mut stores: Vec<Profiles> = vec![trained; names.len()];
-    // Each policy's runs so far, for the guard across runs: the same group
-    // of programs run again and again is the batch it compares.
-    let mut histories: Vec<Vec<BatchRun>> = vec![Vec::new(); names.len()];
-    let mut points = Vec::new();
-    for run in 1..=runs {
-        progress(run);
-        let mut jittered = jitter(s, seed, run);
-        let mut linux_s = f64::NAN;
-        for ((name, store), history) in names.iter().zip(&mut stores).zip(&mut histories) {
-            let (coverage, accuracy) = store_quality(s, store, &solo);
-            let verdict = (s.guard && !name.is_baseline()).then(|| next_run(history, &RunsConfig::default()));
-            jittered.guard_trusting = verdict.is_some_and(|v| v.vouches());
-            let placed_by = verdict.map_or(InCharge::Policy, |v| v.by);
-            // A kernel run is plain `linux`, as `herd batch` runs it, and it
-            // learns nothing: it measures the kernel, and the store stays
-            // the policy's own. (Learning from one whole-group `linux` run
-            // cost bw:iabw most of its gain on s1-wl07: of its 2.4%, 1.1%
-            // was left over the 40 runs.) That is this run's `linux`, run
-            // first with the same arrivals and seed, so its makespan is
-            // taken, not simulated again (the same bits: checked on three
-            // groups before it was taken).
-            let (policy, makespan_s, note, guard_kernel_share) = match verdict {
-                Some(v) if v.by == InCharge::Kernel => (
-                    name.build().name(),
-                    linux_s,
-                    Some(format!("guard across runs: {v}")),
-                    None,
-                ),
-                _ => {
-                    let mut note = None;
-                    let r = run_learning::<NoMeter>(
-                        &jittered,
-                        name.build(),
-                        seed,
-                        &solo,
-                        Some(store),
-                        None,
-                        false,
-                        |view, plan| {
-                            if note.is_none() && !view.snapshot.tasks.is_empty() {
-                                note = plan.note.as_ref().map(|n| n.to_string());
-                            }
-                        },
-                    );
-                    let share = r.guard.as_ref().map(GuardReport::kernel_share);
-                    (r.name, r.makespan_s, note, share)
-                }
-            };
-            if name.is_baseline() {
-                linux_s = makespan_s;
-            }
-            if verdict.is_some() {
-                history.push(BatchRun {
-                    by: placed_by,
-                    makespan_s,
-                });
-            }
-            points.push(RunPoint {
-                run,
-                // A kernel run counts as the policy's: it is what the
-                // policy's user got.
-                policy,
-                makespan_s,
-                speedup_pct: (linux_s / makespan_s - 1.0) * 100.0,
-                coverage,
-                accuracy,
-                note,
-                placed_by,
-                guard_kernel_share,
-            });
-        }
+    let total = runs * names.len() as u32;
+    let done = std::sync::atomic::AtomicU32::new(0);
+    let chain = |name: &herd_policy::PolicySpec, linux_s: &[f64]| {
+        policy_chain(s, name, seed, runs, &solo, trained.clone(), linux_s, || {
+            progress(done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1, total)
+        })
+    };
+    let (baseline, others) = names.split_first().expect("linux is always first");
+    let linux = chain(baseline, &[]);
+    let linux_s: Vec<f64> = linux.iter().map(|p| p.makespan_s).collect();
+    let chains = crate::each_at_once(jobs, others.iter().collect(), |name| chain(name, &linux_s));
+    // Run by run, the policies in order within each, as they were made
+    // when the runs went one by one.
+    let mut chains: Vec<_> = std::iter::once(linux).chain(chains).map(Vec::into_iter).collect();
+    let mut points = Vec::with_capacity(total as usize);
+    for _ in 0..runs {
+        points.extend(chains.iter_mut().filter_map(Iterator::next));
     }
     let summary = points
         .iter()
@@ -252,6 +204,91 @@ pub fn learning_runs(
         summary,
         trained_btr,
     })
+}
+
+/// One policy's `runs` runs from `store` (trained), in turn: each starts
+/// from the store its last run left and, under the guard across runs,
+/// from what the runs before it made. `linux_s`: `linux`'s makespan in
+/// each run (empty for `linux`'s own chain). `ran()` after each run.
+#[allow(clippy::too_many_arguments)]
+fn policy_chain(
+    s: &Scenario,
+    name: &herd_policy::PolicySpec,
+    seed: u64,
+    runs: u32,
+    solo: &[f64],
+    mut store: Profiles,
+    linux_s: &[f64],
+    ran: impl Fn(),
+) -> Vec<RunPoint> {
+    // The policy's runs so far, for the guard across runs: the same group
+    // of programs run again and again is the batch it compares.
+    let mut history: Vec<BatchRun> = Vec::new();
+    let mut points = Vec::with_capacity(runs as usize);
+    for run in 1..=runs {
+        let mut jittered = jitter(s, seed, run);
+        let (coverage, accuracy) = store_quality(s, &store, solo);
+        let verdict = (s.guard && !name.is_baseline()).then(|| next_run(&history, &RunsConfig::default()));
+        jittered.guard_trusting = verdict.is_some_and(|v| v.vouches());
+        let placed_by = verdict.map_or(InCharge::Policy, |v| v.by);
+        let linux_run_s = linux_s.get(run as usize - 1).copied();
+        // A kernel run is plain `linux`, as `herd batch` runs it, and it
+        // learns nothing: it measures the kernel, and the store stays the
+        // policy's own. (Learning from one whole-group `linux` run cost
+        // bw:iabw most of its gain on s1-wl07: of its 2.4%, 1.1% was left
+        // over the 40 runs.) That is this run's `linux`, run first with the
+        // same arrivals and seed, so its makespan is taken, not simulated
+        // again (the same bits: checked on three groups before it was
+        // taken).
+        let (policy, makespan_s, note, guard_kernel_share) = match verdict {
+            Some(v) if v.by == InCharge::Kernel => (
+                name.build().name(),
+                linux_run_s.unwrap_or(f64::NAN),
+                Some(format!("guard across runs: {v}")),
+                None,
+            ),
+            _ => {
+                let mut note = None;
+                let r = run_learning::<NoMeter>(
+                    &jittered,
+                    name.build(),
+                    seed,
+                    solo,
+                    Some(&mut store),
+                    None,
+                    false,
+                    |view, plan| {
+                        if note.is_none() && !view.snapshot.tasks.is_empty() {
+                            note = plan.note.as_ref().map(|n| n.to_string());
+                        }
+                    },
+                );
+                let share = r.guard.as_ref().map(GuardReport::kernel_share);
+                (r.name, r.makespan_s, note, share)
+            }
+        };
+        if verdict.is_some() {
+            history.push(BatchRun {
+                by: placed_by,
+                makespan_s,
+            });
+        }
+        points.push(RunPoint {
+            run,
+            // A kernel run counts as the policy's: it is what the policy's
+            // user got.
+            policy,
+            makespan_s,
+            speedup_pct: (linux_run_s.unwrap_or(makespan_s) / makespan_s - 1.0) * 100.0,
+            coverage,
+            accuracy,
+            note,
+            placed_by,
+            guard_kernel_share,
+        });
+        ran();
+    }
+    points
 }
 
 /// S1's database initialisation: the group's programs submitted at random

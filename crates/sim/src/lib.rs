@@ -566,7 +566,11 @@ pub fn compare<M: CostMeter + Send>(
 /// the next item not yet taken, so long runs and short ones share the
 /// threads evenly. A panic in `f` is raised again here, as if `f` had run
 /// on this thread.
-fn each_at_once<T: Send, R: Send>(jobs: usize, items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
+pub(crate) fn each_at_once<T: Send, R: Send>(
+    jobs: usize,
+    items: Vec<T>,
+    f: impl Fn(T) -> R + Sync,
+) -> Vec<R> {
     let threads = jobs.min(items.len());
     if threads <= 1 {
         return items.into_iter().map(f).collect();

@@ -62,12 +62,16 @@ pub struct Sweep {
 }
 
 /// Runs every policy at every thread count of `s.sweep_threads` (and at 1,
-/// the reference for speedups). `progress(done, total)` follows the runs.
+/// the reference for speedups), `jobs` runs at once (each is whole in
+/// itself, so the points are the same bits at any `jobs`).
+/// `progress(done, total)` follows the runs as they finish, from the
+/// threads that make them.
 pub fn sweep(
     s: &Scenario,
     policies: &[crate::SimPolicy],
     seed: u64,
-    mut progress: impl FnMut(usize, usize),
+    jobs: usize,
+    progress: impl Fn(usize, usize) + Sync,
 ) -> Result<Sweep, PolicyError> {
     let mut counts = s.sweep_threads.clone();
     counts.sort_unstable();
@@ -78,17 +82,26 @@ pub fn sweep(
         std::iter::once(1).chain(counts.iter().copied()).collect()
     };
     let total = policies.len() * with_one.len();
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let runs: Vec<(&crate::SimPolicy, u32)> = (policies.iter())
+        .flat_map(|policy| with_one.iter().map(move |&n| (policy, n)))
+        .collect();
+    let results = crate::each_at_once(jobs, runs, |(policy, n)| {
+        let mut at_n = s.clone();
+        at_n.sweep_threads.clear();
+        at_n.jobs.iter_mut().for_each(|j| j.threads = n);
+        // Slowdowns are not part of a sweep: no solo runs needed.
+        let solo = vec![f64::NAN; at_n.jobs.len()];
+        let r = crate::run_policy::<NoMeter>(&at_n, policy, seed, &solo, None, false, |_, _| {});
+        progress(done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1, total);
+        r
+    });
     let mut points = Vec::new();
-    for (pi, policy) in policies.iter().enumerate() {
+    let mut results = results.into_iter();
+    for _ in policies {
         let mut one_s = f64::NAN;
-        for (ci, &n) in with_one.iter().enumerate() {
-            let mut at_n = s.clone();
-            at_n.sweep_threads.clear();
-            at_n.jobs.iter_mut().for_each(|j| j.threads = n);
-            // Slowdowns are not part of a sweep: no solo runs needed.
-            let solo = vec![f64::NAN; at_n.jobs.len()];
-            let r = crate::run_policy::<NoMeter>(&at_n, policy, seed, &solo, None, false, |_, _| {})?;
-            progress(pi * with_one.len() + ci + 1, total);
+        for (&n, r) in with_one.iter().zip(results.by_ref()) {
+            let r = r?;
             if n == 1 {
                 one_s = r.makespan_s;
             }

@@ -215,7 +215,7 @@ fn a_group_that_loses_by_makespan_is_given_to_the_kernel_across_runs() {
     let mut s = load("s1-wl06");
     let runs = 10;
     let points = |s: &Scenario, policy: &str| -> Vec<herd_sim::RunPoint> {
-        let l = herd_sim::learning_runs(s, &[policy.parse().unwrap()], 1, runs, |_| {}).unwrap();
+        let l = herd_sim::learning_runs(s, &[policy.parse().unwrap()], 1, runs, 1, |_, _| {}).unwrap();
         l.points.into_iter().filter(|p| p.policy == policy).collect()
     };
     let gains = |s: &Scenario, policy: &str| -> Vec<(f64, herd_engine::InCharge)> {

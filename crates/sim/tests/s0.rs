@@ -35,8 +35,18 @@ fn the_scenario_serial_fraction_is_fitted_to_table_2() {
 fn spn_first_beats_speed_first_per_physical_core() {
     let s = scenario(S0);
     let policies = ["smt:speed", "smt:spn"].map(|p| p.parse().unwrap());
-    let sw = herd_sim::sweep::sweep(&s, &policies, 1, |_, _| {}).unwrap();
+    let sw = herd_sim::sweep::sweep(&s, &policies, 1, 1, |_, _| {}).unwrap();
     assert_eq!(sw.points.len(), 32, "16 unit counts x 2 policies");
+    // Runs made at once: the same points, in the same order, and every
+    // run's progress told once.
+    let told = std::sync::Mutex::new(Vec::new());
+    let at_once = herd_sim::sweep::sweep(&s, &policies, 1, 3, |done, total| {
+        told.lock().unwrap().push((done, total))
+    });
+    assert_eq!(at_once.unwrap(), sw, "3 runs at once");
+    let mut told = told.into_inner().unwrap();
+    told.sort_unstable();
+    assert_eq!(told, (1..=32).map(|d| (d, 32)).collect::<Vec<_>>());
     for p in &sw.points {
         let cores = match p.policy.as_str() {
             "smt:speed" => p.units.min(8) as usize,

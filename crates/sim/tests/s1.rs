@@ -24,7 +24,7 @@ fn a_trained_store_opens_the_gate_and_iabw_beats_linux() {
     // be the kernel's, to measure the group (tests/guard.rs).
     let mut s = scenario();
     s.guard = false;
-    let l = learning_runs(&s, &["bw:iabw".parse().unwrap()], 1, 2, |_| {}).unwrap();
+    let l = learning_runs(&s, &["bw:iabw".parse().unwrap()], 1, 2, 1, |_, _| {}).unwrap();
     assert!(
         l.training_runs < s.train_runs,
         "training stopped when every program was covered"
@@ -45,7 +45,7 @@ fn a_trained_store_opens_the_gate_and_iabw_beats_linux() {
 fn without_a_store_iabw_is_linux_and_says_why() {
     let mut s = scenario();
     s.train_runs = 0;
-    let l = learning_runs(&s, &["bw:iabw".parse().unwrap()], 1, 2, |_| {}).unwrap();
+    let l = learning_runs(&s, &["bw:iabw".parse().unwrap()], 1, 2, 1, |_, _| {}).unwrap();
     assert_eq!(l.training_runs, 0);
     let g = gains(&l, "bw:iabw");
     assert!(
