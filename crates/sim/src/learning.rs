@@ -137,11 +137,13 @@ fn trained_btr(s: &Scenario, store: &Profiles) -> Vec<TrainedBtr> {
 /// Runs S1's experiment for `policies` (plus `linux`), `runs` times from
 /// `seed`, `jobs` runs at once. Each policy's runs are a chain (its store
 /// and its guard's history carry from run to run), independent of the
-/// other policies' but for `linux`'s makespan in the same run, which
-/// speedups and the guard's kernel runs take: `linux`'s chain is run
-/// first, the others' then at once, so the points are the same bits at any
-/// `jobs`. `progress(done, total)` follows the runs as they finish, from
-/// the threads that make them.
+/// other policies' but for `linux`'s makespan in the same run: speedups
+/// take it once every chain is made, and a run the guard gives the kernel
+/// takes it as its own, waiting for it if `linux`'s chain is behind. So
+/// the chains are made at once (`linux`'s first in the queue: in one
+/// thread it is made before the others), and the points are the same bits
+/// at any `jobs`. `progress(done, total)` follows the runs as they finish,
+/// from the threads that make them.
 pub fn learning_runs(
     s: &Scenario,
     policies: &[herd_policy::PolicySpec],
@@ -157,21 +159,26 @@ pub fn learning_runs(
     let trained_btr = trained_btr(s, &trained);
     let total = runs * names.len() as u32;
     let done = std::sync::atomic::AtomicU32::new(0);
-    let chain = |name: &herd_policy::PolicySpec, linux_s: &[f64]| {
-        policy_chain(s, name, seed, runs, &solo, trained.clone(), linux_s, || {
+    let linux = LinuxRuns::default();
+    let chains = crate::each_at_once(jobs, names.iter().collect(), |name| {
+        policy_chain(s, name, seed, runs, &solo, trained.clone(), &linux, || {
             progress(done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1, total)
         })
-    };
-    let (baseline, others) = names.split_first().expect("linux is always first");
-    let linux = chain(baseline, &[]);
-    let linux_s: Vec<f64> = linux.iter().map(|p| p.makespan_s).collect();
-    let chains = crate::each_at_once(jobs, others.iter().collect(), |name| chain(name, &linux_s));
+    });
+    let linux_s = linux
+        .made
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .0;
     // Run by run, the policies in order within each, as they were made
     // when the runs went one by one.
-    let mut chains: Vec<_> = std::iter::once(linux).chain(chains).map(Vec::into_iter).collect();
+    let mut chains: Vec<_> = chains.into_iter().map(Vec::into_iter).collect();
     let mut points = Vec::with_capacity(total as usize);
-    for _ in 0..runs {
-        points.extend(chains.iter_mut().filter_map(Iterator::next));
+    for &linux_run_s in &linux_s {
+        points.extend(chains.iter_mut().filter_map(Iterator::next).map(|mut p| {
+            p.speedup_pct = (linux_run_s / p.makespan_s - 1.0) * 100.0;
+            p
+        }));
     }
     let summary = points
         .iter()
@@ -206,10 +213,57 @@ pub fn learning_runs(
     })
 }
 
+/// `linux`'s makespans, run by run, as its chain makes them, for the
+/// chains made at once with it.
+#[derive(Default)]
+struct LinuxRuns {
+    /// The makespans so far, and whether the chain has ended (a chain
+    /// that panicked ends too: nobody waits for it for ever).
+    made: std::sync::Mutex<(Vec<f64>, bool)>,
+    grew: std::sync::Condvar,
+}
+
+impl LinuxRuns {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (Vec<f64>, bool)> {
+        self.made
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn add(&self, makespan_s: f64) {
+        self.lock().0.push(makespan_s);
+        self.grew.notify_all();
+    }
+
+    /// `linux`'s makespan in `run` (from 1), once made.
+    fn wait(&self, run: u32) -> f64 {
+        let made = self.lock();
+        let made = (self.grew)
+            .wait_while(made, |(m, ended)| m.len() < run as usize && !*ended)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *made
+            .0
+            .get(run as usize - 1)
+            .expect("linux's chain ended before this run: it panicked")
+    }
+}
+
+/// Marks `linux`'s chain ended when dropped, panicking or not.
+struct Ends<'a>(&'a LinuxRuns);
+
+impl Drop for Ends<'_> {
+    fn drop(&mut self) {
+        self.0.lock().1 = true;
+        self.0.grew.notify_all();
+    }
+}
+
 /// One policy's `runs` runs from `store` (trained), in turn: each starts
 /// from the store its last run left and, under the guard across runs,
-/// from what the runs before it made. `linux_s`: `linux`'s makespan in
-/// each run (empty for `linux`'s own chain). `ran()` after each run.
+/// from what the runs before it made. `linux`'s own chain adds its
+/// makespans to `linux`; a run the guard gives the kernel takes its run's
+/// from there. Speedups are left at 0 for the caller. `ran()` after each
+/// run.
 #[allow(clippy::too_many_arguments)]
 fn policy_chain(
     s: &Scenario,
@@ -218,9 +272,10 @@ fn policy_chain(
     runs: u32,
     solo: &[f64],
     mut store: Profiles,
-    linux_s: &[f64],
+    linux: &LinuxRuns,
     ran: impl Fn(),
 ) -> Vec<RunPoint> {
+    let _ends = name.is_baseline().then(|| Ends(linux));
     // The policy's runs so far, for the guard across runs: the same group
     // of programs run again and again is the batch it compares.
     let mut history: Vec<BatchRun> = Vec::new();
@@ -231,7 +286,6 @@ fn policy_chain(
         let verdict = (s.guard && !name.is_baseline()).then(|| next_run(&history, &RunsConfig::default()));
         jittered.guard_trusting = verdict.is_some_and(|v| v.vouches());
         let placed_by = verdict.map_or(InCharge::Policy, |v| v.by);
-        let linux_run_s = linux_s.get(run as usize - 1).copied();
         // A kernel run is plain `linux`, as `herd batch` runs it, and it
         // learns nothing: it measures the kernel, and the store stays the
         // policy's own. (Learning from one whole-group `linux` run cost
@@ -243,7 +297,7 @@ fn policy_chain(
         let (policy, makespan_s, note, guard_kernel_share) = match verdict {
             Some(v) if v.by == InCharge::Kernel => (
                 name.build().name(),
-                linux_run_s.unwrap_or(f64::NAN),
+                linux.wait(run),
                 Some(format!("guard across runs: {v}")),
                 None,
             ),
@@ -267,6 +321,9 @@ fn policy_chain(
                 (r.name, r.makespan_s, note, share)
             }
         };
+        if name.is_baseline() {
+            linux.add(makespan_s);
+        }
         if verdict.is_some() {
             history.push(BatchRun {
                 by: placed_by,
@@ -279,7 +336,7 @@ fn policy_chain(
             // user got.
             policy,
             makespan_s,
-            speedup_pct: (linux_run_s.unwrap_or(makespan_s) / makespan_s - 1.0) * 100.0,
+            speedup_pct: 0.0,
             coverage,
             accuracy,
             note,

@@ -255,3 +255,32 @@ fn a_group_that_loses_by_makespan_is_given_to_the_kernel_across_runs() {
     assert_eq!((shares[1], shares[3]), (None, None), "kernel runs");
     assert!(shares[4..].iter().all(|s| *s == Some(0.0)), "{shares:?}");
 }
+
+/// The chains made at once: runs the guard across runs gives the kernel
+/// take `linux`'s makespan of the same run, waiting for `linux`'s chain
+/// when it is behind, and every point comes out as when the chains were
+/// made one by one.
+#[test]
+fn chains_made_at_once_wait_for_linux_where_the_kernel_runs() {
+    let s = load("s1-wl06");
+    let policies = ["bw:greedy".parse().unwrap(), "bw:iabw".parse().unwrap()];
+    let at = |jobs: usize| herd_sim::learning_runs(&s, &policies, 1, 6, jobs, |_, _| {}).unwrap();
+    let one = at(1);
+    let kernel: Vec<&herd_sim::RunPoint> = (one.points.iter())
+        .filter(|p| p.placed_by == herd_engine::InCharge::Kernel)
+        .collect();
+    assert!(kernel.len() >= 2, "runs given to the kernel: {:?}", one.points);
+    for p in kernel {
+        let linux = one
+            .points
+            .iter()
+            .find(|l| l.run == p.run && l.policy == "linux")
+            .unwrap();
+        assert_eq!(p.makespan_s, linux.makespan_s, "run {}", p.run);
+        assert_eq!(p.speedup_pct, 0.0, "run {}", p.run);
+    }
+    // Debug text: a NaN is not equal to itself, but prints as itself.
+    for jobs in [2, 3, 8] {
+        assert_eq!(format!("{:?}", at(jobs)), format!("{one:?}"), "{jobs} at once");
+    }
+}
