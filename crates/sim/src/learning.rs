@@ -281,19 +281,17 @@ fn policy_chain(
     let mut history: Vec<BatchRun> = Vec::new();
     let mut points = Vec::with_capacity(runs as usize);
     for run in 1..=runs {
-        let mut jittered = jitter(s, seed, run);
         let (coverage, accuracy) = store_quality(s, &store, solo);
         let verdict = (s.guard && !name.is_baseline()).then(|| next_run(&history, &RunsConfig::default()));
-        jittered.guard_trusting = verdict.is_some_and(|v| v.vouches());
         let placed_by = verdict.map_or(InCharge::Policy, |v| v.by);
         // A kernel run is plain `linux`, as `herd batch` runs it, and it
         // learns nothing: it measures the kernel, and the store stays the
         // policy's own. (Learning from one whole-group `linux` run cost
         // bw:iabw most of its gain on s1-wl07: of its 2.4%, 1.1% was left
-        // over the 40 runs.) That is this run's `linux`, run first with the
-        // same arrivals and seed, so its makespan is taken, not simulated
-        // again (the same bits: checked on three groups before it was
-        // taken).
+        // over the 40 runs.) That is this run's `linux`, made by `linux`'s
+        // chain with the same arrivals and seed, so its makespan is taken,
+        // not simulated again (the same bits: checked on three groups
+        // before it was taken).
         let (policy, makespan_s, note, guard_kernel_share) = match verdict {
             Some(v) if v.by == InCharge::Kernel => (
                 name.build().name(),
@@ -302,6 +300,8 @@ fn policy_chain(
                 None,
             ),
             _ => {
+                let mut jittered = jitter(s, seed, run);
+                jittered.guard_trusting = verdict.is_some_and(|v| v.vouches());
                 let mut note = None;
                 let r = run_learning::<NoMeter>(
                     &jittered,
