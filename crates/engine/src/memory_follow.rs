@@ -205,6 +205,22 @@ impl Rule {
         now_ns: u64,
         free: bool,
     ) -> Option<Due> {
+        self.due_with(job, runs_on, || memory_kb, now_ns, free)
+    }
+
+    /// [`Rule::due`], with where the job's memory is asked of `memory_kb`
+    /// only when a move could be due (the job settled and rested, no move
+    /// in flight): the simulator works it out from the job's threads, and
+    /// did so for every job it asked about each turn (a twenty-fifth of
+    /// `herd sim scenarios/s3-numa2-hd1.toml`), to use it a few times a run.
+    pub fn due_with<M: AsRef<[(u32, u64)]>>(
+        &mut self,
+        job: usize,
+        runs_on: &RunsOn,
+        memory_kb: impl FnOnce() -> Option<M>,
+        now_ns: u64,
+        free: bool,
+    ) -> Option<Due> {
         if self.jobs.len() <= job {
             self.jobs.resize(job + 1, JobState::default());
         }
@@ -239,7 +255,7 @@ impl Rule {
         if !(settled && rested && free) {
             return None;
         }
-        let (from, kb) = worth_moving(&st.nodes, memory_kb?, self.min_kb)?;
+        let (from, kb) = worth_moving(&st.nodes, memory_kb()?.as_ref(), self.min_kb)?;
         Some(Due {
             from,
             to: st.nodes.iter().copied().collect(),
@@ -360,6 +376,41 @@ mod tests {
         );
         assert!(f.due(0, &on1, Some(&mem), SETTLED_NS + GAP_NS, true).is_some());
         assert!(Rule::new(vec![(0, cpus(&[0, 1, 2, 3]))], 0).is_none());
+    }
+
+    /// `due_with` asks where the memory is only when a move could be due,
+    /// and answers as `due` does.
+    #[test]
+    fn memory_is_asked_only_when_a_move_could_be_due() {
+        let (mut lazy, mut eager) = (two_nodes(), two_nodes());
+        let mem = [(0, 100_000), (1, 0)];
+        let on1 = RunsOn::Pinned(cpus(&[4]));
+        let asked = std::cell::Cell::new(0);
+        let times = [
+            (0, true, 0),
+            (SETTLED_NS / 2, true, 0),
+            (SETTLED_NS, false, 0),
+            (SETTLED_NS, true, 1),
+            (SETTLED_NS + GAP_NS / 2, true, 1),
+        ];
+        for (i, (now, free, asked_by_now)) in times.into_iter().enumerate() {
+            let got = lazy.due_with(
+                0,
+                &on1,
+                || {
+                    asked.set(asked.get() + 1);
+                    Some(mem)
+                },
+                now,
+                free,
+            );
+            assert_eq!(got, eager.due(0, &on1, Some(&mem), now, free), "step {i}");
+            assert_eq!(asked.get(), asked_by_now, "step {i}");
+            if got.is_some() {
+                lazy.rest(0, now);
+                eager.rest(0, now);
+            }
+        }
     }
 
     #[test]

@@ -362,7 +362,7 @@ impl Actuator for World<'_> {
             self.push_front_lanes();
         }
         self.home_first_touch();
-        self.follow_memory();
+        self.follow_memory(!plan.tasks.is_empty());
     }
 }
 

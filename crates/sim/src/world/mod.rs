@@ -181,7 +181,7 @@ pub struct World<'a> {
     /// program's or the user's): the memory follower's pinned threads.
     plan_placed: Vec<bool>,
     /// herd's memory follower (`follow`), where it has anything to move.
-    follower: Option<herd_engine::memory_follow::Rule>,
+    follower: Option<Box<follow::Follower>>,
     job_state: Vec<JobState>,
     index_of: HashMap<TaskId, usize>,
     next_id: TaskId,
