@@ -57,17 +57,18 @@ impl NodeState {
 
     /// CPUs per NUMA node were the node empty: free plus what runs there.
     pub fn capacity_per_numa(&self) -> Vec<u32> {
-        self.free_per_numa
-            .iter()
-            .enumerate()
-            .map(|(k, f)| {
-                f + self
-                    .running
-                    .iter()
-                    .filter_map(|p| p.threads_per_node.get(k))
-                    .sum::<u32>()
-            })
-            .collect()
+        self.capacity_per_numa_iter().collect()
+    }
+
+    /// [`NodeState::capacity_per_numa`], one NUMA node at a time.
+    fn capacity_per_numa_iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.free_per_numa.iter().enumerate().map(|(k, f)| {
+            f + self
+                .running
+                .iter()
+                .filter_map(|p| p.threads_per_node.get(k))
+                .sum::<u32>()
+        })
     }
 
     /// The same node with every CPU free and the same programs running: how
@@ -193,10 +194,23 @@ impl Selector {
             .map_or("?", |(_, n, _)| n)
     }
 
-    /// Chooses a node for `job` among `nodes`.
+    /// Chooses a node for `job` among `nodes`, with every node's score.
     pub fn choose(self, nodes: &[NodeState], job: &JobRequest) -> NodeChoice {
+        self.choose_with(nodes, job, true)
+    }
+
+    /// [`Selector::choose`] without the nodes' scores (`scores` empty):
+    /// the same node, layout and reason. A cluster simulation asks for
+    /// thousands of choices among a thousand nodes and reads only these;
+    /// a score per node, with its name and layout copied, was a tenth of
+    /// `herd sim scenarios/cluster-1000.toml`.
+    pub fn pick(self, nodes: &[NodeState], job: &JobRequest) -> NodeChoice {
+        self.choose_with(nodes, job, false)
+    }
+
+    fn choose_with(self, nodes: &[NodeState], job: &JobRequest, with_scores: bool) -> NodeChoice {
         match self {
-            Selector::Model => choose_by_model(nodes, job),
+            Selector::Model => choose_by_model(nodes, job, with_scores),
             Selector::Slurm | Selector::LeastLoaded => {
                 // A layout fits exactly when the node has enough free CPUs
                 // (scatter and compact both use any free CPU).
@@ -208,11 +222,13 @@ impl Selector {
                     // Most free CPUs; the first such node on a tie.
                     candidates.min_by_key(|&i| (std::cmp::Reverse(nodes[i].free()), i))
                 };
-                let scores = nodes
-                    .iter()
-                    .enumerate()
-                    .map(|(i, n)| NodeScore::unscored(i, &n.name, fits[i]))
-                    .collect();
+                let scores = if with_scores {
+                    (nodes.iter().enumerate())
+                        .map(|(i, n)| NodeScore::unscored(i, &n.name, fits[i]))
+                        .collect()
+                } else {
+                    Vec::new()
+                };
                 let Some(i) = pick else {
                     return nowhere(scores, job);
                 };
@@ -287,15 +303,18 @@ fn emptied(node: &NodeState) -> NodeState {
 
 /// What the model can tell apart about a node: nodes with equal keys score
 /// the same, so a choice scores each key once (on a large cluster most
-/// nodes are empty or run the same mix).
-fn fingerprint(node: &NodeState) -> Vec<u64> {
-    key(&node.free_per_numa, &node.mem, &node.running)
+/// nodes are empty or run the same mix). Written into `k`.
+fn fingerprint(node: &NodeState, k: &mut Vec<u64>) {
+    key(node.free_per_numa.iter().copied(), &node.mem, &node.running, k);
 }
 
 /// The fingerprint of a node with `free` CPUs per NUMA node, memory system
-/// `m` and `running` programs (every field the model reads).
-fn key(free: &[u32], m: &MemSystem, running: &[Placed]) -> Vec<u64> {
-    let mut k: Vec<u64> = free.iter().map(|&f| u64::from(f)).collect();
+/// `m` and `running` programs (every field the model reads), written into
+/// `k`: a buffer reused from node to node, as most keys are met before and
+/// need no copy of their own.
+fn key(free: impl Iterator<Item = u32>, m: &MemSystem, running: &[Placed], k: &mut Vec<u64>) {
+    k.clear();
+    k.extend(free.map(u64::from));
     k.extend(m.node_mu.iter().map(|x| x.to_bits()));
     k.extend([m.link_mu.to_bits(), m.request_ns.to_bits()]);
     k.extend(m.remote_ratio.iter().flatten().map(|x| x.to_bits()));
@@ -315,7 +334,17 @@ fn key(free: &[u32], m: &MemSystem, running: &[Placed]) -> Vec<u64> {
         k.push(u64::MAX - 1);
         k.extend(p.memory.iter().map(|x| x.to_bits()));
     }
-    k
+}
+
+/// The value memoised under the key in `k`, made by `make` on a miss (only
+/// then is the key copied into the map).
+fn memo<V: Copy>(map: &mut rustc_hash::FxHashMap<Vec<u64>, V>, k: &[u64], make: impl FnOnce() -> V) -> V {
+    if let Some(&v) = map.get(k) {
+        return v;
+    }
+    let v = make();
+    map.insert(k.to_vec(), v);
+    v
 }
 
 /// A job's best layout on one node.
@@ -380,83 +409,114 @@ fn harm(node: &NodeState, job: &JobRequest, placement: &[u32]) -> f64 {
         .fold(1.0, f64::max)
 }
 
-fn choose_by_model(nodes: &[NodeState], job: &JobRequest) -> NodeChoice {
-    use std::collections::HashMap;
-    // One score per distinct node state, one clean time per kind of node.
-    let mut scored: HashMap<Vec<u64>, Option<Fit>> = HashMap::new();
-    let mut clean: HashMap<Vec<u64>, Option<f64>> = HashMap::new();
-    let mut scores: Vec<NodeScore> = Vec::with_capacity(nodes.len());
-    for (i, node) in nodes.iter().enumerate() {
-        let best = scored
-            .entry(fingerprint(node))
-            .or_insert_with(|| best_layout(node, job))
-            .clone();
-        // The clean time depends on the node's kind only: built on a miss.
-        let t_clean = *clean
-            .entry(key(&node.capacity_per_numa(), &node.mem, &[]))
-            .or_insert_with(|| best_layout(&emptied(node), job).map(|b| b.time_s));
-        scores.push(match best {
-            Some(fit) => NodeScore {
-                node: i,
-                name: node.name.clone(),
-                fits: true,
-                threads_per_numa: fit.threads_per_numa,
-                layout: fit.layout,
-                time_s: Some(fit.time_s),
-                slowdown_ratio: t_clean.map(|c| fit.time_s / c),
-                harm_ratio: None,
-                converged: fit.converged,
-            },
-            None => NodeScore::unscored(i, &node.name, false),
+fn choose_by_model(nodes: &[NodeState], job: &JobRequest, with_scores: bool) -> NodeChoice {
+    // Keys hashed with Fx, not std's SipHash (a key is dozens of words, and
+    // hashing them was a tenth of `herd sim scenarios/cluster-1000.toml`):
+    // they are made here from the nodes' own numbers, not from input that
+    // could be chosen to collide. Grown push by push and made afresh per
+    // node, the keys' reallocations were a fifth more.
+    use rustc_hash::FxHashMap as HashMap;
+    // One fit per distinct node state (its index in `fits`), one clean time
+    // per kind of node.
+    let mut fits: Vec<Fit> = Vec::new();
+    let mut fit_of: HashMap<Vec<u64>, Option<usize>> = HashMap::default();
+    let mut clean: HashMap<Vec<u64>, Option<f64>> = HashMap::default();
+    // Per node: its fit and predicted T_cont / T_clean.
+    let mut per_node: Vec<(Option<usize>, Option<f64>)> = Vec::with_capacity(nodes.len());
+    let mut k = Vec::new();
+    for node in nodes {
+        // Too few free CPUs: no layout fits (scatter and compact both need
+        // as many as the job has threads), so there is nothing to score.
+        // On a busy cluster most nodes are such.
+        if node.free() < job.threads {
+            per_node.push((None, None));
+            continue;
+        }
+        fingerprint(node, &mut k);
+        let best = memo(&mut fit_of, &k, || {
+            best_layout(node, job).map(|fit| {
+                fits.push(fit);
+                fits.len() - 1
+            })
         });
+        // The clean time depends on the node's kind only: built on a miss.
+        key(node.capacity_per_numa_iter(), &node.mem, &[], &mut k);
+        let t_clean = memo(&mut clean, &k, || {
+            best_layout(&emptied(node), job).map(|b| b.time_s)
+        });
+        per_node.push((best, best.and_then(|f| t_clean.map(|c| fits[f].time_s / c))));
     }
+    let mut harm_ratio: Vec<Option<f64>> = vec![None; nodes.len()];
+    let scores = |harm_ratio: &[Option<f64>]| -> Vec<NodeScore> {
+        if !with_scores {
+            return Vec::new();
+        }
+        (nodes.iter().zip(&per_node).enumerate())
+            .map(
+                |(i, (node, &(fit, slowdown_ratio)))| match fit.map(|f| &fits[f]) {
+                    Some(fit) => NodeScore {
+                        node: i,
+                        name: node.name.clone(),
+                        fits: true,
+                        threads_per_numa: fit.threads_per_numa.clone(),
+                        layout: fit.layout.clone(),
+                        time_s: Some(fit.time_s),
+                        slowdown_ratio,
+                        harm_ratio: harm_ratio[i],
+                        converged: fit.converged,
+                    },
+                    None => NodeScore::unscored(i, &node.name, false),
+                },
+            )
+            .collect()
+    };
     // argmin T_cont / T_clean (S2's eq. 6); among equal ratios the least
     // harm to what already runs, then node order. Harm costs two more
     // solves, so only the tied best are asked.
-    let least = scores
+    let least = per_node
         .iter()
-        .filter_map(|s| s.slowdown_ratio)
+        .filter_map(|&(_, r)| r)
         .fold(f64::INFINITY, f64::min);
     if !least.is_finite() {
-        return nowhere(scores, job);
+        return nowhere(scores(&harm_ratio), job);
     }
-    let tied: Vec<usize> = scores
-        .iter()
-        .filter(|s| s.slowdown_ratio.is_some_and(|r| r <= least * (1.0 + 1e-12)))
-        .map(|s| s.node)
+    let tied: Vec<usize> = (0..nodes.len())
+        .filter(|&i| per_node[i].1.is_some_and(|r| r <= least * (1.0 + 1e-12)))
         .collect();
-    let mut harm_of: HashMap<Vec<u64>, f64> = HashMap::new();
+    let layout_of = |i: usize| &fits[per_node[i].0.expect("a node with a ratio has a fit")];
+    let mut harm_of: HashMap<Vec<u64>, f64> = HashMap::default();
     for &i in &tied {
-        let h = *harm_of
-            .entry(fingerprint(&nodes[i]))
-            .or_insert_with(|| harm(&nodes[i], job, &scores[i].threads_per_numa));
-        scores[i].harm_ratio = Some(h);
+        fingerprint(&nodes[i], &mut k);
+        let h = memo(&mut harm_of, &k, || {
+            harm(&nodes[i], job, &layout_of(i).threads_per_numa)
+        });
+        harm_ratio[i] = Some(h);
     }
-    let b = tied
+    let b = *tied
         .iter()
-        .map(|&i| &scores[i])
-        .min_by(|a, b| {
-            let (ha, hb) = (a.harm_ratio.unwrap_or(1.0), b.harm_ratio.unwrap_or(1.0));
-            ha.total_cmp(&hb).then(a.node.cmp(&b.node))
+        .min_by(|&&a, &&b| {
+            let (ha, hb) = (harm_ratio[a].unwrap_or(1.0), harm_ratio[b].unwrap_or(1.0));
+            ha.total_cmp(&hb).then(a.cmp(&b))
         })
         .expect("the least ratio belongs to some node");
+    let fit = layout_of(b);
     let reason = format!(
         "{}: predicted T_cont/T_clean {:.3} ({}), the least of {} nodes where it fits{}",
-        b.name,
-        b.slowdown_ratio.unwrap_or(1.0),
-        b.layout,
-        scores.iter().filter(|s| s.fits).count(),
-        match b.harm_ratio {
+        nodes[b].name,
+        per_node[b].1.unwrap_or(1.0),
+        fit.layout,
+        per_node.iter().filter(|(f, _)| f.is_some()).count(),
+        match harm_ratio[b] {
             Some(h) if h > 1.0 + 1e-9 =>
                 format!("; slows what runs there by up to {:.1}%", (h - 1.0) * 100.0),
             _ => String::new(),
         }
     );
     NodeChoice {
-        node: Some(b.node),
-        threads_per_numa: b.threads_per_numa.clone(),
+        node: Some(b),
+        threads_per_numa: fit.threads_per_numa.clone(),
         reason,
-        scores,
+        scores: scores(&harm_ratio),
     }
 }
 
@@ -543,6 +603,59 @@ mod tests {
             assert_eq!(none.node, None);
             assert!(none.reason.contains("no node has 8 free CPUs"));
         }
+    }
+
+    /// `pick` answers as `choose` does, without the scores: over nodes
+    /// full, empty, alike (ties, settled by harm) and different, for every
+    /// selector, layout and size of job.
+    #[test]
+    fn pick_chooses_as_choose_does() {
+        let half = |beta: f64| Placed {
+            threads_per_node: vec![4, 0],
+            ..scattered(beta)
+        };
+        let nodes = vec![
+            e5_2670("n1", vec![scattered(2.0), scattered(2.0)]),
+            e5_2670("n2", vec![scattered(400.0)]),
+            e5_2670("n3", vec![]),
+            e5_2670("n4", vec![half(2.0)]),
+            e5_2670("n5", vec![half(2.0)]),
+            e5_2670("n6", vec![scattered(2.0)]),
+            e5_2670("n7", vec![half(50.0), half(3.0)]),
+            e5_2670("n8", vec![]),
+        ];
+        let layouts = [
+            LayoutRequest::Auto,
+            LayoutRequest::Scatter,
+            LayoutRequest::Compact,
+        ];
+        let mut told = 0;
+        for selector in [Selector::Model, Selector::Slurm, Selector::LeastLoaded] {
+            for threads in [1, 4, 8, 12, 16, 17] {
+                for beta in [1.0, 20.0, 4000.0] {
+                    for layout in layouts {
+                        let job = JobRequest {
+                            threads,
+                            layout,
+                            character: character(beta),
+                        };
+                        let chosen = selector.choose(&nodes, &job);
+                        assert_eq!(chosen.scores.len(), nodes.len());
+                        told += usize::from(chosen.scores.iter().any(|s| s.harm_ratio.is_some()));
+                        let picked = selector.pick(&nodes, &job);
+                        assert!(picked.scores.is_empty());
+                        assert_eq!(
+                            picked,
+                            NodeChoice {
+                                scores: Vec::new(),
+                                ..chosen
+                            }
+                        );
+                    }
+                }
+            }
+        }
+        assert!(told > 0, "some choice among alike nodes was settled by harm");
     }
 
     #[test]

@@ -604,7 +604,7 @@ pub fn run(s: &ClusterScenario, placement: ClusterPlacement) -> PlacementResult 
                     (i, layout, format!("n{}: an empty node of its own", i + 1))
                 })
             } else {
-                let c = selector.choose(&states, &req);
+                let c = selector.pick(&states, &req);
                 let reason = if worst {
                     format!("{} (heaviest waiting job first)", c.reason)
                 } else {
