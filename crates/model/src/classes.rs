@@ -35,6 +35,8 @@ pub struct StreamClasses {
     live: Vec<ClassId>,
     live_streams: Vec<Stream>,
     live_weight: Vec<f64>,
+    /// The solver's working lists, kept from solve to solve.
+    scratch: crate::memory::SolveScratch,
 }
 
 /// Bit-exact key: equal keys mean streams the solver cannot tell apart.
@@ -113,7 +115,7 @@ impl StreamClasses {
                 self.live_weight.push(f64::from(m));
             }
         }
-        let mut sol = mem.solve_weighted(&self.live_streams, &self.live_weight, warm);
+        let mut sol = mem.solve_weighted(&self.live_streams, &self.live_weight, warm, &mut self.scratch);
         let mut per_class = vec![f64::NAN; self.streams.len()];
         for (i, &c) in self.live.iter().enumerate() {
             per_class[c as usize] = sol.ns_per_instr[i];
@@ -213,6 +215,42 @@ mod tests {
         let emptied = c.join(&stream(0.3, 1));
         c.leave(emptied);
         assert!(c.solve(&sys, None).ns_per_instr[emptied as usize].is_nan());
+    }
+
+    /// The working lists a long-lived set of classes keeps from solve to
+    /// solve leave nothing behind: after solves of more streams and of
+    /// fewer, each answer is the one a fresh solver gives, to the bit.
+    #[test]
+    fn kept_working_lists_give_what_fresh_ones_give() {
+        let sys = mem();
+        let mut c = StreamClasses::default();
+        let mut present: Vec<(Stream, ClassId)> = Vec::new();
+        let shapes = [
+            vec![(0.01, 0), (0.02, 1), (0.3, 0), (0.3, 1), (0.05, 0)],
+            vec![(0.2, 1)],
+            vec![(0.01, 0), (0.4, 0), (0.4, 1), (0.02, 1)],
+            vec![],
+            vec![(0.1, 0), (0.1, 0), (0.1, 1)],
+        ];
+        for (step, shape) in shapes.iter().enumerate() {
+            for (_, id) in present.drain(..) {
+                c.leave(id);
+            }
+            present = shape
+                .iter()
+                .map(|&(r, h)| (stream(r, h), c.join(&stream(r, h))))
+                .collect();
+            let kept = c.solve(&sys, None);
+            let streams: Vec<Stream> = present.iter().map(|(s, _)| *s).collect();
+            let fresh = sys.solve(&streams);
+            for (i, (_, id)) in present.iter().enumerate() {
+                assert_eq!(
+                    kept.ns_per_instr[*id as usize].to_bits(),
+                    fresh.ns_per_instr[i].to_bits(),
+                    "step {step}, stream {i}"
+                );
+            }
+        }
     }
 
     #[test]

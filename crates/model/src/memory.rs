@@ -180,9 +180,18 @@ impl MemSystem {
 
     /// Every stream's route as one flat list of (stream, queue, requests per
     /// instruction through it): one allocation however many streams.
+    #[cfg(test)]
     fn routes(&self, streams: &[Stream]) -> Vec<(usize, usize, f64)> {
+        let mut out = Vec::new();
+        self.routes_into(streams, &mut out);
+        out
+    }
+
+    /// [`MemSystem::routes`], into `out` (emptied first).
+    fn routes_into(&self, streams: &[Stream], out: &mut Vec<(usize, usize, f64)>) {
         let n = self.nodes();
-        let mut out = Vec::with_capacity(streams.len() * 2);
+        out.clear();
+        out.reserve(streams.len() * 2);
         for (j, s) in streams.iter().enumerate() {
             let mut through = |node: usize, frac: f64| {
                 out.push((j, node, s.requests_per_instr * frac));
@@ -196,35 +205,48 @@ impl MemSystem {
                 }
             });
         }
-        out
     }
 
     /// Unloaded time per instruction of each stream.
+    #[cfg(test)]
     fn base_ns(&self, streams: &[Stream]) -> Vec<f64> {
+        let mut out = Vec::new();
+        self.base_ns_into(streams, &mut out);
+        out
+    }
+
+    /// [`MemSystem::base_ns`], into `out` (emptied first).
+    fn base_ns_into(&self, streams: &[Stream], out: &mut Vec<f64>) {
         let n = self.nodes();
-        streams
-            .iter()
-            .map(|s| {
-                let mut mem = 0.0;
-                s.target
-                    .shares(s.home, n, |k, frac| mem += frac * self.remote_ratio[s.home][k]);
-                s.compute_ns_per_instr + s.requests_per_instr * self.request_ns * mem
-            })
-            .collect()
+        out.clear();
+        out.extend(streams.iter().map(|s| {
+            let mut mem = 0.0;
+            s.target
+                .shares(s.home, n, |k, frac| mem += frac * self.remote_ratio[s.home][k]);
+            s.compute_ns_per_instr + s.requests_per_instr * self.request_ns * mem
+        }));
     }
 
     /// The fixed point for `streams`, stream j standing for `weight[j]`
-    /// identical streams.
+    /// identical streams; the solver's working lists in `scratch`.
     pub(crate) fn solve_weighted(
         &self,
         streams: &[Stream],
         weight: &[f64],
         warm: Option<&Solution>,
+        scratch: &mut SolveScratch,
     ) -> Solution {
-        let base = self.base_ns(streams);
-        let routes = self.routes(streams);
-        let rate: Vec<f64> = streams.iter().zip(weight).map(|(s, w)| w * s.cpu_share).collect();
-        self.solve_routes(&base, &rate, &routes, warm)
+        let SolveScratch {
+            base,
+            rate,
+            routes,
+            queues,
+        } = scratch;
+        self.base_ns_into(streams, base);
+        self.routes_into(streams, routes);
+        rate.clear();
+        rate.extend(streams.iter().zip(weight).map(|(s, w)| w * s.cpu_share));
+        self.solve_routes_with(base, rate, routes, warm, queues)
     }
 
     /// The fixed point for explicit routes: user j spends `base_ns[j]` plus,
@@ -240,16 +262,38 @@ impl MemSystem {
         routes: &[(usize, usize, f64)],
         warm: Option<&Solution>,
     ) -> Solution {
+        self.solve_routes_with(base_ns, rate, routes, warm, &mut QueueScratch::default())
+    }
+
+    /// [`MemSystem::solve_routes`], its working lists in `scratch`: a
+    /// caller that solves often keeps them (the simulator re-solves after
+    /// every change; made afresh, nine lists a solve were about a
+    /// fifteenth of an S1 scenario's instructions).
+    fn solve_routes_with(
+        &self,
+        base_ns: &[f64],
+        rate: &[f64],
+        routes: &[(usize, usize, f64)],
+        warm: Option<&Solution>,
+        scratch: &mut QueueScratch,
+    ) -> Solution {
         debug_assert_eq!(base_ns.len(), rate.len());
         let nq = self.queue_count();
         let base = base_ns;
+        let QueueScratch {
+            first,
+            users,
+            next,
+            terms,
+        } = scratch;
         // Queue q's users, (stream, weight of q's waiting time in its
         // ns/instr) in route order, are users[first[q]..first[q + 1]]: one
         // buffer counted out before it is filled (a vector per queue, grown
         // push by push on every solve, spent 8% of a solve's instructions
         // allocating).
         let counts = |j: usize, a: f64| a > 0.0 && rate[j] > 0.0;
-        let mut first = vec![0usize; nq + 1];
+        first.clear();
+        first.resize(nq + 1, 0);
         for &(j, q, a) in routes {
             if counts(j, a) {
                 first[q + 1] += 1;
@@ -258,8 +302,9 @@ impl MemSystem {
         for q in 0..nq {
             first[q + 1] += first[q];
         }
-        let mut users = vec![(0usize, 0.0f64); first[nq]];
-        let mut next = first.clone();
+        users.clear();
+        users.resize(first[nq], (0, 0.0));
+        next.clone_from(first);
         for &(j, q, a) in routes {
             if counts(j, a) {
                 users[next[q]] = (j, a);
@@ -297,7 +342,8 @@ impl MemSystem {
         // its columns were reallocated nine times a solve (a hundredth of a
         // simulated `linux` minute's instructions).
         let widest = (0..nq).map(|q| first[q + 1] - first[q]).max().unwrap_or(0);
-        let mut terms = Terms::with_capacity(widest);
+        terms.clear();
+        terms.reserve(widest);
         let mut converged = false;
         let mut sweeps = 0;
         while sweeps < MAX_SWEEPS {
@@ -315,7 +361,7 @@ impl MemSystem {
                 for &(j, a) in users_of(q) {
                     terms.push(rate[j] * a, t[j] - a * old, a);
                 }
-                let (w, l, sat) = self.solve_queue(q, &terms, lambda[q], old);
+                let (w, l, sat) = self.solve_queue(q, terms, lambda[q], old);
                 for &(j, a) in users_of(q) {
                     t[j] += a * (w - old);
                 }
@@ -425,9 +471,30 @@ impl MemSystem {
     }
 }
 
+/// The lists a solve works in, kept between solves by a caller that
+/// solves often ([`crate::StreamClasses`]): the streams' unloaded times,
+/// rates and routes, and each queue's users.
+#[derive(Debug, Default, Clone)]
+pub struct SolveScratch {
+    base: Vec<f64>,
+    rate: Vec<f64>,
+    routes: Vec<(usize, usize, f64)>,
+    queues: QueueScratch,
+}
+
+/// [`MemSystem::solve_routes_with`]'s lists: where each queue's users start
+/// in `users`, the users, a cursor per queue, and one queue's terms.
+#[derive(Debug, Default, Clone)]
+struct QueueScratch {
+    first: Vec<usize>,
+    users: Vec<(usize, f64)>,
+    next: Vec<usize>,
+    terms: Terms,
+}
+
 /// One queue's users, as columns: user i sends `sa[i] / (r[i] + a[i] * w)`
 /// requests per ns when the queue's wait is w.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Terms {
     sa: Vec<f64>,
     r: Vec<f64>,
@@ -435,12 +502,11 @@ struct Terms {
 }
 
 impl Terms {
-    fn with_capacity(n: usize) -> Terms {
-        Terms {
-            sa: Vec::with_capacity(n),
-            r: Vec::with_capacity(n),
-            a: Vec::with_capacity(n),
-        }
+    /// Room for `n` users in each column.
+    fn reserve(&mut self, n: usize) {
+        self.sa.reserve(n);
+        self.r.reserve(n);
+        self.a.reserve(n);
     }
 
     fn clear(&mut self) {
