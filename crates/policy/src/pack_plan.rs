@@ -301,8 +301,10 @@ pub(crate) fn mcnaughton(
 pub(crate) struct BarrierLearner {
     /// The threads it has seen, sorted.
     threads: Vec<TaskId>,
-    /// Candidates not refuted yet, ascending (filled at the first snapshot).
-    alive: Vec<u64>,
+    /// Candidates not refuted yet, ascending (filled at the first snapshot),
+    /// each with its first multiple above the laggard's beats when it was
+    /// last tested (0: not yet worked out).
+    alive: Vec<(u64, u64)>,
     started: bool,
     /// The laggard's beats at the last snapshot, and snapshots seen.
     least: u64,
@@ -348,11 +350,17 @@ impl BarrierLearner {
         }
         if !self.started {
             self.started = true;
-            self.alive = (2..=MAX_BEATS).collect();
+            self.alive = (2..=MAX_BEATS).map(|n| (n, 0)).collect();
         }
         let (lo, hi) = workers
             .iter()
             .fold((u64::MAX, 0), |(lo, hi), w| (lo.min(w.1), hi.max(w.1)));
+        // A thread gone can only raise the laggard's count, and a new one
+        // starts the learner again; should it fall all the same, the kept
+        // multiples are worked out again.
+        if lo < self.least {
+            self.alive.iter_mut().for_each(|(_, next)| *next = 0);
+        }
         self.least = lo;
         if hi - lo < 2 {
             return;
@@ -363,20 +371,30 @@ impl BarrierLearner {
         }
         self.spans.push_back(span);
         // Candidates at or above the leader have no multiple below it to
-        // refute: only those below are looked at.
-        // Refuted in place: a list of the survivors made every turn (grown
-        // push by push from up to 4,095 candidates) was two fifths of
-        // `herd sim scenarios/s4-consolidation.toml`.
-        let below = self.alive.partition_point(|&n| n < hi);
+        // refute: only those below are looked at. n is refuted when a multiple of it lies strictly between the
+        // laggard and the leader: when the first one above the laggard,
+        // (lo / n + 1) * n, is below the leader. The laggard's count only
+        // grows, so that multiple is kept and worked out again (a
+        // division) only once the laggard has reached it: a division per
+        // candidate per turn was most of `herd sim
+        // scenarios/s4-consolidation.toml`. Refuted in place: a list of
+        // the survivors made anew every turn was two fifths of it.
+        let below = self.alive.partition_point(|&(n, _)| n < hi);
         let mut at = 0;
-        self.alive.retain(|&n| {
+        self.alive.retain_mut(|(n, next)| {
             at += 1;
-            at > below || (lo / n + 1) * n >= hi
+            if at > below {
+                return true;
+            }
+            if *next <= lo {
+                *next = (lo / *n + 1) * *n;
+            }
+            *next >= hi
         });
         // The smallest candidate is tested once the laggard has passed
         // enough of its multiples (before that, it is not worth the work:
         // threads drifting apart change it every snapshot).
-        let Some(&n) = self.alive.first().filter(|&&n| lo >= PASSED * n) else {
+        let Some(&(n, _)) = self.alive.first().filter(|&&(n, _)| lo >= PASSED * n) else {
             return;
         };
         if n == self.covered_for {
@@ -413,7 +431,7 @@ impl BarrierLearner {
     /// The beats between barriers, once the smallest candidate left has
     /// stood enough tests.
     pub(crate) fn learned(&self) -> Option<u64> {
-        let &n = self.alive.first()?;
+        let &(n, _) = self.alive.first()?;
         (n == self.covered_for
             && self.covered_count + 1 >= n
             && self.evidence_bits >= EVIDENCE_BITS
@@ -428,7 +446,8 @@ impl BarrierLearner {
 
     /// Whether the heartbeats have refuted `n` beats between barriers.
     pub(crate) fn refuted(&self, n: u64) -> bool {
-        self.started && (!(2..=MAX_BEATS).contains(&n) || self.alive.binary_search(&n).is_err())
+        self.started
+            && (!(2..=MAX_BEATS).contains(&n) || self.alive.binary_search_by_key(&n, |&(c, _)| c).is_err())
     }
 
     /// Whether every candidate was refuted: the job's barriers, if any,
@@ -674,6 +693,45 @@ mod tests {
         }
         assert_eq!(l.learned(), None);
         assert!(!l.gave_up());
+    }
+
+    /// The learner's kept multiples refute exactly what testing every
+    /// candidate below the leader each turn refutes, as the laggard moves
+    /// on slowly, leaps (a thread gone) and, against the rule, falls back.
+    #[test]
+    fn kept_multiples_refute_what_testing_every_candidate_refutes() {
+        let mut l = BarrierLearner::default();
+        let mut naive: Vec<u64> = (2..=MAX_BEATS).collect();
+        let mut x = 7u64;
+        let mut draw = |m: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        let mut lo = 0u64;
+        for turn in 0..3000 {
+            lo += match turn % 500 {
+                499 => 900,
+                250 => 0,
+                _ => draw(4),
+            };
+            if turn == 1700 {
+                lo /= 2;
+            }
+            let hi = lo + draw(if turn < 2000 { 60 } else { 3 });
+            see(&mut l, &[hi, lo + draw(hi - lo + 1), lo]);
+            if hi - lo >= 2 {
+                naive.retain(|&n| n >= hi || (lo / n + 1) * n >= hi);
+            }
+            if turn % 50 == 0 || turn > 2990 {
+                for n in 0..=MAX_BEATS + 1 {
+                    let kept = (2..=MAX_BEATS).contains(&n) && naive.binary_search(&n).is_ok();
+                    assert_eq!(l.refuted(n), !kept, "turn {turn}, n {n}");
+                }
+            }
+        }
+        assert!(!naive.is_empty() && naive.len() < 4000, "{}", naive.len());
     }
 
     #[test]
