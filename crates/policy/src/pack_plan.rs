@@ -371,14 +371,14 @@ impl BarrierLearner {
         }
         self.spans.push_back(span);
         // Candidates at or above the leader have no multiple below it to
-        // refute: only those below are looked at. n is refuted when a multiple of it lies strictly between the
-        // laggard and the leader: when the first one above the laggard,
-        // (lo / n + 1) * n, is below the leader. The laggard's count only
-        // grows, so that multiple is kept and worked out again (a
-        // division) only once the laggard has reached it: a division per
-        // candidate per turn was most of `herd sim
-        // scenarios/s4-consolidation.toml`. Refuted in place: a list of
-        // the survivors made anew every turn was two fifths of it.
+        // refute: only those below are looked at. n is refuted when a
+        // multiple of it lies strictly between the laggard and the leader,
+        // that is when the first one above the laggard, (lo / n + 1) * n,
+        // is below the leader. That multiple is kept and worked out again
+        // (a 64-bit division) only once the laggard has reached it (see
+        // the reset above). The survivors are kept in place: a new list of
+        // them, grown push by push every turn, was two fifths of `herd sim
+        // scenarios/s4-consolidation.toml`.
         let below = self.alive.partition_point(|&(n, _)| n < hi);
         let mut at = 0;
         self.alive.retain_mut(|(n, next)| {
