@@ -36,7 +36,7 @@ impl World<'_> {
                 return;
             }
             let service: Vec<f64> = if rotate {
-                self.threads.iter().map(|t| t.total.cpu_ns).collect()
+                self.motion.cpu_ns.clone()
             } else {
                 Vec::new()
             };

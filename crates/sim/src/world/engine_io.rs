@@ -207,6 +207,7 @@ impl World<'_> {
         };
         // Update in place: this runs every decision for every task.
         let threads = &self.threads;
+        let motion = &self.motion;
         let seen = &mut self.view.seen;
         let os = &self.kernel.os;
         let now_ns = self.now_ns;
@@ -223,7 +224,15 @@ impl World<'_> {
             for _ in 0..repeats {
                 s.upto = s.upto.plus(&s.last);
             }
-            let (d, s) = (&th.total, s);
+            let d = Counters {
+                instr: motion.instr[t],
+                cpu_ns: motion.cpu_ns[t],
+                wait_ns: th.used.wait_ns,
+                mem_bytes: th.used.mem_bytes,
+                llc_refs: th.used.llc_refs,
+                cycles: th.used.cycles,
+                migrations: th.used.migrations,
+            };
             view.state = if th.paused {
                 TaskState::Paused
             } else if th.cpu.is_some() {
@@ -253,8 +262,8 @@ impl World<'_> {
             };
             // Heartbeats happen at whole multiples of k: floor, not round.
             view.heartbeats = th.heartbeat_every.map(|k| whole((d.instr / k).floor()));
-            s.last = th.total.minus(&s.upto);
-            s.upto = th.total;
+            s.last = d.minus(&s.upto);
+            s.upto = d;
         }
         if self.jobs_changed {
             self.jobs_changed = false;
@@ -462,7 +471,7 @@ impl<'a> World<'a> {
     }
 
     fn useful_instructions(&self) -> f64 {
-        self.threads.iter().map(|t| t.total.instr).sum()
+        self.motion.instr.iter().sum()
     }
 
     /// The marks of the consolidation study, closed with one at the run's

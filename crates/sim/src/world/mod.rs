@@ -13,7 +13,7 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
-use herd_model::{ClassId, ModelParams, Stream, StreamClasses, Target, smt_share};
+use herd_model::{ModelParams, Stream, StreamClasses, Target, smt_share};
 use herd_policy::{Snapshot, TaskId};
 use herd_topo::{CpuSet, Machine};
 
@@ -21,6 +21,7 @@ mod balance;
 mod engine_io;
 mod follow;
 mod jitter;
+mod motion;
 mod parts;
 mod settle;
 mod sync;
@@ -28,22 +29,11 @@ mod timeline;
 
 pub use timeline::{MAX_SEGMENTS, Segment};
 
+use motion::{Counters, Due, Motion, Used};
 use sync::phase_work;
 
 use crate::kernel::Kernel;
 use crate::scenario::{BarrierKind, Job, Memory, Scenario, SensorSpec};
-
-/// Counters accumulated per thread.
-#[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Counters {
-    instr: f64,
-    cpu_ns: f64,
-    wait_ns: f64,
-    mem_bytes: f64,
-    llc_refs: f64,
-    cycles: f64,
-    migrations: u32,
-}
 
 #[derive(Debug, Clone)]
 struct Thread {
@@ -58,21 +48,9 @@ struct Thread {
     at_gate: bool,
     phase: usize,
     loops_left: u32,
-    left: f64,
-    to_barrier: f64,
-    /// Instructions owed to cache warm-up after a migration: retired at the
-    /// thread's rate but not counted, so a move costs time without an event.
-    debt: f64,
-    /// When its phase ends and when it reaches its barrier: `left` and
-    /// `to_barrier` at or below these (the barrier's is -inf without one).
-    /// Kept here as each phase starts: every thread event looks at every
-    /// thread, and looking them up in the job was most of that look.
-    ends_below: f64,
-    barrier_below: f64,
+    // Its debt, work left, CPU time and rates are in `Motion`.
     cpu: Option<usize>,
     last_cpu: Option<usize>,
-    share: f64,
-    rate: f64,
     /// Memory bytes and LLC references per instruction, and cycles per ns
     /// of CPU: set by `recompute` so `advance` needs no lookups.
     bytes_per_instr: f64,
@@ -80,12 +58,7 @@ struct Thread {
     cycles_per_ns: f64,
     /// The job's heartbeat interval, copied here for the per-period observation.
     heartbeat_every: Option<f64>,
-    /// The class of the thread's memory stream as of the last recompute
-    /// (`None` while it makes no progress; the stream is in
-    /// `Rates::streams`: every field here is read by the loops over all
-    /// threads each event, so what they do not read lives elsewhere).
-    class: Option<ClassId>,
-    total: Counters,
+    used: Used,
     /// Its lane (`Plan::lanes`): on a shared CPU only the highest lane
     /// present runs, its members sharing equally (live these are SCHED_FIFO
     /// priorities, which herd gives one thread a CPU).
@@ -176,6 +149,8 @@ pub struct World<'a> {
     jobs: &'a [Job],
     kernel: Kernel,
     threads: Vec<Thread>,
+    /// What settling reads and writes of each thread (`motion`).
+    motion: Motion,
     allowed: Vec<CpuSet>,
     /// Whether a plan set each thread's mask (live: herd's, not the
     /// program's or the user's): the memory follower's pinned threads.
@@ -213,6 +188,9 @@ pub struct World<'a> {
     /// Intervals, in order, up to `settled_ns` that no thread has settled
     /// yet (`settle_later`); empty unless the run is unread.
     unsettled_dts: Vec<f64>,
+    /// Each thread's instructions counted in the interval an observed run
+    /// settles (reused: it is filled at every settling).
+    counted_buf: Vec<f64>,
     /// Whether any job emits heartbeats (cumulative counts change every
     /// period, so its observations are never reused).
     has_heartbeats: bool,
@@ -250,6 +228,7 @@ impl<'a> World<'a> {
         let mut kernel = Kernel::new(machine);
         kernel.era = scenario.model.kernel;
         let mut threads = Vec::new();
+        let mut motion = Motion::default();
         let mut allowed = Vec::new();
         let mut job_state = Vec::new();
         for (j, job) in jobs.iter().enumerate() {
@@ -259,6 +238,11 @@ impl<'a> World<'a> {
             });
             let pinned: Vec<u32> = job.cpus.iter().collect();
             for rank in 0..job.threads {
+                motion.push(
+                    phase_work(job, 0, rank),
+                    job.barrier.map_or(f64::INFINITY, |b| b.0),
+                    (ends_below(job, 0), barrier_below(job)),
+                );
                 threads.push(Thread {
                     id: 0,
                     job: j,
@@ -270,21 +254,13 @@ impl<'a> World<'a> {
                     at_gate: false,
                     phase: 0,
                     loops_left: job.loops,
-                    left: phase_work(job, 0, rank),
-                    to_barrier: job.barrier.map_or(f64::INFINITY, |b| b.0),
-                    ends_below: ends_below(job, 0),
-                    barrier_below: barrier_below(job),
-                    debt: 0.0,
                     cpu: None,
                     last_cpu: None,
-                    share: 0.0,
-                    rate: 0.0,
                     bytes_per_instr: 0.0,
                     refs_per_instr: 0.0,
                     cycles_per_ns: 0.0,
                     heartbeat_every: job.heartbeat_every,
-                    class: None,
-                    total: Counters::default(),
+                    used: Used::default(),
                     lane: herd_policy::Lane::Fair,
                     first_node: None,
                 });
@@ -310,6 +286,7 @@ impl<'a> World<'a> {
             jobs,
             kernel,
             threads,
+            motion,
             allowed,
             plan_placed: vec![false; thread_count],
             follower: None,
@@ -337,6 +314,7 @@ impl<'a> World<'a> {
             }),
             settled_ns: 0,
             unsettled_dts: Vec::new(),
+            counted_buf: Vec::new(),
             has_heartbeats: jobs.iter().any(|j| j.heartbeat_every.is_some()),
             has_shared: jobs
                 .iter()
@@ -449,10 +427,10 @@ impl<'a> World<'a> {
     /// Thread `t` owes what it would retire alone in `ns` (a move's
     /// warm-up, a memory copy): time lost without an event of its own.
     fn owe(&mut self, t: usize, ns: f64) {
-        let th = &mut self.threads[t];
+        let th = &self.threads[t];
         let phase = &self.jobs[th.job].phases[th.phase];
         let solo_ns = phase.core_ns_per_instr + phase.requests_per_instr * self.model.request_ns;
-        th.debt += ns / solo_ns;
+        self.motion.debt[t] += ns / solo_ns;
     }
 
     fn note_migration(&mut self, t: usize, from: usize, to: usize) {
@@ -463,7 +441,7 @@ impl<'a> World<'a> {
         let cost = self.model.migration.cost_ns(self.machine, a, b);
         self.owe(t, cost as f64);
         let th = &mut self.threads[t];
-        th.total.migrations += 1;
+        th.used.migrations += 1;
         self.totals.migrations += 1;
         // Without LLC information (both None) no boundary is known.
         if self.kernel.llc[from] != self.kernel.llc[to] {
@@ -530,9 +508,9 @@ impl<'a> World<'a> {
             th.first_node = None;
             th.phase = 0;
             th.loops_left = job.loops;
-            th.left = phase_work(job, 0, th.rank);
-            th.ends_below = ends_below(job, 0);
-            th.to_barrier = job.barrier.map_or(f64::INFINITY, |b| b.0);
+            self.motion.ends_below[t] = ends_below(job, 0);
+            self.motion.left[t] = phase_work(job, 0, th.rank);
+            self.motion.to_barrier[t] = job.barrier.map_or(f64::INFINITY, |b| b.0);
             self.index_of.insert(id, t);
             self.view.tasks_changed = true;
             self.touch(t);
@@ -619,12 +597,11 @@ impl<'a> World<'a> {
                 continue;
             }
             let stream = self.stream_of(t, &smt);
-            let th = &mut self.threads[t];
             if self.rates.streams[t] != stream {
-                if let Some(c) = th.class.take() {
+                if let Some(c) = self.motion.class[t].take() {
                     self.rates.classes.leave(c);
                 }
-                th.class = stream.as_ref().map(|s| self.rates.classes.join(s));
+                self.motion.class[t] = stream.as_ref().map(|s| self.rates.classes.join(s));
                 self.rates.streams[t] = stream;
             }
         }
@@ -634,11 +611,11 @@ impl<'a> World<'a> {
         // that every other thread's stream is what a rebuild would give.
         #[cfg(debug_assertions)]
         for (t, _) in rebuilt.iter().enumerate().filter(|(_, r)| !**r) {
-            let before = (self.threads[t].share, self.rates.streams[t]);
+            let before = (self.motion.share[t], self.rates.streams[t]);
             let again = self.stream_of(t, &smt);
             assert_eq!(
                 before,
-                (self.threads[t].share, again),
+                (self.motion.share[t], again),
                 "thread {t}'s stream changed without being touched"
             );
         }
@@ -657,39 +634,18 @@ impl<'a> World<'a> {
             self.rates.last_solution = Some(sol);
         }
         self.rates.smt_buf = smt;
-        let now = self.now_ns as f64;
-        let (mut next, mut paid) = (f64::INFINITY, now);
+        let mut due = Due::new(self.now_ns as f64);
         // Without shared pools, rates and the next event in one pass over
         // the threads (the same arithmetic in the same order as two).
         let pools = self.has_shared;
-        // A thread with no warm-up debt pays it off now: `paid` starts at
-        // now and only grows, so the division is skipped (the same result:
-        // now + 0 / rate is now, or NaN, which `max` passes over).
-        let owed = |th: &Thread| th.debt != 0.0;
-        for th in &mut self.threads {
-            if let Some(c) = th.class {
-                th.rate = th.share / self.rates.class_ns_per_instr[c as usize];
-                if !pools && !th.at_barrier {
-                    next = next.min((th.debt + th.left.min(th.to_barrier)) / th.rate);
-                    if owed(th) {
-                        paid = paid.max(now + th.debt / th.rate);
-                    }
-                }
-            }
-        }
+        let ns_per_instr = &self.rates.class_ns_per_instr;
+        self.motion.set_rates(ns_per_instr, (!pools).then_some(&mut due));
         if pools {
             self.share_pools();
-            for th in &self.threads {
-                if th.class.is_some() && !th.at_barrier {
-                    next = next.min((th.debt + th.left.min(th.to_barrier)) / th.rate);
-                    if owed(th) {
-                        paid = paid.max(now + th.debt / th.rate);
-                    }
-                }
-            }
+            self.motion.due(&mut due);
         }
-        self.rates.next_event_ns = now + next;
-        self.view.debt_paid_ns = paid;
+        self.rates.next_event_ns = due.now + due.next;
+        self.view.debt_paid_ns = due.paid;
         self.record_timeline();
     }
 
@@ -698,9 +654,9 @@ impl<'a> World<'a> {
     /// `smt` holds each CPU's SMT share of its core.
     fn stream_of(&mut self, t: usize, smt: &[f64]) -> Option<Stream> {
         let progressing = self.progressing(t);
-        self.threads[t].rate = 0.0;
+        self.motion.rate[t] = 0.0;
         let Some(pos) = self.threads[t].cpu else {
-            self.threads[t].share = 0.0;
+            self.motion.share[t] = 0.0;
             return None;
         };
         let queue = &self.kernel.queues[pos];
@@ -725,7 +681,7 @@ impl<'a> World<'a> {
         };
         let th = &mut self.threads[t];
         let phase = &self.jobs[th.job].phases[th.phase];
-        th.share = share;
+        self.motion.share[t] = share;
         th.bytes_per_instr = phase.requests_per_instr * herd_model::params::LINE_BYTES;
         th.refs_per_instr = if phase.llc_miss_rate > 0.0 {
             phase.requests_per_instr / phase.llc_miss_rate
@@ -763,12 +719,7 @@ impl<'a> World<'a> {
 
     /// When the next thread event is due, from the threads' settled state.
     fn next_thread_event_ns(&self) -> f64 {
-        let mut best = f64::INFINITY;
-        for th in &self.threads {
-            if th.cpu.is_some() && !th.at_barrier && th.rate > 0.0 {
-                best = best.min((th.debt + th.left.min(th.to_barrier)) / th.rate);
-            }
-        }
+        let best = self.motion.next_event_in();
         self.now_ns as f64 + best
     }
 
@@ -789,23 +740,29 @@ impl<'a> World<'a> {
     /// Handles every thread event due now.
     fn thread_events(&mut self) {
         self.settle_all();
-        for t in 0..self.threads.len() {
+        // Only a thread past a threshold can have an event: the columns
+        // find the next one (read afresh after each event, which may have
+        // started or stopped other threads, as a look at each in turn did).
+        let mut from = 0;
+        while let Some(t) = self.motion.past_threshold(from) {
+            from = t + 1;
             let th = &self.threads[t];
-            if th.cpu.is_none() || th.at_barrier || th.debt > 1e-6 {
+            let m = &self.motion;
+            if th.cpu.is_none() || th.at_barrier || m.debt[t] > 1e-6 {
                 continue;
             }
             // The kept thresholds are what the job says (debug builds).
             debug_assert_eq!(
-                (th.ends_below, th.barrier_below),
+                (m.ends_below[t], m.barrier_below[t]),
                 (
                     ends_below(&self.jobs[th.job], th.phase),
                     barrier_below(&self.jobs[th.job])
                 ),
                 "thread {t}'s thresholds are stale"
             );
-            if th.left <= th.ends_below {
+            if m.left[t] <= m.ends_below[t] {
                 self.end_phase(t);
-            } else if th.to_barrier <= th.barrier_below {
+            } else if m.to_barrier[t] <= m.barrier_below[t] {
                 self.reach_barrier(t);
             }
         }

@@ -1,58 +1,7 @@
 //! Settling: bringing every thread's counters up to now at the rates set
 //! by the last `recompute` (constant since: every change settles first).
 
-use super::{Thread, World};
-
-impl Thread {
-    /// Accounts `dt` ns more at the current rates; returns the memory
-    /// traffic in that time.
-    fn settle(&mut self, dt: f64) -> f64 {
-        if self.cpu.is_none() {
-            return 0.0;
-        }
-        self.total.wait_ns += (1.0 - self.share) * dt;
-        self.total.cycles += self.share * dt * self.cycles_per_ns;
-        match self.progress(dt) {
-            Some(d) => {
-                self.total.mem_bytes += d * self.bytes_per_instr;
-                self.total.llc_refs += d * self.refs_per_instr;
-                d * self.bytes_per_instr
-            }
-            None => 0.0,
-        }
-    }
-
-    /// [`Thread::settle`] less what only observations read (waiting,
-    /// cycles, memory traffic, LLC references): what moves the world on
-    /// (progress, debt, CPU time for the kernel's fairness, instructions
-    /// for the consolidation study), in the same arithmetic.
-    fn settle_unobserved(&mut self, dt: f64) {
-        if self.cpu.is_some() {
-            self.progress(dt);
-        }
-    }
-
-    /// CPU time and progress over `dt` ns on a CPU: the instructions
-    /// retired and counted, or `None` when the thread cannot progress.
-    #[inline(always)]
-    fn progress(&mut self, dt: f64) -> Option<f64> {
-        self.total.cpu_ns += self.share * dt;
-        if self.at_barrier || self.rate <= 0.0 {
-            return None;
-        }
-        let mut d = self.rate * dt;
-        if self.debt > 0.0 {
-            let pay = d.min(self.debt);
-            self.debt -= pay;
-            d -= pay;
-        }
-        let d = d.min(self.left);
-        self.total.instr += d;
-        self.left -= d;
-        self.to_barrier -= d;
-        Some(d)
-    }
-}
+use super::World;
 
 impl World<'_> {
     /// Brings every thread's counters up to now at the rates set by the last
@@ -72,7 +21,28 @@ impl World<'_> {
             self.settle_later_now();
             return;
         }
-        let mem_bytes: f64 = self.threads.iter_mut().map(|th| th.settle(dt)).sum();
+        self.check_motion();
+        let mut counted = std::mem::take(&mut self.counted_buf);
+        self.motion.settle_counting(dt, &mut counted);
+        // What only observations read: waiting, cycles and memory traffic
+        // of each thread on a CPU; the traffic of one that progressed.
+        let m = &self.motion;
+        let mem_bytes: f64 = (self.threads.iter_mut().zip(&m.share).zip(&m.rate).zip(&counted))
+            .map(|(((th, &share), &rate), &d)| {
+                if th.cpu.is_none() {
+                    return 0.0;
+                }
+                th.used.wait_ns += (1.0 - share) * dt;
+                th.used.cycles += share * dt * th.cycles_per_ns;
+                if rate <= 0.0 {
+                    return 0.0;
+                }
+                th.used.mem_bytes += d * th.bytes_per_instr;
+                th.used.llc_refs += d * th.refs_per_instr;
+                d * th.bytes_per_instr
+            })
+            .sum();
+        self.counted_buf = counted;
         self.acct.mem_bytes_total += mem_bytes;
     }
 
@@ -105,9 +75,19 @@ impl World<'_> {
         if self.unsettled_dts.is_empty() {
             return;
         }
-        for th in &mut self.threads {
-            self.unsettled_dts.iter().for_each(|&dt| th.settle_unobserved(dt));
-        }
+        self.check_motion();
+        self.motion.settle(&self.unsettled_dts);
         self.unsettled_dts.clear();
+    }
+
+    /// In debug builds: what the columns say of each thread's CPU, share
+    /// and rate is what its record says. They are set at each recompute,
+    /// and every change settles first and is followed by a recompute
+    /// before time passes; this checks that nothing broke that.
+    fn check_motion(&self) {
+        #[cfg(debug_assertions)]
+        if let Some(t) = self.motion.stale(&self.threads) {
+            panic!("thread {t}'s share or rate changed without a recompute");
+        }
     }
 }

@@ -71,15 +71,15 @@ impl World<'_> {
                 return;
             }
         }
-        th.left = phase_work(spec, th.phase, th.rank);
-        th.ends_below = super::ends_below(spec, th.phase);
+        self.motion.ends_below[t] = super::ends_below(spec, th.phase);
+        self.motion.left[t] = phase_work(spec, th.phase, th.rank);
     }
 
     pub(super) fn reach_barrier(&mut self, t: usize) {
         let j = self.threads[t].job;
         let (every, kind) = self.jobs[j].barrier.expect("barrier event without a barrier");
         self.threads[t].at_barrier = true;
-        self.threads[t].to_barrier = every;
+        self.motion.to_barrier[t] = every;
         self.touch(t);
         self.job_state[j].waiting += 1;
         if kind == BarrierKind::Block {
@@ -117,7 +117,7 @@ impl World<'_> {
         for j in 0..self.jobs.len() {
             let first = self.job_state[j].first;
             let ts = first..first + self.jobs[j].threads as usize;
-            // Borrows only the jobs, so the threads can be written below.
+            // Borrows only the jobs, so the work left can be written below.
             let jobs = self.jobs;
             let drawing = |th: &super::Thread| {
                 th.arrived && !th.done && !th.at_gate && jobs[j].phases[th.phase].split == Split::Shared
@@ -126,17 +126,15 @@ impl World<'_> {
             // gates, so at most one shared phase is open: its pool is every
             // drawing thread's remaining work.
             let (mut pool, mut rate) = (0.0, 0.0);
-            for th in &self.threads[ts.clone()] {
-                if drawing(th) {
-                    pool += th.left;
-                    rate += th.rate;
-                }
+            for t in ts.clone().filter(|&t| drawing(&self.threads[t])) {
+                pool += self.motion.left[t];
+                rate += self.motion.rate[t];
             }
             if rate <= 0.0 {
                 continue;
             }
-            for th in self.threads[ts].iter_mut().filter(|th| drawing(th)) {
-                th.left = pool * th.rate / rate;
+            for t in ts.filter(|&t| drawing(&self.threads[t])) {
+                self.motion.left[t] = pool * self.motion.rate[t] / rate;
             }
         }
     }
