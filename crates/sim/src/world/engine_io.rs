@@ -227,11 +227,11 @@ impl World<'_> {
             let d = Counters {
                 instr: motion.instr[t],
                 cpu_ns: motion.cpu_ns[t],
-                wait_ns: th.used.wait_ns,
-                mem_bytes: th.used.mem_bytes,
-                llc_refs: th.used.llc_refs,
-                cycles: th.used.cycles,
-                migrations: th.used.migrations,
+                wait_ns: motion.wait_ns[t],
+                mem_bytes: motion.mem_bytes[t],
+                llc_refs: motion.llc_refs[t],
+                cycles: motion.cycles[t],
+                migrations: th.migrations,
             };
             view.state = if th.paused {
                 TaskState::Paused

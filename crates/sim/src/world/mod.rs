@@ -29,7 +29,7 @@ mod timeline;
 
 pub use timeline::{MAX_SEGMENTS, Segment};
 
-use motion::{Counters, Due, Motion, Used};
+use motion::{Counters, Due, Motion};
 use sync::phase_work;
 
 use crate::kernel::Kernel;
@@ -53,12 +53,11 @@ struct Thread {
     last_cpu: Option<usize>,
     /// Memory bytes and LLC references per instruction, and cycles per ns
     /// of CPU: set by `recompute` so `advance` needs no lookups.
-    bytes_per_instr: f64,
-    refs_per_instr: f64,
-    cycles_per_ns: f64,
     /// The job's heartbeat interval, copied here for the per-period observation.
     heartbeat_every: Option<f64>,
-    used: Used,
+    /// Times the kernel or a plan moved it (its other counters are in
+    /// `Motion`).
+    migrations: u32,
     /// Its lane (`Plan::lanes`): on a shared CPU only the highest lane
     /// present runs, its members sharing equally (live these are SCHED_FIFO
     /// priorities, which herd gives one thread a CPU).
@@ -188,9 +187,9 @@ pub struct World<'a> {
     /// Intervals, in order, up to `settled_ns` that no thread has settled
     /// yet (`settle_later`); empty unless the run is unread.
     unsettled_dts: Vec<f64>,
-    /// Each thread's instructions counted in the interval an observed run
+    /// Each thread's memory traffic in the interval an observed run
     /// settles (reused: it is filled at every settling).
-    counted_buf: Vec<f64>,
+    traffic_buf: Vec<f64>,
     /// Whether any job emits heartbeats (cumulative counts change every
     /// period, so its observations are never reused).
     has_heartbeats: bool,
@@ -256,11 +255,8 @@ impl<'a> World<'a> {
                     loops_left: job.loops,
                     cpu: None,
                     last_cpu: None,
-                    bytes_per_instr: 0.0,
-                    refs_per_instr: 0.0,
-                    cycles_per_ns: 0.0,
                     heartbeat_every: job.heartbeat_every,
-                    used: Used::default(),
+                    migrations: 0,
                     lane: herd_policy::Lane::Fair,
                     first_node: None,
                 });
@@ -314,7 +310,7 @@ impl<'a> World<'a> {
             }),
             settled_ns: 0,
             unsettled_dts: Vec::new(),
-            counted_buf: Vec::new(),
+            traffic_buf: Vec::new(),
             has_heartbeats: jobs.iter().any(|j| j.heartbeat_every.is_some()),
             has_shared: jobs
                 .iter()
@@ -441,7 +437,7 @@ impl<'a> World<'a> {
         let cost = self.model.migration.cost_ns(self.machine, a, b);
         self.owe(t, cost as f64);
         let th = &mut self.threads[t];
-        th.used.migrations += 1;
+        th.migrations += 1;
         self.totals.migrations += 1;
         // Without LLC information (both None) no boundary is known.
         if self.kernel.llc[from] != self.kernel.llc[to] {
@@ -657,6 +653,7 @@ impl<'a> World<'a> {
         self.motion.rate[t] = 0.0;
         let Some(pos) = self.threads[t].cpu else {
             self.motion.share[t] = 0.0;
+            self.motion.idle_share[t] = 0.0;
             return None;
         };
         let queue = &self.kernel.queues[pos];
@@ -681,15 +678,17 @@ impl<'a> World<'a> {
         };
         let th = &mut self.threads[t];
         let phase = &self.jobs[th.job].phases[th.phase];
-        self.motion.share[t] = share;
-        th.bytes_per_instr = phase.requests_per_instr * herd_model::params::LINE_BYTES;
-        th.refs_per_instr = if phase.llc_miss_rate > 0.0 {
+        let m = &mut self.motion;
+        m.share[t] = share;
+        m.idle_share[t] = 1.0 - share;
+        m.bytes_per_instr[t] = phase.requests_per_instr * herd_model::params::LINE_BYTES;
+        m.refs_per_instr[t] = if phase.llc_miss_rate > 0.0 {
             phase.requests_per_instr / phase.llc_miss_rate
         } else {
             0.0
         };
         let kind_speed = self.rates.speed_of_kind[self.kernel.kind[pos]];
-        th.cycles_per_ns = self.model.freq_ghz * kind_speed;
+        m.cycles_per_ns[t] = self.model.freq_ghz * kind_speed;
         if !progressing {
             return None;
         }

@@ -26,17 +26,6 @@ pub(super) struct Counters {
     pub(super) migrations: u32,
 }
 
-/// The counters only observations read, kept in each `Thread` (the
-/// others are in [`Motion`]).
-#[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Used {
-    pub(super) wait_ns: f64,
-    pub(super) mem_bytes: f64,
-    pub(super) llc_refs: f64,
-    pub(super) cycles: f64,
-    pub(super) migrations: u32,
-}
-
 /// Per thread, indexed as `World::threads`.
 #[derive(Debug, Default)]
 pub(super) struct Motion {
@@ -64,6 +53,20 @@ pub(super) struct Motion {
     /// CPU time and instructions retired, since the run began.
     pub(super) cpu_ns: Vec<f64>,
     pub(super) instr: Vec<f64>,
+    /// What only observations read (and only a run that is read keeps,
+    /// [`Motion::settle_observed`]): time waiting for the CPU, cycles,
+    /// memory traffic and LLC references, since the run began.
+    pub(super) wait_ns: Vec<f64>,
+    pub(super) cycles: Vec<f64>,
+    pub(super) mem_bytes: Vec<f64>,
+    pub(super) llc_refs: Vec<f64>,
+    /// What they grow by: `1 - share` on a CPU and 0 off one (per ns
+    /// waited), cycles per ns on the CPU, bytes and LLC references per
+    /// instruction. Set with `share` (`World::stream_of`).
+    pub(super) idle_share: Vec<f64>,
+    pub(super) cycles_per_ns: Vec<f64>,
+    pub(super) bytes_per_instr: Vec<f64>,
+    pub(super) refs_per_instr: Vec<f64>,
 }
 
 /// `a.min(b)` for numbers that are not NaN, as a comparison the compiler
@@ -88,6 +91,18 @@ impl Motion {
         self.to_barrier.push(to_barrier);
         self.cpu_ns.push(0.0);
         self.instr.push(0.0);
+        for c in [
+            &mut self.wait_ns,
+            &mut self.cycles,
+            &mut self.mem_bytes,
+            &mut self.llc_refs,
+            &mut self.idle_share,
+            &mut self.cycles_per_ns,
+            &mut self.bytes_per_instr,
+            &mut self.refs_per_instr,
+        ] {
+            c.push(0.0);
+        }
     }
 
     /// The rates of a recompute: each thread in a memory class gets its
@@ -146,7 +161,8 @@ impl Motion {
     }
 
     /// The first thread whose columns settling cannot take as they are,
-    /// if any. Off a CPU its share and rate must be 0, and at a barrier
+    /// if any. Off a CPU its share, idle share and rate must be 0 (on one
+    /// the idle share is `1 - share`), and at a barrier
     /// its rate and class (see [`Motion::set_rates`]): then settling adds 0 to it, as branches on its CPU and
     /// barrier would add nothing. Its rate, debt and work left must not be
     /// below 0 (nor NaN), for [`Motion::each`]'s arithmetic without
@@ -155,7 +171,15 @@ impl Motion {
     pub(super) fn stale(&self, threads: &[Thread]) -> Option<usize> {
         threads.iter().enumerate().position(|(t, th)| {
             let (share, rate) = (self.share[t], self.rate[t]);
-            (th.cpu.is_none() && (share != 0.0 || rate != 0.0))
+            let idle = self.idle_share[t];
+            let finite = [
+                self.cycles_per_ns[t],
+                self.bytes_per_instr[t],
+                self.refs_per_instr[t],
+            ];
+            (th.cpu.is_none() && (share != 0.0 || rate != 0.0 || idle != 0.0))
+                || (th.cpu.is_some() && idle.to_bits() != (1.0 - share).to_bits())
+                || !finite.iter().all(|x| x.is_finite())
                 || (th.at_barrier && (rate != 0.0 || self.class[t].is_some()))
                 || !(rate >= 0.0 && self.debt[t] >= 0.0 && self.left[t] >= 0.0)
         })
@@ -169,13 +193,32 @@ impl Motion {
         }
     }
 
-    /// Settles every thread over `dt` ns; `counted[t]` gets the
-    /// instructions thread `t` retired and counted (0 when it could not
-    /// progress).
-    pub(super) fn settle_counting(&mut self, dt: f64, counted: &mut Vec<f64>) {
-        counted.clear();
-        counted.resize(self.left.len(), 0.0);
-        self.each(dt, |t, d| counted[t] = d);
+    /// Settles every thread over `dt` ns, with what only observations
+    /// read; returns the memory traffic of all threads in that time,
+    /// summed in thread order. `traffic` is a buffer for each thread's.
+    ///
+    /// Off a CPU, or unable to progress, a thread adds 0 to each (its
+    /// `idle_share`, `share` or instructions are 0, and the figures they
+    /// multiply are finite), as branches that added nothing did.
+    pub(super) fn settle_observed(&mut self, dt: f64, traffic: &mut Vec<f64>) -> f64 {
+        let n = self.left.len();
+        traffic.clear();
+        traffic.resize(n, 0.0);
+        let d = &mut traffic[..n];
+        self.each(dt, |t, counted| d[t] = counted);
+        let (idle_share, share) = (&self.idle_share[..n], &self.share[..n]);
+        let (cycles_per_ns, bytes_per_instr) = (&self.cycles_per_ns[..n], &self.bytes_per_instr[..n]);
+        let refs_per_instr = &self.refs_per_instr[..n];
+        let (wait_ns, cycles) = (&mut self.wait_ns[..n], &mut self.cycles[..n]);
+        let (mem_bytes, llc_refs) = (&mut self.mem_bytes[..n], &mut self.llc_refs[..n]);
+        for t in 0..n {
+            wait_ns[t] += idle_share[t] * dt;
+            cycles[t] += share[t] * dt * cycles_per_ns[t];
+            llc_refs[t] += d[t] * refs_per_instr[t];
+            d[t] *= bytes_per_instr[t];
+            mem_bytes[t] += d[t];
+        }
+        d.iter().sum()
     }
 
     /// One step of `dt` ns for every thread, handing each thread's counted
@@ -289,39 +332,66 @@ mod tests {
             cols.push(left, to_barrier, (0.0, 0.0));
             each.push(left, to_barrier, (0.0, 0.0));
         }
+        // Per-instruction and per-ns figures as `World::stream_of` sets
+        // them (a thread off a CPU keeps its last ones).
+        let (cycles_per_ns, bytes_per_instr, refs_per_instr) = (2.4, 64.0, 2.5);
         for (t, &(share, rate, on, debt, ..)) in cases.iter().enumerate() {
-            cols.debt[t] = debt;
-            each.debt[t] = debt;
+            for m in [&mut cols, &mut each] {
+                m.debt[t] = debt;
+                m.cycles_per_ns[t] = cycles_per_ns;
+                m.bytes_per_instr[t] = bytes_per_instr;
+                m.refs_per_instr[t] = refs_per_instr;
+            }
             cols.share[t] = if on { share } else { 0.0 };
+            cols.idle_share[t] = if on { 1.0 - share } else { 0.0 };
             cols.rate[t] = if on && rate > 0.0 { rate } else { 0.0 };
         }
         let dts = [1e7, 3.3e6, 0.5, 2e6, 1e7];
-        let mut counted = Vec::new();
+        let mut traffic = Vec::new();
         for (k, &dt) in dts.iter().enumerate() {
-            if k % 2 == 0 {
-                cols.settle(&[dt]);
+            // Unread and read steps in turn, as observations come.
+            let observed = k % 2 == 1;
+            let total = if observed {
+                cols.settle_observed(dt, &mut traffic)
             } else {
-                cols.settle_counting(dt, &mut counted);
-            }
+                cols.settle(&[dt]);
+                0.0
+            };
+            let mut sum = 0.0;
             for (t, &(share, rate, on, ..)) in cases.iter().enumerate() {
+                if observed && on {
+                    // What `Thread::settle` added before `progress`.
+                    each.wait_ns[t] += (1.0 - share) * dt;
+                    each.cycles[t] += share * dt * cycles_per_ns;
+                }
                 let d = by_branches(&mut each, t, share, rate, on, dt);
-                if k % 2 == 1 {
-                    assert_eq!(
-                        counted[t].to_bits(),
-                        d.unwrap_or(0.0).to_bits(),
-                        "thread {t}, step {k}"
-                    );
+                if let (true, Some(d)) = (observed, d) {
+                    each.mem_bytes[t] += d * bytes_per_instr;
+                    each.llc_refs[t] += d * refs_per_instr;
+                    sum += d * bytes_per_instr;
                 }
             }
+            assert_eq!(total.to_bits(), sum.to_bits(), "step {k}");
         }
         let bits = |m: &Motion| {
-            [&m.debt, &m.left, &m.to_barrier, &m.cpu_ns, &m.instr]
-                .map(|c| c.iter().map(|x| x.to_bits()).collect::<Vec<_>>())
+            [
+                &m.debt,
+                &m.left,
+                &m.to_barrier,
+                &m.cpu_ns,
+                &m.instr,
+                &m.wait_ns,
+                &m.cycles,
+                &m.mem_bytes,
+                &m.llc_refs,
+            ]
+            .map(|c| c.iter().map(|x| x.to_bits()).collect::<Vec<_>>())
         };
         assert_eq!(bits(&cols), bits(&each));
         // The steps did something: a phase ended, a debt was paid off.
         assert_eq!(cols.left[3], 0.0);
         assert_eq!(cols.debt[1], 0.0);
         assert!(cols.debt[2] > 0.0 && cols.instr[0] > 0.0);
+        assert!(cols.mem_bytes[1] > 0.0 && cols.wait_ns[4] > 0.0 && cols.wait_ns[5] == 0.0);
     }
 }

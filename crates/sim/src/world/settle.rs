@@ -22,27 +22,9 @@ impl World<'_> {
             return;
         }
         self.check_motion();
-        let mut counted = std::mem::take(&mut self.counted_buf);
-        self.motion.settle_counting(dt, &mut counted);
-        // What only observations read: waiting, cycles and memory traffic
-        // of each thread on a CPU; the traffic of one that progressed.
-        let m = &self.motion;
-        let mem_bytes: f64 = (self.threads.iter_mut().zip(&m.share).zip(&m.rate).zip(&counted))
-            .map(|(((th, &share), &rate), &d)| {
-                if th.cpu.is_none() {
-                    return 0.0;
-                }
-                th.used.wait_ns += (1.0 - share) * dt;
-                th.used.cycles += share * dt * th.cycles_per_ns;
-                if rate <= 0.0 {
-                    return 0.0;
-                }
-                th.used.mem_bytes += d * th.bytes_per_instr;
-                th.used.llc_refs += d * th.refs_per_instr;
-                d * th.bytes_per_instr
-            })
-            .sum();
-        self.counted_buf = counted;
+        let mut traffic = std::mem::take(&mut self.traffic_buf);
+        let mem_bytes = self.motion.settle_observed(dt, &mut traffic);
+        self.traffic_buf = traffic;
         self.acct.mem_bytes_total += mem_bytes;
     }
 
