@@ -35,12 +35,10 @@ impl World<'_> {
                 // that found nothing to do: it would find nothing again.
                 return;
             }
-            let service: Vec<f64> = if rotate {
-                self.motion.cpu_ns.clone()
-            } else {
-                Vec::new()
-            };
-            let moves = self.kernel.balance(&self.allowed, &service, min_gap);
+            // Each thread's CPU time, which only a rotation reads (settled
+            // above when it rotates).
+            let service = &self.motion.cpu_ns;
+            let moves = self.kernel.balance(&self.allowed, service, min_gap);
             self.balanced = !rotate && moves.is_empty();
             moves
         } else if self.dirty {

@@ -206,8 +206,13 @@ impl World<'_> {
             0
         };
         // Update in place: this runs every decision for every task.
-        let threads = &self.threads;
-        let motion = &self.motion;
+        let threads = &self.threads[..];
+        let n = threads.len();
+        // Sliced to the threads' count: one bounds check a thread, not one
+        // a column.
+        let m = &self.motion;
+        let (instr, cpu_ns, wait_ns) = (&m.instr[..n], &m.cpu_ns[..n], &m.wait_ns[..n]);
+        let (mem_bytes, llc_refs, cycles) = (&m.mem_bytes[..n], &m.llc_refs[..n], &m.cycles[..n]);
         let seen = &mut self.view.seen;
         let os = &self.kernel.os;
         let now_ns = self.now_ns;
@@ -225,12 +230,12 @@ impl World<'_> {
                 s.upto = s.upto.plus(&s.last);
             }
             let d = Counters {
-                instr: motion.instr[t],
-                cpu_ns: motion.cpu_ns[t],
-                wait_ns: motion.wait_ns[t],
-                mem_bytes: motion.mem_bytes[t],
-                llc_refs: motion.llc_refs[t],
-                cycles: motion.cycles[t],
+                instr: instr[t],
+                cpu_ns: cpu_ns[t],
+                wait_ns: wait_ns[t],
+                mem_bytes: mem_bytes[t],
+                llc_refs: llc_refs[t],
+                cycles: cycles[t],
                 migrations: th.migrations,
             };
             view.state = if th.paused {

@@ -188,8 +188,16 @@ impl Motion {
     /// Settles every thread over each of `dts` ns in turn, as
     /// `Thread::progress` did one thread at a time.
     pub(super) fn settle(&mut self, dts: &[f64]) {
+        let n = self.left.len();
+        let (share, rate) = (&self.share[..n], &self.rate[..n]);
+        let (debt, left) = (&mut self.debt[..n], &mut self.left[..n]);
+        let (to_barrier, cpu_ns) = (&mut self.to_barrier[..n], &mut self.cpu_ns[..n]);
+        let instr = &mut self.instr[..n];
         for &dt in dts {
-            self.each(dt, |_, _| ());
+            for t in 0..n {
+                let own = (&mut debt[t], &mut left[t], &mut to_barrier[t], &mut cpu_ns[t]);
+                instr[t] += step(share[t], rate[t], own, dt);
+            }
         }
     }
 
@@ -204,55 +212,53 @@ impl Motion {
         let n = self.left.len();
         traffic.clear();
         traffic.resize(n, 0.0);
-        let d = &mut traffic[..n];
-        self.each(dt, |t, counted| d[t] = counted);
-        let (idle_share, share) = (&self.idle_share[..n], &self.share[..n]);
+        let bytes = &mut traffic[..n];
+        let (share, rate, idle_share) = (&self.share[..n], &self.rate[..n], &self.idle_share[..n]);
+        let (debt, left) = (&mut self.debt[..n], &mut self.left[..n]);
+        let (to_barrier, cpu_ns) = (&mut self.to_barrier[..n], &mut self.cpu_ns[..n]);
+        let instr = &mut self.instr[..n];
         let (cycles_per_ns, bytes_per_instr) = (&self.cycles_per_ns[..n], &self.bytes_per_instr[..n]);
         let refs_per_instr = &self.refs_per_instr[..n];
         let (wait_ns, cycles) = (&mut self.wait_ns[..n], &mut self.cycles[..n]);
         let (mem_bytes, llc_refs) = (&mut self.mem_bytes[..n], &mut self.llc_refs[..n]);
         for t in 0..n {
+            let own = (&mut debt[t], &mut left[t], &mut to_barrier[t], &mut cpu_ns[t]);
+            let d = step(share[t], rate[t], own, dt);
+            instr[t] += d;
             wait_ns[t] += idle_share[t] * dt;
             cycles[t] += share[t] * dt * cycles_per_ns[t];
-            llc_refs[t] += d[t] * refs_per_instr[t];
-            d[t] *= bytes_per_instr[t];
-            mem_bytes[t] += d[t];
+            llc_refs[t] += d * refs_per_instr[t];
+            bytes[t] = d * bytes_per_instr[t];
+            mem_bytes[t] += bytes[t];
         }
-        d.iter().sum()
+        bytes.iter().sum()
     }
+}
 
-    /// One step of `dt` ns for every thread, handing each thread's counted
-    /// instructions to `out`.
-    ///
-    /// The same operations as one thread at a time with branches: CPU time
-    /// grows by `share * dt` (0 off a CPU: `x + 0` is `x`); a thread that
-    /// can progress retires `rate * dt`, pays its debt first and stops at
-    /// its phase's end. With no debt it pays `lesser(d, 0)`, which is 0 as
-    /// `d` is not below 0, and subtracting 0 changes nothing. One that
-    /// cannot progress has a rate of 0: it retires `lesser(0, left)`, 0
-    /// again, as `left` is not below 0 either (checked in debug builds,
-    /// with the rest, by [`Motion::stale`]).
-    #[inline(always)]
-    fn each(&mut self, dt: f64, mut out: impl FnMut(usize, f64)) {
-        let n = self.left.len();
-        let (share, rate) = (&self.share[..n], &self.rate[..n]);
-        let debt = &mut self.debt[..n];
-        let left = &mut self.left[..n];
-        let to_barrier = &mut self.to_barrier[..n];
-        let cpu_ns = &mut self.cpu_ns[..n];
-        let instr = &mut self.instr[..n];
-        for t in 0..n {
-            cpu_ns[t] += share[t] * dt;
-            let d = rate[t] * dt;
-            let pay = lesser(d, debt[t]);
-            debt[t] -= pay;
-            let d = lesser(d - pay, left[t]);
-            instr[t] += d;
-            left[t] -= d;
-            to_barrier[t] -= d;
-            out(t, d);
-        }
-    }
+/// One thread's step of `dt` ns at `share` of a CPU and `rate`
+/// instructions per ns: its debt, work left, distance to its barrier and
+/// CPU time move on; returns the instructions it retired and counted.
+///
+/// The same operations as one thread at a time with branches: CPU time
+/// grows by `share * dt` (0 off a CPU: `x + 0` is `x`); a thread that can
+/// progress retires `rate * dt`, pays its debt first and stops at its
+/// phase's end. With no debt it pays `lesser(d, 0)`, which is 0 as `d` is
+/// not below 0, and subtracting 0 changes nothing. One that cannot
+/// progress has a rate of 0: it retires `lesser(0, left)`, 0 again, as
+/// `left` is not below 0 either (checked in debug builds, with the rest,
+/// by [`Motion::stale`]). Without a branch, the compiler steps two threads
+/// an instruction.
+#[inline(always)]
+fn step(share: f64, rate: f64, own: (&mut f64, &mut f64, &mut f64, &mut f64), dt: f64) -> f64 {
+    let (debt, left, to_barrier, cpu_ns) = own;
+    *cpu_ns += share * dt;
+    let d = rate * dt;
+    let pay = lesser(d, *debt);
+    *debt -= pay;
+    let d = lesser(d - pay, *left);
+    *left -= d;
+    *to_barrier -= d;
+    d
 }
 
 /// When the next thread event falls and when every warm-up debt is paid,
