@@ -3,11 +3,11 @@
 //!
 //! Why: at every event the world settles every thread (`settle_all`), and
 //! at 1,000 threads that pass was about 30% of a simulated `linux` hour.
-//! Read out of 200-byte thread records it took about 30 instructions a
-//! thread; over columns, with no branch in the loop, the compiler handles
-//! two threads an instruction (SSE2) and the pass takes about 14. Each
-//! thread's arithmetic is the same, operation for operation, as before,
-//! so every result keeps its bits.
+//! Read out of each thread's record, with branches, it took about 29
+//! instructions a thread for each interval; over columns, with no branch
+//! in the loop, the compiler handles two threads an instruction (SSE2)
+//! and it takes about 14. Each thread's arithmetic is the same,
+//! operation for operation, as before, so every result keeps its bits.
 
 use herd_model::ClassId;
 
@@ -159,8 +159,8 @@ impl Motion {
         let n = self.rate.len();
         let (debt, left, to_barrier) = (&self.debt[..n], &self.left[..n], &self.to_barrier[..n]);
         let mut best = f64::INFINITY;
-        // `rate` is above 0 just where the thread is on a CPU, not at
-        // its barrier, and has a positive rate.
+        // `rate` is above 0 just where the thread can progress: on a CPU,
+        // not at its barrier, with a share of it.
         for (t, &rate) in self.rate.iter().enumerate() {
             if rate > 0.0 {
                 best = sooner(best, (debt[t] + lesser(left[t], to_barrier[t])) / rate);
@@ -171,11 +171,12 @@ impl Motion {
 
     /// The first thread whose columns settling cannot take as they are,
     /// if any. Off a CPU its share, idle share and rate must be 0 (on one
-    /// the idle share is `1 - share`), and at a barrier
-    /// its rate and class (see [`Motion::set_rates`]): then settling adds 0 to it, as branches on its CPU and
-    /// barrier would add nothing. Its rate, debt and work left must not be
-    /// below 0 (nor NaN), for [`Motion::each`]'s arithmetic without
-    /// branches.
+    /// the idle share is `1 - share`), and at a barrier its rate and class
+    /// (see [`Motion::set_rates`]): then settling adds 0 to it, as
+    /// branches on its CPU and barrier would add nothing. Its rate, debt
+    /// and work left must not be below 0 (nor NaN), and the figures that
+    /// multiply its counts must be finite, for [`step`]'s arithmetic
+    /// without branches.
     #[cfg(debug_assertions)]
     pub(super) fn stale(&self, threads: &[Thread]) -> Option<usize> {
         threads.iter().enumerate().position(|(t, th)| {
@@ -194,8 +195,7 @@ impl Motion {
         })
     }
 
-    /// Settles every thread over each of `dts` ns in turn, as
-    /// `Thread::progress` did one thread at a time.
+    /// Settles every thread over each of `dts` ns in turn ([`step`]).
     pub(super) fn settle(&mut self, dts: &[f64]) {
         let n = self.left.len();
         let (share, rate) = (&self.share[..n], &self.rate[..n]);
@@ -376,7 +376,7 @@ mod tests {
             let mut sum = 0.0;
             for (t, &(share, rate, on, ..)) in cases.iter().enumerate() {
                 if observed && on {
-                    // What `Thread::settle` added before `progress`.
+                    // What a thread on a CPU adds, progressing or not.
                     each.wait_ns[t] += (1.0 - share) * dt;
                     each.cycles[t] += share * dt * cycles_per_ns;
                 }
