@@ -51,8 +51,6 @@ struct Thread {
     // Its debt, work left, CPU time and rates are in `Motion`.
     cpu: Option<usize>,
     last_cpu: Option<usize>,
-    /// Memory bytes and LLC references per instruction, and cycles per ns
-    /// of CPU: set by `recompute` so `advance` needs no lookups.
     /// The job's heartbeat interval, copied here for the per-period observation.
     heartbeat_every: Option<f64>,
     /// Times the kernel or a plan moved it (its other counters are in

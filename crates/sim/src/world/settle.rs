@@ -62,14 +62,15 @@ impl World<'_> {
         self.unsettled_dts.clear();
     }
 
-    /// In debug builds: what the columns say of each thread's CPU, share
-    /// and rate is what its record says. They are set at each recompute,
-    /// and every change settles first and is followed by a recompute
-    /// before time passes; this checks that nothing broke that.
+    /// In debug builds: no thread's columns break what settling without
+    /// branches assumes of them (`Motion::stale`). Shares and rates are
+    /// set at each recompute, and every change settles first and is
+    /// followed by a recompute before time passes; this checks that
+    /// nothing broke that.
     fn check_motion(&self) {
         #[cfg(debug_assertions)]
         if let Some(t) = self.motion.stale(&self.threads) {
-            panic!("thread {t}'s share or rate changed without a recompute");
+            panic!("thread {t}'s columns do not fit settling (changed without a recompute?)");
         }
     }
 }
