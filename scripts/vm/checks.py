@@ -83,7 +83,13 @@ def cpulist(text):
 def masks(pid):
     """{tid: set of CPUs} of every thread of pid."""
     out = {}
-    for t in os.listdir(f"/proc/{pid}/task"):
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        # It exited since it was listed (a descendant that was a shell or
+        # a short-lived child): no threads.
+        return out
+    for t in tids:
         try:
             for line in open(f"/proc/{pid}/task/{t}/status"):
                 if line.startswith("Cpus_allowed_list:"):
