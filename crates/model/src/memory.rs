@@ -282,15 +282,17 @@ impl MemSystem {
         let base = base_ns;
         let QueueScratch {
             first,
-            users,
             next,
-            terms,
+            who,
+            weight,
+            sa,
+            r,
         } = scratch;
-        // Queue q's users, (stream, weight of q's waiting time in its
-        // ns/instr) in route order, are users[first[q]..first[q + 1]]: one
-        // buffer counted out before it is filled (a vector per queue, grown
-        // push by push on every solve, spent 8% of a solve's instructions
-        // allocating).
+        // Queue q's users, in route order, are first[q]..first[q + 1] in
+        // the columns: the stream (`who`) and the weight of q's waiting
+        // time in its ns/instr. One buffer counted out before it is filled
+        // (a vector per queue, grown push by push on every solve, spent 8%
+        // of a solve's instructions allocating).
         let counts = |j: usize, a: f64| a > 0.0 && rate[j] > 0.0;
         first.clear();
         first.resize(nq + 1, 0);
@@ -302,16 +304,24 @@ impl MemSystem {
         for q in 0..nq {
             first[q + 1] += first[q];
         }
-        users.clear();
-        users.resize(first[nq], (0, 0.0));
+        who.clear();
+        who.resize(first[nq], 0);
+        weight.clear();
+        weight.resize(first[nq], 0.0);
         next.clone_from(first);
         for &(j, q, a) in routes {
             if counts(j, a) {
-                users[next[q]] = (j, a);
+                (who[next[q]], weight[next[q]]) = (j, a);
                 next[q] += 1;
             }
         }
-        let users_of = |q: usize| &users[first[q]..first[q + 1]];
+        // Each user's rate times its weight, the same in every sweep: made
+        // once a solve, not each time a queue's terms are (building them
+        // was about a third of the solve's own time).
+        sa.clear();
+        sa.extend(who.iter().zip(weight.iter()).map(|(&j, &a)| rate[j] * a));
+        r.clear();
+        r.resize(first[nq], 0.0);
         let warm = warm.filter(|w| w.lambda.len() == nq && w.wait_ns.len() == nq);
         let mut lambda: Vec<f64> = match warm {
             Some(w) => w
@@ -338,32 +348,31 @@ impl MemSystem {
                 t[j] += a * wait[q];
             }
         }
-        // Sized once for the queue with the most users: grown push by push,
-        // its columns were reallocated nine times a solve (a hundredth of a
-        // simulated `linux` minute's instructions).
-        let widest = (0..nq).map(|q| first[q + 1] - first[q]).max().unwrap_or(0);
-        terms.clear();
-        terms.reserve(widest);
         let mut converged = false;
         let mut sweeps = 0;
         while sweeps < MAX_SWEEPS {
             sweeps += 1;
             let mut change: f64 = 0.0;
             for q in 0..nq {
-                if users_of(q).is_empty() {
+                let users = first[q]..first[q + 1];
+                if users.is_empty() {
                     lambda[q] = 0.0;
                     wait[q] = 0.0;
                     continue;
                 }
                 // Hold the other queues: t[j] = rest + a * w at this queue.
                 let old = if wait[q].is_finite() { wait[q] } else { 0.0 };
-                terms.clear();
-                for &(j, a) in users_of(q) {
-                    terms.push(rate[j] * a, t[j] - a * old, a);
+                for i in users.clone() {
+                    r[i] = t[who[i]] - weight[i] * old;
                 }
-                let (w, l, sat) = self.solve_queue(q, terms, lambda[q], old);
-                for &(j, a) in users_of(q) {
-                    t[j] += a * (w - old);
+                let terms = Terms {
+                    sa: &sa[users.clone()],
+                    r: &r[users.clone()],
+                    a: &weight[users.clone()],
+                };
+                let (w, l, sat) = self.solve_queue(q, &terms, lambda[q], old);
+                for i in users {
+                    t[who[i]] += weight[i] * (w - old);
                 }
                 change = change.max((w - old).abs() / old.abs().max(self.request_ns));
                 wait[q] = w;
@@ -483,44 +492,28 @@ pub struct SolveScratch {
 }
 
 /// [`MemSystem::solve_routes_with`]'s lists: where each queue's users start
-/// in `users`, the users, a cursor per queue, and one queue's terms.
+/// in the columns, a cursor per queue, and the users' columns (as
+/// [`Terms`]'s, with the stream each is).
 #[derive(Debug, Default, Clone)]
 struct QueueScratch {
     first: Vec<usize>,
-    users: Vec<(usize, f64)>,
     next: Vec<usize>,
-    terms: Terms,
+    who: Vec<usize>,
+    weight: Vec<f64>,
+    sa: Vec<f64>,
+    r: Vec<f64>,
 }
 
 /// One queue's users, as columns: user i sends `sa[i] / (r[i] + a[i] * w)`
 /// requests per ns when the queue's wait is w.
-#[derive(Debug, Default, Clone)]
-struct Terms {
-    sa: Vec<f64>,
-    r: Vec<f64>,
-    a: Vec<f64>,
+#[derive(Debug, Clone, Copy)]
+struct Terms<'a> {
+    sa: &'a [f64],
+    r: &'a [f64],
+    a: &'a [f64],
 }
 
-impl Terms {
-    /// Room for `n` users in each column.
-    fn reserve(&mut self, n: usize) {
-        self.sa.reserve(n);
-        self.r.reserve(n);
-        self.a.reserve(n);
-    }
-
-    fn clear(&mut self) {
-        self.sa.clear();
-        self.r.clear();
-        self.a.clear();
-    }
-
-    fn push(&mut self, sa: f64, r: f64, a: f64) {
-        self.sa.push(sa);
-        self.r.push(r);
-        self.a.push(a);
-    }
-
+impl Terms<'_> {
     /// Total flow at wait `w` and its derivative in `w`: the solver's inner
     /// loop. Four explicit lanes let the compiler use vector divisions while
     /// the summation order stays fixed (results are reproducible).
@@ -663,8 +656,11 @@ mod tests {
                 exponent: 2.0,
             },
         };
-        let mut terms = Terms::default();
-        terms.push(2.0, 4.0, 1.0);
+        let terms = Terms {
+            sa: &[2.0],
+            r: &[4.0],
+            a: &[1.0],
+        };
         assert_eq!(terms.flow_and_slope(4.0).0, 0.25, "the example is exact");
         let (w, lambda, saturated) = sys.solve_queue(0, &terms, 0.25, 4.0);
         assert_eq!((w, lambda, saturated), (4.0, 0.25, false));
@@ -701,11 +697,18 @@ mod tests {
         for model in models {
             let sys = one_node(model);
             for _ in 0..300 {
-                let mut terms = Terms::default();
+                let (mut sa, mut r, mut weight) = (vec![], vec![], vec![]);
                 for _ in 0..1 + (unit() * 8.0) as usize {
                     let a = 0.01 + 0.2 * unit();
-                    terms.push(a * unit() * 0.5, 0.3 + unit(), a);
+                    sa.push(a * unit() * 0.5);
+                    r.push(0.3 + unit());
+                    weight.push(a);
                 }
+                let terms = Terms {
+                    sa: &sa,
+                    r: &r,
+                    a: &weight,
+                };
                 let (w, x, saturated) = sys.solve_queue(0, &terms, 0.0, 0.0);
                 if saturated {
                     continue;

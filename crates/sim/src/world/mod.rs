@@ -592,10 +592,11 @@ impl<'a> World<'a> {
             }
             let stream = self.stream_of(t, &smt);
             if self.rates.streams[t] != stream {
-                if let Some(c) = self.motion.class[t].take() {
+                if let Some(c) = self.motion.set_class(t, None) {
                     self.rates.classes.leave(c);
                 }
-                self.motion.class[t] = stream.as_ref().map(|s| self.rates.classes.join(s));
+                let class = stream.as_ref().map(|s| self.rates.classes.join(s));
+                self.motion.set_class(t, class);
                 self.rates.streams[t] = stream;
             }
         }
