@@ -270,6 +270,10 @@ impl<'a> World<'a> {
         let speed_of_kind = (0..machine.kinds().len())
             .map(|k| scenario.model.kind_speed(machine, k))
             .collect();
+        let widest_core = kernel.core_cpus.iter().map(Vec::len).max().unwrap_or(0);
+        let smt_share_by_busy = (0..=widest_core)
+            .map(|busy| smt_share(busy, scenario.model.smt_sigma))
+            .collect();
         let n = kernel.len();
         let thread_count = threads.len();
         let mut world = World {
@@ -331,6 +335,7 @@ impl<'a> World<'a> {
                 rebuilt: Vec::new(),
                 smt_buf: Vec::new(),
                 speed_of_kind,
+                smt_share_by_busy,
             },
             view: parts::SensorView {
                 solo_times_s: Vec::new(),
@@ -569,7 +574,7 @@ impl<'a> World<'a> {
                 extra += b - 1;
             }
             if b > 1 {
-                let share = smt_share(b, self.model.smt_sigma);
+                let share = self.rates.smt_share_by_busy[b];
                 cpus.iter().for_each(|&p| smt[p] = share);
             }
         }

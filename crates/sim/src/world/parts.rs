@@ -47,6 +47,11 @@ pub(super) struct Rates {
     /// Scratch space for `recompute`, kept between calls.
     pub(super) smt_buf: Vec<f64>,
     pub(super) speed_of_kind: Vec<f64>,
+    /// Each CPU's SMT share of its core by how many of the core's CPUs
+    /// are busy (`smt_share`), made once: a recompute looks it up for
+    /// every busy core, and its division was a quarter of the
+    /// recompute's own time at 256 CPUs.
+    pub(super) smt_share_by_busy: Vec<f64>,
 }
 
 /// What the sensor shows.
