@@ -30,7 +30,6 @@
 //! memory pages, energy-aware placement, cgroup CPU shares, and any
 //! awareness of memory bandwidth, NUMA traffic or core speed.
 
-use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use herd_model::KernelModel;
@@ -69,6 +68,8 @@ pub(crate) struct Kernel {
     /// Each package's positions as a rank mask: its idle CPUs are counted
     /// a word at a time.
     package_masks: Vec<Vec<u64>>,
+    /// The fairness round's candidates, kept for their lists.
+    most_served: MostServed,
 }
 
 /// From how many allowed CPUs a wake-up's search goes by the allowed set's
@@ -108,6 +109,7 @@ impl Kernel {
             era: KernelModel::Current,
             masks: Default::default(),
             package_masks: Vec::new(),
+            most_served: MostServed::default(),
         };
         k.mask_packages();
         k
@@ -448,9 +450,9 @@ impl Kernel {
         // the usual wide affinities the first candidate fits every long
         // queue, so this stays about O(T) (a heap built once, a few taken)
         // rather than O(CPUs x T).
+        let mut short = std::mem::take(&mut self.most_served);
         let shorter = (0..self.len()).filter(|&p| self.queues[p].len() + 1 == longest);
-        let mut short = MostServed::new(
-            shorter.clone().count() * (longest - 1),
+        short.gather(
             shorter.flat_map(|p| self.queues[p].iter().map(move |&t| (t, p))),
             service,
         );
@@ -499,49 +501,56 @@ impl Kernel {
             moves.push((lo, from, to));
             moves.push((hi, to, from));
         }
+        self.most_served = short;
     }
 }
 
 /// Threads on shorter queues, most served first (then by queue, then as
-/// gathered), sorted only as far as they are asked for: a fairness round
+/// queued), sorted only as far as they are asked for: a fairness round
 /// trades a few of them (six taken a round, on average, at a thousand
 /// threads), and a full sort of every one was a twentieth of a simulated
-/// `linux` hour.
+/// `linux` hour. Kept by the kernel between rounds, so its lists are
+/// reused, not allocated each round.
+#[derive(Debug, Default, Clone)]
 struct MostServed {
-    /// (service as ordered by `f64::total_cmp`, queue, place gathered,
-    /// thread), the queue and place reversed: the heap's greatest first.
-    heap: BinaryHeap<(i64, Reverse<usize>, Reverse<usize>, usize)>,
+    /// (service as ordered by `f64::total_cmp`, `u64::MAX` less the place
+    /// gathered): the heap's greatest first. The threads are gathered in
+    /// queue order, so the first gathered of equal services is on the
+    /// first queue: the place stands for (queue, place in it) in half the
+    /// bytes, and the heap is made and sifted in half the moves.
+    heap: BinaryHeap<(i64, u64)>,
+    /// (thread, queue) by place gathered.
+    gathered: Vec<(usize, usize)>,
     sorted: Vec<(usize, usize)>,
 }
 
 impl MostServed {
-    /// Gathers `threads`, `count` of them: the heap's buffer is taken at
-    /// that size once (collected from a `flat_map`, which cannot say its
-    /// length, it grew by doubling: a fiftieth of a simulated `linux`
-    /// minute's instructions went to those copies).
-    fn new(count: usize, threads: impl Iterator<Item = (usize, usize)>, service: &[f64]) -> Self {
+    /// Gathers `threads` as (thread, queue), in queue order, afresh.
+    fn gather(&mut self, threads: impl Iterator<Item = (usize, usize)>, service: &[f64]) {
         // `f64::total_cmp`'s order, as an integer's.
         let key = |x: f64| {
             let bits = x.to_bits() as i64;
             bits ^ ((((bits >> 63) as u64) >> 1) as i64)
         };
-        let mut gathered = Vec::with_capacity(count);
-        gathered.extend(
-            threads
-                .enumerate()
-                .map(|(i, (t, p))| (key(service[t]), Reverse(p), Reverse(i), t)),
+        self.gathered.clear();
+        self.gathered.extend(threads);
+        debug_assert!(
+            self.gathered.is_sorted_by_key(|&(_, p)| p),
+            "gathered out of queue order"
         );
-        MostServed {
-            heap: BinaryHeap::from(gathered),
-            sorted: Vec::new(),
-        }
+        let mut heap = std::mem::take(&mut self.heap).into_vec();
+        heap.clear();
+        let places = self.gathered.iter().enumerate();
+        heap.extend(places.map(|(i, &(t, _))| (key(service[t]), u64::MAX - i as u64)));
+        self.heap = BinaryHeap::from(heap);
+        self.sorted.clear();
     }
 
     /// The `k`th most served, if there are so many.
     fn get(&mut self, k: usize) -> Option<(usize, usize)> {
         while self.sorted.len() <= k {
-            let (_, Reverse(p), _, t) = self.heap.pop()?;
-            self.sorted.push((t, p));
+            let (_, place) = self.heap.pop()?;
+            self.sorted.push(self.gathered[(u64::MAX - place) as usize]);
         }
         Some(self.sorted[k])
     }
@@ -557,16 +566,20 @@ mod tests {
     fn most_served_are_taken_in_the_order_a_stable_sort_gives() {
         let mut rng = herd_policy::Rng::new(7);
         let mut next = move || rng.next_u64();
+        // One kept across rounds, as the kernel keeps it.
+        let mut lazy = MostServed::default();
         for round in 0..50 {
             let n = 1 + (next() % 40) as usize;
             // Few distinct values, so ties on service and queue abound
             // (and both zeros, which `total_cmp` tells apart).
             let values = [-1.5, -0.0, 0.0, 2.5, 3.0];
             let service: Vec<f64> = (0..n).map(|_| values[(next() % 5) as usize]).collect();
-            let threads: Vec<(usize, usize)> = (0..n).map(|t| (t, (next() % 5) as usize)).collect();
+            // Gathered queue by queue, as the round gathers them.
+            let mut threads: Vec<(usize, usize)> = (0..n).map(|t| (t, (next() % 5) as usize)).collect();
+            threads.sort_by_key(|&(_, p)| p);
             let mut want = threads.clone();
             want.sort_by(|a, b| service[b.0].total_cmp(&service[a.0]).then(a.1.cmp(&b.1)));
-            let mut lazy = MostServed::new(threads.len(), threads.iter().copied(), &service);
+            lazy.gather(threads.iter().copied(), &service);
             // Asked out of order, as the fairness round's scans ask.
             let k = (next() % n as u64) as usize;
             assert_eq!(lazy.get(k), Some(want[k]), "round {round}");
