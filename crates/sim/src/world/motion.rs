@@ -119,6 +119,9 @@ macro_rules! avx2_where_present {
     };
 }
 
+/// Threads [`Motion::past_threshold`] compares before it branches.
+const PAST_BLOCK: usize = 8;
+
 /// `a.min(b)` for numbers that are not NaN, as a comparison the compiler
 /// can do on two threads at once (`f64::min` also orders NaN, which costs
 /// three instructions more).
@@ -267,7 +270,26 @@ impl Motion {
         let n = self.left.len();
         let (left, to_barrier) = (&self.left[..n], &self.to_barrier[..n]);
         let (ends_below, barrier_below) = (&self.ends_below[..n], &self.barrier_below[..n]);
-        (from..n).find(|&t| left[t] <= ends_below[t] || to_barrier[t] <= barrier_below[t])
+        let past = |t: usize| (left[t] <= ends_below[t]) | (to_barrier[t] <= barrier_below[t]);
+        // Eight threads at a time with no branch a thread (the compiler
+        // compares them two or four an instruction), then the first of a
+        // block that has one: this runs after every settling, and almost
+        // every block has none.
+        let block = |c: &[f64], start: usize| -> [f64; PAST_BLOCK] { std::array::from_fn(|i| c[start + i]) };
+        let mut start = from;
+        while start + PAST_BLOCK <= n {
+            let (l, e) = (block(left, start), block(ends_below, start));
+            let (d, b) = (block(to_barrier, start), block(barrier_below, start));
+            let mut any = false;
+            for i in 0..PAST_BLOCK {
+                any |= (l[i] <= e[i]) | (d[i] <= b[i]);
+            }
+            if any {
+                return (start..start + PAST_BLOCK).find(|&t| past(t));
+            }
+            start += PAST_BLOCK;
+        }
+        (start..n).find(|&t| past(t))
     }
 
     /// When the next thread event is due, in ns from now: the soonest of
@@ -641,5 +663,28 @@ mod tests {
         );
         assert_eq!(settled_bits(&wide), settled_bits(&any));
         assert!(wide.instr.iter().any(|&i| i > 0.0) && wide.debt.iter().any(|&d| d > 0.0));
+    }
+
+    /// The blocks find what a thread-by-thread search finds, from every
+    /// start, with the rest after the last whole block too.
+    #[test]
+    fn past_threshold_finds_the_first_past_one() {
+        let mut rng = herd_policy::Rng::new(5);
+        for n in [0, 1, 7, 8, 9, 61] {
+            let mut m = Motion::default();
+            for _ in 0..n {
+                // About one thread in twelve past its end or its barrier.
+                let (left, to_barrier) = (rng.next_f64(), rng.next_f64());
+                m.push(left, to_barrier, (0.04 * rng.next_f64(), 0.04 * rng.next_f64()));
+            }
+            for from in 0..=n {
+                let want = (from..n)
+                    .find(|&t| m.left[t] <= m.ends_below[t] || m.to_barrier[t] <= m.barrier_below[t]);
+                assert_eq!(m.past_threshold(from), want, "{n} threads from {from}");
+            }
+            if n == 61 {
+                assert!(m.past_threshold(9).is_some(), "the case has one past its threshold");
+            }
+        }
     }
 }
