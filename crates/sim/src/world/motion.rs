@@ -673,9 +673,9 @@ mod tests {
         for n in [0, 1, 7, 8, 9, 61] {
             let mut m = Motion::default();
             for _ in 0..n {
-                // About one thread in twelve past its end or its barrier.
+                // About one thread in five past its end or its barrier.
                 let (left, to_barrier) = (rng.next_f64(), rng.next_f64());
-                m.push(left, to_barrier, (0.04 * rng.next_f64(), 0.04 * rng.next_f64()));
+                m.push(left, to_barrier, (0.2 * rng.next_f64(), 0.2 * rng.next_f64()));
             }
             for from in 0..=n {
                 let want = (from..n)
@@ -683,7 +683,10 @@ mod tests {
                 assert_eq!(m.past_threshold(from), want, "{n} threads from {from}");
             }
             if n == 61 {
-                assert!(m.past_threshold(9).is_some(), "the case has one past its threshold");
+                assert!(
+                    m.past_threshold(9).is_some(),
+                    "the case has one past its threshold"
+                );
             }
         }
     }
