@@ -368,7 +368,7 @@ impl Motion {
     #[inline(always)]
     fn settle_observed_any(&mut self, dt: f64, traffic: &mut Vec<f64>) -> f64 {
         let n = self.left.len();
-        traffic.clear();
+        // Every thread's is written below: only a new size needs filling.
         traffic.resize(n, 0.0);
         let bytes = &mut traffic[..n];
         let (share, rate, idle_share) = (&self.share[..n], &self.rate[..n], &self.idle_share[..n]);
