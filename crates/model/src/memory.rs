@@ -362,17 +362,19 @@ impl MemSystem {
                 }
                 // Hold the other queues: t[j] = rest + a * w at this queue.
                 let old = if wait[q].is_finite() { wait[q] } else { 0.0 };
-                for i in users.clone() {
-                    r[i] = t[who[i]] - weight[i] * old;
+                let (who, weight) = (&who[users.clone()], &weight[users.clone()]);
+                let r = &mut r[users.clone()];
+                for ((r, &j), &a) in r.iter_mut().zip(who).zip(weight) {
+                    *r = t[j] - a * old;
                 }
                 let terms = Terms {
-                    sa: &sa[users.clone()],
-                    r: &r[users.clone()],
-                    a: &weight[users.clone()],
+                    sa: &sa[users],
+                    r,
+                    a: weight,
                 };
                 let (w, l, sat) = self.solve_queue(q, &terms, lambda[q], old);
-                for i in users {
-                    t[who[i]] += weight[i] * (w - old);
+                for (&j, &a) in who.iter().zip(weight) {
+                    t[j] += a * (w - old);
                 }
                 change = change.max((w - old).abs() / old.abs().max(self.request_ns));
                 wait[q] = w;
