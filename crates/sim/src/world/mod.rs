@@ -18,6 +18,7 @@ use herd_policy::{Snapshot, TaskId};
 use herd_topo::{CpuSet, Machine};
 
 mod balance;
+mod busy;
 mod engine_io;
 mod follow;
 mod jitter;
@@ -329,11 +330,12 @@ impl<'a> World<'a> {
                 classes: StreamClasses::default(),
                 class_ns_per_instr: Vec::new(),
                 streams: vec![None; thread_count],
-                // The first recompute builds every thread's stream.
+                // The first recompute builds every thread's stream and
+                // counts every core's busy CPUs.
                 touched_threads: (0..thread_count).collect(),
-                touched_cpus: Vec::new(),
+                touched_cpus: (0..n).collect(),
                 rebuilt: Vec::new(),
-                smt_buf: Vec::new(),
+                smt_buf: vec![1.0; n],
                 speed_of_kind,
                 smt_share_by_busy,
             },
@@ -360,10 +362,8 @@ impl<'a> World<'a> {
             },
             acct: parts::Accounting {
                 power_w: scenario.model.power.idle_w,
-                busy_cpus: 0,
+                busy: busy::BusyCores::new(machine),
                 core_used: vec![false; machine.cores().len()],
-                busy_cores: Vec::new(),
-                busy_cores_counted: true,
                 mem_bytes_total: 0.0,
                 trace: trace.then(Vec::new),
                 open_segments: vec![None; n],
@@ -552,35 +552,27 @@ impl<'a> World<'a> {
         self.view.last_change_period = self.view.observes + 1;
         self.totals.recomputes += 1;
         // Per core: its busy CPUs give each of them an SMT share (S0) and
-        // feed the power model. The buffer is reused: this runs after every
-        // change.
+        // feed the power model. Only the cores of CPUs whose queue changed
+        // are counted again; the shares of the others stand.
         let mut smt = std::mem::take(&mut self.rates.smt_buf);
-        smt.clear();
-        smt.resize(self.kernel.len(), 1.0);
-        let mut packages = vec![false; self.machine.packages().len()];
-        let mut cores_by_kind = vec![0usize; self.machine.kinds().len()];
-        let mut extra = 0;
-        self.acct.busy_cores.clear();
-        self.acct.busy_cores_counted = false;
-        for (c, cpus) in self.kernel.core_cpus.iter().enumerate() {
+        for &pos in &self.rates.touched_cpus {
+            let c = self.kernel.core[pos];
+            let cpus = &self.kernel.core_cpus[c];
             let b = cpus
                 .iter()
                 .filter(|&&p| !self.kernel.queues[p].is_empty())
                 .count();
-            if b > 0 {
-                self.acct.busy_cores.push(c);
-                packages[self.machine.cores()[c].package] = true;
-                cores_by_kind[self.machine.cores()[c].kind] += 1;
-                extra += b - 1;
-            }
-            if b > 1 {
-                let share = self.rates.smt_share_by_busy[b];
-                cpus.iter().for_each(|&p| smt[p] = share);
-            }
+            self.acct.busy.set(c, b);
+            let share = self.rates.smt_share_by_busy[b];
+            cpus.iter().for_each(|&p| smt[p] = share);
         }
-        let active = packages.iter().filter(|&&a| a).count();
-        self.acct.busy_cpus = self.kernel.queues.iter().filter(|q| !q.is_empty()).count();
-        self.acct.power_w = self.model.power.power_w(active, &cores_by_kind, extra);
+        #[cfg(debug_assertions)]
+        self.check_busy(&smt);
+        let busy = &self.acct.busy;
+        self.acct.power_w = self
+            .model
+            .power
+            .power_w(busy.packages(), &busy.by_kind, busy.extra);
         let mut rebuilt = std::mem::take(&mut self.rates.rebuilt);
         rebuilt.clear();
         rebuilt.resize(self.threads.len(), false);
@@ -728,15 +720,10 @@ impl<'a> World<'a> {
 
     /// Machine-wide accounting over `dt` ns at the current rates.
     fn account(&mut self, dt: f64) {
-        if dt > 0.0 && !self.acct.busy_cores_counted {
-            self.acct.busy_cores_counted = true;
-            for &c in &self.acct.busy_cores {
-                if !std::mem::replace(&mut self.acct.core_used[c], true) {
-                    self.totals.cores_used += 1;
-                }
-            }
+        if dt > 0.0 {
+            self.totals.cores_used += self.acct.busy.mark_used(&mut self.acct.core_used);
         }
-        self.totals.busy_cpu_ns += dt * self.acct.busy_cpus as f64;
+        self.totals.busy_cpu_ns += dt * self.acct.busy.cpus as f64;
         self.totals.energy_j += self.acct.power_w * dt * 1e-9;
     }
 

@@ -100,15 +100,12 @@ pub(super) struct SensorView {
 pub(super) struct Accounting {
     /// The machine's power draw as of the last recompute (constant until the next).
     pub(super) power_w: f64,
-    /// CPUs with a non-empty queue, as of the last recompute.
-    pub(super) busy_cpus: usize,
+    /// Busy CPUs and cores as of the last recompute.
+    pub(super) busy: super::busy::BusyCores,
     /// Which physical cores any thread has run on for some time (S0
     /// counts them; a placement undone at the same instant does not
-    /// count), and the cores busy since the last recompute, counted once
-    /// time passes.
+    /// count).
     pub(super) core_used: Vec<bool>,
-    pub(super) busy_cores: Vec<usize>,
-    pub(super) busy_cores_counted: bool,
     /// Memory traffic of all threads so far.
     pub(super) mem_bytes_total: f64,
     /// The timeline (when asked for), and each CPU's segment still open:
