@@ -44,13 +44,14 @@ pub(super) struct Rates {
     pub(super) touched_cpus: Vec<usize>,
     /// Scratch: which threads this recompute rebuilt.
     pub(super) rebuilt: Vec<bool>,
-    /// Scratch space for `recompute`, kept between calls.
+    /// Each CPU's SMT share of its core as of the last recompute, which
+    /// sets it again only for the cores of the CPUs it counts again.
     pub(super) smt_buf: Vec<f64>,
     pub(super) speed_of_kind: Vec<f64>,
     /// Each CPU's SMT share of its core by how many of the core's CPUs
     /// are busy (`smt_share`), made once: a recompute looks it up for
-    /// every busy core, and its division was a quarter of the
-    /// recompute's own time at 256 CPUs.
+    /// each core it counts, and its division was a quarter of the
+    /// recompute's own time at 256 CPUs when it counted every core.
     pub(super) smt_share_by_busy: Vec<f64>,
 }
 
