@@ -93,8 +93,8 @@ pub(super) struct Motion {
 /// once and keeps the answer, so each pass pays a load and a test.
 ///
 /// Why not build everything for AVX2: herd's binary is copied across a
-/// cluster's nodes, and one without AVX2 would stop on its first
-/// instruction; `-C target-cpu=x86-64-v3` for the whole simulator saved
+/// cluster's nodes, and one without AVX2 would stop at the first AVX2
+/// instruction it met; `-C target-cpu=x86-64-v3` for the whole simulator saved
 /// 16% of a simulated `linux` minute's instructions, almost all of it in
 /// these passes.
 macro_rules! avx2_where_present {
