@@ -317,7 +317,7 @@ impl MemSystem {
         }
         // Each user's rate times its weight, the same in every sweep: made
         // once a solve, not each time a queue's terms are (building them
-        // was about a third of the solve's own time).
+        // was about a quarter of the solve's own time).
         sa.clear();
         sa.extend(who.iter().zip(weight.iter()).map(|(&j, &a)| rate[j] * a));
         r.clear();
