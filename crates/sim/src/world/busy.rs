@@ -7,18 +7,14 @@
 //! most of a recompute's own wall time in a simulated `linux` hour, and
 //! a change touches a CPU or two.
 
-use herd_topo::Machine;
+use herd_topo::{Core, Machine};
 
 /// Busy cores by kind and by package, and what the power model and the
 /// accounting read of them.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(super) struct BusyCores {
     /// Busy CPUs (those with a non-empty queue) of each core.
     busy: Vec<usize>,
-    /// Each core's kind and package (read from the machine's core records
-    /// once, not at every change).
-    kind: Vec<usize>,
-    package: Vec<usize>,
     /// Busy cores of each kind and of each package.
     pub(super) by_kind: Vec<usize>,
     by_package: Vec<usize>,
@@ -34,11 +30,8 @@ pub(super) struct BusyCores {
 impl BusyCores {
     /// Every core idle.
     pub(super) fn new(m: &Machine) -> Self {
-        let cores = m.cores();
         BusyCores {
-            busy: vec![0; cores.len()],
-            kind: cores.iter().map(|c| c.kind).collect(),
-            package: cores.iter().map(|c| c.package).collect(),
+            busy: vec![0; m.cores().len()],
             by_kind: vec![0; m.kinds().len()],
             by_package: vec![0; m.packages().len()],
             extra: 0,
@@ -47,8 +40,8 @@ impl BusyCores {
         }
     }
 
-    /// Core `c` now has `busy` busy CPUs.
-    pub(super) fn set(&mut self, c: usize, busy: usize) {
+    /// Core `c` (the machine's `core`) now has `busy` busy CPUs.
+    pub(super) fn set(&mut self, c: usize, core: &Core, busy: usize) {
         let was = std::mem::replace(&mut self.busy[c], busy);
         if was == busy {
             return;
@@ -57,13 +50,13 @@ impl BusyCores {
         self.extra = self.extra + busy.saturating_sub(1) - was.saturating_sub(1);
         match (was > 0, busy > 0) {
             (false, true) => {
-                self.by_kind[self.kind[c]] += 1;
-                self.by_package[self.package[c]] += 1;
+                self.by_kind[core.kind] += 1;
+                self.by_package[core.package] += 1;
                 self.newly_busy.push(c);
             }
             (true, false) => {
-                self.by_kind[self.kind[c]] -= 1;
-                self.by_package[self.package[c]] -= 1;
+                self.by_kind[core.kind] -= 1;
+                self.by_package[core.package] -= 1;
             }
             _ => {}
         }
@@ -108,7 +101,7 @@ impl super::World<'_> {
                 .iter()
                 .filter(|&&p| !self.kernel.queues[p].is_empty())
                 .count();
-            fresh.set(c, b);
+            fresh.set(c, &self.machine.cores()[c], b);
             assert_eq!(
                 kept.of_core(c),
                 b,
@@ -120,5 +113,35 @@ impl super::World<'_> {
         }
         let sums = |b: &BusyCores| (b.cpus, b.extra, b.by_kind.clone(), b.packages());
         assert_eq!(sums(kept), sums(&fresh), "the busy cores' sums");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sums follow each core's changes, and a core counts as used
+    /// once time passes while it is busy: not when it was busy only for
+    /// an instant, and not twice.
+    #[test]
+    fn busy_cores_sum_their_changes_and_count_used_once() {
+        let m = Machine::synthetic("package:2 core:2 pu:2").unwrap();
+        let cores = m.cores();
+        let mut busy = BusyCores::new(&m);
+        let mut used = vec![false; cores.len()];
+        busy.set(0, &cores[0], 2);
+        busy.set(3, &cores[3], 1);
+        assert_eq!((busy.cpus, busy.extra, busy.packages()), (3, 1, 2));
+        // Core 1 busy for an instant only: undone before time passes.
+        busy.set(1, &cores[1], 1);
+        busy.set(1, &cores[1], 0);
+        assert_eq!(busy.mark_used(&mut used), 2);
+        assert_eq!(used, [true, false, false, true]);
+        // Still busy when time passes again: not counted twice.
+        busy.set(0, &cores[0], 1);
+        assert_eq!(busy.mark_used(&mut used), 0);
+        busy.set(3, &cores[3], 0);
+        assert_eq!((busy.cpus, busy.extra, busy.packages()), (1, 0, 1));
+        assert_eq!(busy.by_kind, [1]);
     }
 }

@@ -562,7 +562,7 @@ impl<'a> World<'a> {
                 .iter()
                 .filter(|&&p| !self.kernel.queues[p].is_empty())
                 .count();
-            self.acct.busy.set(c, b);
+            self.acct.busy.set(c, &self.machine.cores()[c], b);
             let share = self.rates.smt_share_by_busy[b];
             cpus.iter().for_each(|&p| smt[p] = share);
         }
