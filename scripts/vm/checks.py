@@ -563,6 +563,31 @@ def check_numa_model_shares(shape):
         stop(h)
 
 
+# How long the guard and the keeper get to give back what a SIGKILLed herd
+# held: seconds in an emulated guest, up to a minute on a busy host
+# (`check_sigkill_leaves_nothing`), within the check's own limit for both
+# halves.
+GIVE_BACK_S = 90
+
+
+def left_behind(programs):
+    """What of herd's is still on these programs: stopped, frozen, in one
+    of herd's groups, or pinned."""
+    problems = []
+    for p in programs:
+        try:
+            state = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0]
+            cg = open(f"/proc/{p}/cgroup").read()
+        except OSError:
+            continue
+        if state in "Tt" or "herd-" in cg:
+            problems.append(f"{p} state {state} cgroup {cg.strip()}")
+        mine = masks(p)
+        if any(m != set(range(os.cpu_count())) for m in mine.values()):
+            problems.append(f"{p} pinned: {mine}")
+    return problems
+
+
 def check_sigkill_leaves_nothing(shape):
     """SIGKILL of herd batch (held programs, a pause, cgroups made) leaves
     nothing stopped, frozen or confined, and no group of herd's."""
@@ -588,21 +613,25 @@ def check_sigkill_leaves_nothing(shape):
         expect(len(programs) >= 12, f"{pause}: {len(programs)} of 12 programs started (herd exited {h.poll()})")
         h.kill()
         h.wait()
-        time.sleep(5)
-        problems = []
+        # Giving back is the guard's and the keeper's, both woken when
+        # herd's pipes close: the guard moves every program out of herd's
+        # groups, then the keeper gives back the masks. A fixed 5 s failed
+        # once with 7 programs pinned and none left in a group: the keeper
+        # had not yet acted. Watched in a guest on a busy host, the guard
+        # and keeper were still at work 41 s after the kill, and all was
+        # given back within 2-56 s (the looks themselves took seconds).
+        # The promise checked is that it is all given back.
+        since, problems = time.time(), ["not looked at"]
+        while problems and time.time() < since + GIVE_BACK_S:
+            time.sleep(0.5)
+            problems = left_behind(programs)
         for p in programs:
             try:
-                state = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0]
-                cg = open(f"/proc/{p}/cgroup").read()
+                os.kill(p, signal.SIGKILL)
             except OSError:
-                continue
-            if state in "Tt" or "herd-" in cg:
-                problems.append(f"{p} state {state} cgroup {cg.strip()}")
-            mine = masks(p)
-            if any(m != set(range(os.cpu_count())) for m in mine.values()):
-                problems.append(f"{p} pinned: {mine}")
-            os.kill(p, signal.SIGKILL)
+                pass
         time.sleep(1)
+        problems = [f"{GIVE_BACK_S} s after: {x}" for x in problems]
         expect(not problems, f"{pause}: {problems}")
         expect(not herd_groups(), f"{pause}: groups left: {sorted(herd_groups())}")
 
