@@ -563,10 +563,11 @@ def check_numa_model_shares(shape):
         stop(h)
 
 
-# How long the guard and the keeper get to give back what a SIGKILLed herd
-# held: seconds in an emulated guest, up to a minute on a busy host
-# (`check_sigkill_leaves_nothing`), within the check's own limit for both
-# halves.
+# How long the guard and the keeper get, once herd is reaped, to give back
+# what it held. Measured from the reaping in a 2s2c2t guest, they took
+# 0-7.0 s (`scripts/vm/sigkill-timing.py` and this check's own print;
+# docs/results.md, issue 28's forty-seventh session); room is left for a
+# busy host.
 GIVE_BACK_S = 90
 
 
@@ -588,39 +589,55 @@ def left_behind(programs):
     return problems
 
 
-def check_sigkill_leaves_nothing(shape):
-    """SIGKILL of herd batch (held programs, a pause, cgroups made) leaves
-    nothing stopped, frozen or confined, and no group of herd's."""
+def batch_to_kill(pause, env=None):
+    """herd batch running 12 programs under cosched:fair with `pause`,
+    once they all run and herd has paused some: (herd, the programs)."""
     batch = "/tmp/k.toml"
     with open(batch, "w") as f:
         f.write(f'[[program]]\nname = "k"\ncmd = ["{W}/barrier", "--threads", "2", "--mode", "block", '
                 f'"--work", "2e4", "--phases", "100000"]\ncopies = 12\n')
+    h = subprocess.Popen([HERD, "batch", batch, "--policy", f"cosched:fair:slots={os.cpu_count()}",
+                          "--pause", pause, "--period-ms", "100", "--logs", "/tmp/logs"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    # Until the programs run and herd has paused some (cosched:fair takes
+    # turns: 12 programs of 2 threads on 8 CPUs; the cap given, so they do
+    # even if each is seen to need one CPU).
+    deadline = time.time() + 90
+    programs = []
+    while time.time() < deadline and h.poll() is None:
+        programs = [p for p in descendants(h.pid) if "barrier" in cmdline(p)]
+        if len(programs) >= 12 and time.time() > deadline - 80:
+            break
+        time.sleep(1)
+    expect(len(programs) >= 12, f"{pause}: {len(programs)} of 12 programs started (herd exited {h.poll()})")
+    return h, programs
+
+
+def kill_all(programs):
+    for p in programs:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def check_sigkill_leaves_nothing(shape):
+    """SIGKILL of herd batch (held programs, a pause, cgroups made) leaves
+    nothing stopped, frozen or confined, and no group of herd's."""
     for pause in ["freezer", "signals"]:
         progress(f"sigkill {pause}")
-        h = subprocess.Popen([HERD, "batch", batch, "--policy", f"cosched:fair:slots={os.cpu_count()}",
-                              "--pause", pause, "--period-ms", "100", "--logs", "/tmp/logs"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        # Until the programs run and herd has paused some (cosched:fair
-        # takes turns: 12 programs of 2 threads on 8 CPUs; the cap given,
-        # so they do even if each is seen to need one CPU).
-        deadline = time.time() + 90
-        programs = []
-        while time.time() < deadline and h.poll() is None:
-            programs = [p for p in descendants(h.pid) if "barrier" in cmdline(p)]
-            if len(programs) >= 12 and time.time() > deadline - 80:
-                break
-            time.sleep(1)
-        expect(len(programs) >= 12, f"{pause}: {len(programs)} of 12 programs started (herd exited {h.poll()})")
+        h, programs = batch_to_kill(pause)
         h.kill()
+        # herd itself can take long to die: a thread of its in a cpuset
+        # write waits, unkillable, for the kernel's memory migration (up
+        # to 97 s in a guest). The check's own time limit covers that.
         h.wait()
         # Giving back is the guard's and the keeper's, both woken when
         # herd's pipes close: the guard moves every program out of herd's
         # groups, then the keeper gives back the masks. A fixed 5 s failed
-        # once with 7 programs pinned and none left in a group: the keeper
-        # had not yet acted. Watched in a guest on a busy host, the guard
-        # and keeper were still at work 41 s after the kill, and all was
-        # given back within 2-56 s (the looks themselves took seconds).
-        # The promise checked is that it is all given back.
+        # once with 7 programs pinned and none left in a group (the keeper
+        # had not yet acted); measured, it took up to 7.0 s. The promise
+        # checked is that it is all given back.
         since, problems = time.time(), ["not looked at"]
         while problems and time.time() < since + GIVE_BACK_S:
             time.sleep(0.5)
@@ -629,11 +646,7 @@ def check_sigkill_leaves_nothing(shape):
             # How long it took, for the record: a check that passes slowly
             # is a lead before it is a failure.
             print(f"  {pause}: all given back {time.time() - since:.1f} s after herd was reaped", flush=True)
-        for p in programs:
-            try:
-                os.kill(p, signal.SIGKILL)
-            except OSError:
-                pass
+        kill_all(programs)
         time.sleep(1)
         problems = [f"{GIVE_BACK_S} s after: {x}" for x in problems]
         expect(not problems, f"{pause}: {problems}")
