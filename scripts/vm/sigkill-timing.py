@@ -10,6 +10,8 @@ Run in a guest, as the checks are:
 
 Prints one line a round (seconds from the kill), and for a herd that
 took over 2 s to be reaped, its threads' most seen states and stacks.
+With --watch S, first looks at herd's threads for S s while it runs and
+says how often one waited in a cpuset write (herd's loop stalls there).
 """
 import argparse
 import os
@@ -56,18 +58,45 @@ def stacks_until_reaped(h, limit_s):
     return seen
 
 
+def cpuset_waits(h, watch_s):
+    """Looks at herd's threads' kernel stacks every quarter second for
+    `watch_s` s while it runs: (looks, looks with a thread waiting in a
+    cpuset write or cgroup move, the longest run of such looks in s)."""
+    looks = waits = run = longest = 0
+    t0 = time.time()
+    while time.time() - t0 < watch_s and h.poll() is None:
+        waiting = False
+        for tid in os.listdir(f"/proc/{h.pid}/task"):
+            try:
+                stack = open(f"/proc/{h.pid}/task/{tid}/stack").read()
+            except OSError:
+                continue
+            waiting |= "cpuset_write_resmask" in stack or "cpuset_post_attach" in stack
+        looks, waits = looks + 1, waits + waiting
+        run = run + 1 if waiting else 0
+        longest = max(longest, run)
+        time.sleep(0.25)
+    return looks, waits, longest * 0.25
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--pause", choices=["freezer", "signals"], default="freezer")
     ap.add_argument("--bpf", choices=["on", "off", "auto"], default="auto",
                     help="HERD_SCHED_BPF for herd (auto: herd's default)")
+    ap.add_argument("--watch", type=float, default=0,
+                    help="seconds to watch herd's threads for waits in cpuset writes before the kill")
     a = ap.parse_args()
     env = dict(os.environ)
     if a.bpf != "auto":
         env["HERD_SCHED_BPF"] = a.bpf
     for _ in range(a.rounds):
         h, programs = checks.batch_to_kill(a.pause, env)
+        if a.watch > 0:
+            looks, waits, longest = cpuset_waits(h, a.watch)
+            print(f"{a.pause}: {waits} of {looks} looks saw a herd thread wait in a cpuset write "
+                  f"(longest run {longest:.2f} s)", flush=True)
         before = helpers()
         h.kill()
         t0 = time.time()

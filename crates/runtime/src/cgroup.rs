@@ -141,8 +141,6 @@ pub struct Request {
 #[derive(Debug, Clone, Default)]
 struct JobState {
     cpus: Option<CpuSet>,
-    /// The memory nodes its cpuset allows, as last written.
-    mems: Option<String>,
     frozen: bool,
 }
 
@@ -153,40 +151,6 @@ pub struct Cgroups {
     freezer: Option<Hierarchy>,
     jobs: Vec<Option<JobState>>,
     guard: Option<(Child, ChildStdin)>,
-    /// The machine's NUMA nodes and their CPUs (empty: no NUMA sysfs).
-    nodes: Vec<(u32, CpuSet)>,
-}
-
-/// The NUMA nodes under `sys/devices/system/node` and their CPUs.
-pub(crate) fn numa_nodes(sys: &Path) -> Vec<(u32, CpuSet)> {
-    let Ok(dir) = fs::read_dir(sys.join("devices/system/node")) else {
-        return Vec::new();
-    };
-    let mut nodes: Vec<(u32, CpuSet)> = dir
-        .flatten()
-        .filter_map(|e| {
-            let id = e.file_name().to_str()?.strip_prefix("node")?.parse().ok()?;
-            let cpus = CpuSet::parse_list(fs::read_to_string(e.path().join("cpulist")).ok()?.trim()).ok()?;
-            Some((id, cpus))
-        })
-        .collect();
-    nodes.sort_by_key(|(id, _)| *id);
-    nodes
-}
-
-/// The memory nodes for a cpuset of `cpus`: the nodes of its CPUs, so that
-/// a job's memory is allocated (and, when its nodes change, moved) where
-/// it runs. `None` where the machine has one node or says nothing.
-fn mems_for(nodes: &[(u32, CpuSet)], cpus: &CpuSet) -> Option<String> {
-    if nodes.len() < 2 {
-        return None;
-    }
-    let ids: Vec<String> = nodes
-        .iter()
-        .filter(|(_, c)| c.iter().any(|cpu| cpus.contains(cpu)))
-        .map(|(id, _)| id.to_string())
-        .collect();
-    (!ids.is_empty()).then(|| ids.join(","))
 }
 
 impl Cgroups {
@@ -199,7 +163,6 @@ impl Cgroups {
             freezer: None,
             jobs: Vec::new(),
             guard: None,
-            nodes: numa_nodes(Path::new("/sys")),
         };
         // The guard starts before any group is made: herd killed between
         // the two left an empty herd-<pid> behind (1 in 40 SIGKILLs a few
@@ -274,6 +237,19 @@ impl Cgroups {
     /// Confines job `job` to `cpus`. Returns whether the cpuset changed: a
     /// v1 cpuset write resets its tasks' affinities, so the caller must set
     /// them again.
+    ///
+    /// Only the CPUs: `cpuset.mems` stays the parent's. A cgroup v2 cpuset
+    /// (a v1 one with `memory_migrate`) moves a job's pages whenever its
+    /// memory nodes change, and every cpuset write then waits for the
+    /// kernel's queued moves (`cpuset_write_resmask` flushes them), so a
+    /// policy that moved a job across nodes each turn (`cosched:fair`
+    /// rotating programs) dragged its memory behind it at every turn, past
+    /// the follower's rate limits and `--memory-follow off`, with herd's
+    /// loop blocked in the write; a SIGKILLed herd took up to 97 s to die,
+    /// a thread stuck there (`docs/results.md`, issue 28's forty-seventh
+    /// session). New pages are still local (first touch on the node the
+    /// CPUs are on); a job's old pages come along through the memory
+    /// follower alone (`herd_engine::memory_follow`), off the loop.
     pub fn set_cpus(&mut self, job: usize, cpus: &CpuSet) -> Result<bool, CgroupError> {
         let (Some(h), Some(Some(state))) = (&self.cpuset, self.jobs.get_mut(job)) else {
             return Ok(false);
@@ -281,26 +257,7 @@ impl Cgroups {
         if state.cpus.as_ref() == Some(cpus) {
             return Ok(false);
         }
-        // Memory follows the CPUs: a cgroup v2 cpuset moves a job's pages
-        // when its memory nodes change, a v1 one when memory_migrate is
-        // set (at the group's making). Widened before the CPUs, narrowed
-        // after, so the two always share a node.
-        let mems = mems_for(&self.nodes, cpus);
-        let dir = h.job(job);
-        let mems_changed = mems.is_some() && mems != state.mems;
-        if mems_changed {
-            let both = match (&state.mems, &mems) {
-                (Some(old), Some(new)) => format!("{old},{new}"),
-                (_, Some(new)) => new.clone(),
-                _ => unreachable!("mems_changed needs new mems"),
-            };
-            write(&dir.join("cpuset.mems"), &both)?;
-        }
-        write(&dir.join("cpuset.cpus"), &cpus.to_string())?;
-        if let (true, Some(m)) = (mems_changed, &mems) {
-            write(&dir.join("cpuset.mems"), m)?;
-            state.mems = mems;
-        }
+        write(&h.job(job).join("cpuset.cpus"), &cpus.to_string())?;
         state.cpus = Some(cpus.clone());
         Ok(true)
     }
@@ -358,14 +315,13 @@ fn make_group(dir: &Path, parent: &Path, version: Version, controller: &str) -> 
     }
     match (version, controller) {
         // A new v1 cpuset is empty, and a task cannot join an empty cpuset:
-        // start from the parent's CPUs and memory nodes.
+        // start from the parent's CPUs and memory nodes (the memory nodes
+        // stay so: see `set_cpus`).
         (Version::V1, "cpuset") => {
             for file in ["cpuset.mems", "cpuset.cpus"] {
                 let value = read(&parent.join(file))?;
                 write(&dir.join(file), value.trim())?;
             }
-            // Pages move with the job when herd changes its memory nodes.
-            let _ = write(&dir.join("cpuset.memory_migrate"), "1");
         }
         // In v2 a controller works in a group only when its parent enables
         // it for its children.

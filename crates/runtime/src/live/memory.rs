@@ -8,9 +8,10 @@
 //! balance NUMA memory (`numa_balancing=0`, common on HPC nodes and what
 //! S3 assumed): the simulator's `first-touch` memory model. With it, the
 //! job's memory comes to its nodes within seconds of a lasting move: the
-//! `local` model, reached in steps. A job confined by a cgroup cpuset
-//! already has its pages moved by the kernel when `cpuset.mems` changes
-//! (`cgroup.rs`); this is the path for jobs placed by affinity alone.
+//! `local` model, reached in steps. It is the one path for every job, those
+//! confined by a cgroup cpuset too: their `cpuset.mems` is left as the
+//! parent's (`Cgroups::set_cpus` says why), so the kernel moves no page
+//! when herd moves their CPUs.
 //!
 //! When a move is due, and for which jobs (those herd pinned, and those it
 //! pinned and then handed to the kernel), is the rule in
@@ -25,6 +26,8 @@
 //! arguments are two node bitmasks, and libnuma would add a C library to
 //! every install for it.
 
+use std::fs;
+use std::path::Path;
 use std::sync::mpsc;
 
 use herd_engine::memory_follow::{Due, Rule, RunsOn};
@@ -177,6 +180,23 @@ impl Follower {
             Err(_) => self.refused += 1,
         }
     }
+}
+
+/// The NUMA nodes under `sys/devices/system/node` and their CPUs.
+pub(crate) fn numa_nodes(sys: &Path) -> Vec<(u32, CpuSet)> {
+    let Ok(dir) = fs::read_dir(sys.join("devices/system/node")) else {
+        return Vec::new();
+    };
+    let mut nodes: Vec<(u32, CpuSet)> = dir
+        .flatten()
+        .filter_map(|e| {
+            let id = e.file_name().to_str()?.strip_prefix("node")?.parse().ok()?;
+            let cpus = CpuSet::parse_list(fs::read_to_string(e.path().join("cpulist")).ok()?.trim()).ok()?;
+            Some((id, cpus))
+        })
+        .collect();
+    nodes.sort_by_key(|(id, _)| *id);
+    nodes
 }
 
 /// A node bitmask as `migrate_pages` takes it: unsigned longs, node `n` at

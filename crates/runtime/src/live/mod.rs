@@ -298,7 +298,7 @@ impl LiveWorld {
                     kb: vec![None; programs.len()],
                 }),
             idle_ticks: None,
-            follower: memory::Follower::new(crate::cgroup::numa_nodes(Path::new("/sys"))),
+            follower: memory::Follower::new(memory::numa_nodes(Path::new("/sys"))),
             proc_root: PathBuf::from("/proc"),
             programs,
             tasks: BTreeMap::new(),
