@@ -119,11 +119,11 @@ pub struct LoopArgs {
     /// Memory follows placement: when the policy has kept a job's threads
     /// on other NUMA nodes than most of its pages for a second, herd moves
     /// those pages to the job's nodes (migrate_pages; at most once per job
-    /// every 5 s); so too for a job herd pinned and then handed to the
-    /// kernel, onto the nodes the kernel keeps it on. Off: pages stay where
-    /// they were first touched, unless the kernel's NUMA balancing moves
-    /// them. Only machines with several
-    /// NUMA nodes.
+    /// every 5 s, and twice as seldom after each move that left most of
+    /// them away, up to 320 s); so too for a job herd pinned and then
+    /// handed to the kernel, onto the nodes the kernel keeps it on. Off:
+    /// pages stay where they were first touched, unless the kernel's NUMA
+    /// balancing moves them. Only machines with several NUMA nodes.
     #[arg(long, value_enum, default_value = "on")]
     pub memory_follow: OnOff,
 }

@@ -35,6 +35,12 @@ pub const SETTLED_NS: u64 = 1_000_000_000;
 /// stalls the threads that touch them, and a policy (or the kernel) that
 /// moves a job to and fro must not have its memory chase it.
 pub const GAP_NS: u64 = 5_000_000_000;
+/// The longest wait between two moves of one job's memory that did not
+/// take: a move that leaves at least half of what was away where it was
+/// (the job's nodes cannot hold it all: a 6 GiB program on 5 GiB nodes in
+/// a guest was moved every 5 s, 9 times in two minutes, each a GB walked
+/// in vain) doubles the wait before the next, up to this.
+pub const MAX_GAP_NS: u64 = 320_000_000_000;
 /// A share of the job's memory smaller than this away from its nodes is
 /// left where it is: the move would cost more than the remote accesses it
 /// saves.
@@ -167,6 +173,11 @@ struct JobState {
     since_ns: u64,
     moved_ns: Option<u64>,
     pinned_ever: bool,
+    /// How much was away when its last move was due.
+    last_kb: Option<u64>,
+    /// The wait after its last move: [`GAP_NS`], doubled after each move
+    /// that did not take (0: [`GAP_NS`]).
+    gap_ns: u64,
 }
 
 /// The rule's state over a run.
@@ -251,11 +262,23 @@ impl Rule {
             st.since_ns = now_ns;
         }
         let settled = !st.nodes.is_empty() && now_ns.saturating_sub(st.since_ns) >= SETTLED_NS;
-        let rested = st.moved_ns.is_none_or(|t| now_ns.saturating_sub(t) >= GAP_NS);
+        let gap_ns = st.gap_ns.max(GAP_NS);
+        let rested = st.moved_ns.is_none_or(|t| now_ns.saturating_sub(t) >= gap_ns);
         if !(settled && rested && free) {
             return None;
         }
         let (from, kb) = worth_moving(&st.nodes, memory_kb()?.as_ref(), self.min_kb)?;
+        // The last move, to these same nodes, left at least half of what
+        // was away: the next one waits twice as long.
+        let took = st
+            .last_kb
+            .is_none_or(|last| st.moved_ns.is_none_or(|t| t < st.since_ns) || kb.saturating_mul(2) < last);
+        st.gap_ns = if took {
+            GAP_NS
+        } else {
+            gap_ns.saturating_mul(2).min(MAX_GAP_NS)
+        };
+        st.last_kb = Some(kb);
         Some(Due {
             from,
             to: st.nodes.iter().copied().collect(),
@@ -264,7 +287,8 @@ impl Rule {
     }
 
     /// Job `job`'s memory moved (or was held off) at `now_ns`: the next
-    /// move waits [`GAP_NS`].
+    /// move waits [`GAP_NS`], or longer after moves that did not take
+    /// ([`MAX_GAP_NS`]).
     pub fn rest(&mut self, job: usize, now_ns: u64) {
         if let Some(st) = self.jobs.get_mut(job) {
             st.moved_ns = Some(now_ns);
@@ -376,6 +400,56 @@ mod tests {
         );
         assert!(f.due(0, &on1, Some(&mem), SETTLED_NS + GAP_NS, true).is_some());
         assert!(Rule::new(vec![(0, cpus(&[0, 1, 2, 3]))], 0).is_none());
+    }
+
+    /// A move that leaves most of the memory away (the job's nodes cannot
+    /// hold it) doubles the wait before the next, up to MAX_GAP_NS; one
+    /// that takes, or a move of the job to other nodes, brings the wait
+    /// back to GAP_NS.
+    #[test]
+    fn moves_that_do_not_take_wait_longer_each_time() {
+        let mut f = two_nodes();
+        let stuck = [(0, 1_000_000), (1, 5_000_000)];
+        let on1 = RunsOn::Pinned(cpus(&[4]));
+        assert_eq!(f.due(0, &on1, Some(&stuck), 0, true), None);
+        // Each due move made at once; the memory stays away.
+        let mut at = Vec::new();
+        let mut now = SETTLED_NS;
+        while now < SETTLED_NS + 3 * MAX_GAP_NS {
+            if f.due(0, &on1, Some(&stuck), now, true).is_some() {
+                at.push((now - SETTLED_NS) / GAP_NS);
+                f.rest(0, now);
+            }
+            now += GAP_NS / 5;
+        }
+        // Waits of 5, 10, 20, ... 320 s, then 320 s again.
+        assert_eq!(at, [0, 1, 3, 7, 15, 31, 63, 127, 191]);
+        // The memory comes (the last move took): back to GAP_NS.
+        let now = SETTLED_NS + 191 * GAP_NS + MAX_GAP_NS;
+        let came = [(0, 450_000), (1, 3_000_000)];
+        assert!(f.due(0, &on1, Some(&came), now, true).is_some());
+        f.rest(0, now);
+        assert!(
+            f.due(0, &on1, Some(&came), now + GAP_NS, true).is_some(),
+            "the wait is 5 s again"
+        );
+        // Another job, stuck twice, then moved to node 0: no longer waits longer.
+        let on0 = RunsOn::Pinned(cpus(&[0]));
+        let away = [(0, 1_000_000), (1, 1_000_000)];
+        let _ = f.due(1, &on1, Some(&away), 0, true);
+        for now in [SETTLED_NS, SETTLED_NS + GAP_NS] {
+            assert!(f.due(1, &on1, Some(&away), now, true).is_some());
+            f.rest(1, now);
+        }
+        let moved_at = SETTLED_NS + GAP_NS + 1;
+        assert_eq!(f.due(1, &on0, Some(&away), moved_at, true), None, "just moved");
+        // The wait set at the last move holds (10 s: it did not take)...
+        let rested = SETTLED_NS + 3 * GAP_NS;
+        assert_eq!(f.due(1, &on0, Some(&away), rested - 1, true), None);
+        assert!(f.due(1, &on0, Some(&away), rested, true).is_some());
+        f.rest(1, rested);
+        // ... but the move to node 0's is a first one: 5 s after it.
+        assert!(f.due(1, &on0, Some(&away), rested + GAP_NS, true).is_some());
     }
 
     /// `due_with` asks where the memory is only when a move could be due,

@@ -107,7 +107,7 @@ impl LiveWorld {
         let Some(f) = self.follower.as_mut() else { return };
         f.collect();
         let now_ns = self.start.elapsed().as_nanos() as u64;
-        let kb = self.numa_memory.as_ref().map(|m| &m.kb);
+        let numa = self.numa_memory.as_ref();
         let every = f.rule.every.clone();
         // A thread's CPU as last sampled: where the kernel runs one that
         // herd let go (a job handed back by the guard, whose memory herd's
@@ -124,11 +124,15 @@ impl LiveWorld {
             }),
             &every,
         );
+        let mut moved = None;
         for (job, p) in self.programs.iter().enumerate() {
             if !p.alive() || p.paused {
                 continue;
             }
-            let memory = kb.and_then(|k| k.get(job)).and_then(|m| m.as_deref());
+            let memory = numa
+                .filter(|m| m.settled.get(job) == Some(&true))
+                .and_then(|m| m.kb.get(job))
+                .and_then(|m| m.as_deref());
             if let Some(herd_engine::memory_follow::Due { from, to, kb }) =
                 f.due(job, &runs_on[job], memory, now_ns)
             {
@@ -163,7 +167,13 @@ impl LiveWorld {
                     },
                     now_ns,
                 );
+                moved = Some(job);
             }
+        }
+        // Its reading is of before the move: the next move waits for one
+        // taken after it.
+        if let (Some(job), Some(m)) = (moved, self.numa_memory.as_mut()) {
+            m.settled[job] = false;
         }
     }
 

@@ -75,7 +75,7 @@ pub struct Follower {
     /// The move in flight, on a thread of its own: `migrate_pages` runs as
     /// long as copying the pages takes (a second per few GB), and herd's
     /// loop must keep its period meanwhile.
-    in_flight: Option<mpsc::Receiver<Moved>>,
+    in_flight: Option<(usize, mpsc::Receiver<Moved>)>,
     /// Moves started.
     pub moves: u64,
     /// kB on other nodes when those moves started.
@@ -104,7 +104,7 @@ impl Follower {
 
     /// Collects a finished move, if one finished.
     pub fn collect(&mut self) {
-        let Some(rx) = &self.in_flight else { return };
+        let Some((_, rx)) = &self.in_flight else { return };
         match rx.try_recv() {
             Ok(done) => {
                 self.count(done);
@@ -113,6 +113,11 @@ impl Follower {
             Err(mpsc::TryRecvError::Empty) => {}
             Err(mpsc::TryRecvError::Disconnected) => self.in_flight = None,
         }
+    }
+
+    /// The job whose memory is moving, if a move is under way.
+    pub fn moving(&self) -> Option<usize> {
+        self.in_flight.as_ref().map(|(job, _)| *job)
     }
 
     /// [`Rule::due`], free while no move is in flight.
@@ -156,7 +161,7 @@ impl Follower {
                 });
             });
         if spawned.is_ok() {
-            self.in_flight = Some(rx);
+            self.in_flight = Some((job, rx));
             self.moves += 1;
             self.moved_kb += mv.kb;
         } else {
@@ -168,7 +173,7 @@ impl Follower {
     /// Waits for the move in flight, if any (at the end of a run, so the
     /// summary counts it and no thread outlives herd's loop).
     pub fn finish(&mut self) {
-        if let Some(done) = self.in_flight.take().and_then(|rx| rx.recv().ok()) {
+        if let Some(done) = self.in_flight.take().and_then(|(_, rx)| rx.recv().ok()) {
             self.count(done);
         }
     }
@@ -229,39 +234,83 @@ pub fn migrate_pages(pid: i32, from: &[u32], to: &[u32]) -> std::io::Result<u64>
     }
 }
 
+/// The least time between two readings of one program's memory.
+pub const READ_EVERY_NS: u64 = 1_000_000_000;
+
+/// A reading of `/proc/<pid>/numa_maps` walks every page the program has
+/// mapped, on herd's loop: about 10 ms a GiB on this VM (1 GiB 10.1-10.9
+/// ms, 4 GiB 36.0-37.6 ms). Read every second, a 64 GiB program would
+/// take most of a CPU and stall every turn. So a program's next reading
+/// waits this many times as long as its last one took: reading stays
+/// within 1% of a CPU, and such a program is read about once a minute.
+/// Where memory lies changes slowly (first touch, and herd's own moves).
+pub const READ_COST_FACTOR: u64 = 100;
+
+/// When a program whose memory was read at `now_ns`, in `took_ns`, is next
+/// read.
+pub(super) fn next_read_ns(now_ns: u64, took_ns: u64) -> u64 {
+    now_ns.saturating_add(READ_EVERY_NS.max(took_ns.saturating_mul(READ_COST_FACTOR)))
+}
+
 /// Programs' memory per NUMA node (kB by OS node), as last read.
 pub(super) struct NumaMemory {
-    pub(super) read_ns: Option<u64>,
+    /// Each program's memory as last read.
     pub(super) kb: Vec<Option<Vec<(u32, u64)>>>,
+    /// When each program's memory is next read (ns into the run).
+    next_ns: Vec<u64>,
+    /// Whether each program's reading was taken with no move of its memory
+    /// under way or begun since: the follower moves a job's memory only on
+    /// such a reading, not on one from before its last move that a
+    /// program read seldom still holds.
+    pub(super) settled: Vec<bool>,
+}
+
+impl NumaMemory {
+    /// Nothing read yet of `programs` programs; each is read at once.
+    pub(super) fn new(programs: usize) -> NumaMemory {
+        NumaMemory {
+            kb: vec![None; programs],
+            next_ns: vec![0; programs],
+            settled: vec![false; programs],
+        }
+    }
 }
 
 impl super::LiveWorld {
-    /// Reads where each program's memory is, at most once a second (numa_maps
-    /// walks every mapping: ms for a large process), into its job view.
-    /// `rebuilt`: the views are new and hold no reading yet.
+    /// Reads where each program's memory is when due ([`next_read_ns`]),
+    /// into its job view. `rebuilt`: the views are new and hold no reading
+    /// yet.
     pub(super) fn refresh_numa_memory(&mut self, now_ns: u64, jobs: &mut [JobView], rebuilt: bool) {
-        let Some(NumaMemory { read_ns: last, kb }) = &mut self.numa_memory else {
+        let Some(m) = &mut self.numa_memory else {
             return;
         };
-        let due = last.is_none_or(|l| now_ns.saturating_sub(l) >= 1_000_000_000);
-        if due {
-            *last = Some(now_ns);
-            for (j, p) in self.programs.iter().enumerate().filter(|(_, p)| p.alive()) {
-                // The program and every process it forked: a shell's
-                // memory alone said nothing of the program it started.
-                kb[j] = procfs::numa_memory_kb(&self.proc_root, p.pid);
-                for &pid in forked(&self.family, j) {
-                    if let Some(more) = procfs::numa_memory_kb(&self.proc_root, pid) {
-                        procfs::add_node_kb(kb[j].get_or_insert_with(Vec::new), &more);
-                    }
+        let moving = self.follower.as_ref().and_then(Follower::moving);
+        let mut read = false;
+        for (j, p) in self.programs.iter().enumerate().filter(|(_, p)| p.alive()) {
+            if now_ns < m.next_ns[j] {
+                continue;
+            }
+            let started = std::time::Instant::now();
+            // The program and every process it forked: a shell's memory
+            // alone said nothing of the program it started.
+            m.kb[j] = procfs::numa_memory_kb(&self.proc_root, p.pid);
+            for &pid in forked(&self.family, j) {
+                if let Some(more) = procfs::numa_memory_kb(&self.proc_root, pid) {
+                    procfs::add_node_kb(m.kb[j].get_or_insert_with(Vec::new), &more);
                 }
             }
+            let took_ns = started.elapsed().as_nanos() as u64;
+            m.next_ns[j] = next_read_ns(now_ns, took_ns);
+            self.stats.memory_reads += 1;
+            self.stats.memory_read_ns += took_ns;
+            m.settled[j] = moving != Some(j);
+            read = true;
         }
-        if !(due || rebuilt) {
+        if !(read || rebuilt) {
             return;
         }
         for v in jobs.iter_mut() {
-            v.memory_kb = kb.get(v.id as usize).cloned().flatten();
+            v.memory_kb = m.kb.get(v.id as usize).cloned().flatten();
         }
     }
 }
@@ -270,6 +319,22 @@ impl super::LiveWorld {
 mod tests {
     use super::*;
     use herd_engine::memory_follow::{GAP_NS, SETTLED_NS};
+
+    /// A program is read every second while reading it is cheap; one
+    /// whose reading took long (numa_maps of a large program) waits a
+    /// hundred times as long, so reading stays within 1% of a CPU.
+    #[test]
+    fn a_dear_reading_is_made_seldom() {
+        let ms = 1_000_000;
+        assert_eq!(next_read_ns(5_000 * ms, 2 * ms), 6_000 * ms);
+        assert_eq!(next_read_ns(5_000 * ms, 10 * ms), 6_000 * ms);
+        assert_eq!(
+            next_read_ns(5_000 * ms, 600 * ms),
+            65_000 * ms,
+            "64 GiB: once a minute"
+        );
+        assert_eq!(next_read_ns(u64::MAX - 1, u64::MAX), u64::MAX, "no overflow");
+    }
 
     #[test]
     fn a_job_must_settle_and_rest_between_moves() {
@@ -294,7 +359,9 @@ mod tests {
             },
             SETTLED_NS,
         );
+        assert_eq!(f.moving(), Some(0), "job 0's move under way");
         f.finish();
+        assert_eq!(f.moving(), None);
         assert_eq!((f.moves, f.refused), (1, 0), "a process gone is not a refusal");
         assert_eq!(
             f.due(0, &on1, Some(&mem), SETTLED_NS + GAP_NS / 2),
@@ -302,11 +369,13 @@ mod tests {
             "resting"
         );
         assert!(f.due(0, &on1, Some(&mem), SETTLED_NS + GAP_NS).is_some());
-        // Held off (a thread's mask is the program's own now): rested anew.
+        // Held off (a thread's mask is the program's own now): rested anew,
+        // twice as long, for the memory stayed where it was after the
+        // first move.
         let t = SETTLED_NS + GAP_NS;
         f.hold_off(0, t);
-        assert_eq!(f.due(0, &on1, Some(&mem), t + GAP_NS / 2), None, "held off");
-        assert!(f.due(0, &on1, Some(&mem), t + GAP_NS).is_some());
+        assert_eq!(f.due(0, &on1, Some(&mem), t + GAP_NS), None, "held off");
+        assert!(f.due(0, &on1, Some(&mem), t + 2 * GAP_NS).is_some());
         // Too little away: not worth a move.
         assert_eq!(f.due(1, &on1, Some(&[(0, 2_000)]), 10 * GAP_NS), None);
         assert!(Follower::new(vec![(0, CpuSet::parse_list("0-3").unwrap())]).is_none());

@@ -293,10 +293,7 @@ impl LiveWorld {
             heartbeats: crate::heartbeats::Heartbeats::new(programs.len()),
             numa_memory: std::path::Path::new("/sys/devices/system/node/node1")
                 .exists()
-                .then(|| memory::NumaMemory {
-                    read_ns: None,
-                    kb: vec![None; programs.len()],
-                }),
+                .then(|| memory::NumaMemory::new(programs.len())),
             idle_ticks: None,
             follower: memory::Follower::new(memory::numa_nodes(Path::new("/sys"))),
             proc_root: PathBuf::from("/proc"),

@@ -49,6 +49,11 @@ pub struct LiveStats {
     /// (`counters::SWITCHES_PER_S_LIMIT`): none are opened on them (on a
     /// machine without hardware counters none are opened at all).
     pub switchy_threads: u64,
+    /// Readings of where a program's memory lies (`numa_maps`), and the
+    /// time they took on herd's loop (ns).
+    pub memory_reads: u64,
+    /// Time those readings took (ns).
+    pub memory_read_ns: u64,
     /// Times a job's memory was moved onto the nodes it runs on
     /// (`--memory-follow`), and the memory that was away when they started.
     pub memory_moves: u64,
@@ -68,8 +73,16 @@ pub struct LiveStats {
 }
 
 impl LiveStats {
-    /// The summary's words on memory that followed placement, if any moved.
+    /// The summary's words on memory placement: how often herd read it,
+    /// and memory that followed placement, if any moved.
     pub fn memory_followed(&self) -> Option<String> {
+        let read = (self.memory_reads > 0).then(|| {
+            format!(
+                "memory placement read {} time(s) ({:.1} ms)",
+                self.memory_reads,
+                self.memory_read_ns as f64 / 1e6
+            )
+        });
         let held = (self.memory_held_off > 0).then(|| {
             format!(
                 "memory left where the program put it {} time(s): it had set its own threads' CPUs",
@@ -84,10 +97,8 @@ impl LiveStats {
                 self.memory_pages_left
             )
         });
-        match (moved, held) {
-            (Some(m), Some(h)) => Some(format!("{m}; {h}")),
-            (m, h) => m.or(h),
-        }
+        let said: Vec<String> = [read, moved, held].into_iter().flatten().collect();
+        (!said.is_empty()).then(|| said.join("; "))
     }
 
     /// What herd could not do as it would on a machine with room for it,
