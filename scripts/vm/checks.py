@@ -642,9 +642,11 @@ def check_sigkill_leaves_nothing(shape):
         progress(f"sigkill {pause}")
         h, programs = batch_to_kill(pause)
         h.kill()
-        # herd itself can take long to die: a thread of its in a cpuset
-        # write waits, unkillable, for the kernel's memory migration (up
-        # to 97 s in a guest). The check's own time limit covers that.
+        # herd itself took up to 97 s to die in a guest while it narrowed
+        # its groups' cpuset.mems: a thread in a cpuset write waited,
+        # unkillable, for the kernel's memory migration. herd leaves the
+        # memory nodes alone since c9fecb9 (reaped in 0.5-1.0 s); the
+        # check's own time limit covers a slow death all the same.
         h.wait()
         # Giving back is the guard's and the keeper's, both woken when
         # herd's pipes close: the guard moves every program out of herd's

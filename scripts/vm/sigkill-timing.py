@@ -66,7 +66,11 @@ def cpuset_waits(h, watch_s):
     t0 = time.time()
     while time.time() - t0 < watch_s and h.poll() is None:
         waiting = False
-        for tid in os.listdir(f"/proc/{h.pid}/task"):
+        try:
+            tids = os.listdir(f"/proc/{h.pid}/task")
+        except OSError:
+            break  # herd ended
+        for tid in tids:
             try:
                 stack = open(f"/proc/{h.pid}/task/{tid}/stack").read()
             except OSError:

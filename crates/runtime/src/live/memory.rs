@@ -239,7 +239,8 @@ pub const READ_EVERY_NS: u64 = 1_000_000_000;
 
 /// A reading of `/proc/<pid>/numa_maps` walks every page the program has
 /// mapped, on herd's loop: about 10 ms a GiB on this VM (1 GiB 10.1-10.9
-/// ms, 4 GiB 36.0-37.6 ms). Read every second, a 64 GiB program would
+/// ms, 4 GiB 36.0-41.4 ms; `scripts/vm/numa-read-cost.py --no-herd`).
+/// Read every second, a 64 GiB program would
 /// take most of a CPU and stall every turn. So a program's next reading
 /// waits this many times as long as its last one took: reading stays
 /// within 1% of a CPU, and such a program is read about once a minute.

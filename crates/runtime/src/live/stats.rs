@@ -49,10 +49,9 @@ pub struct LiveStats {
     /// (`counters::SWITCHES_PER_S_LIMIT`): none are opened on them (on a
     /// machine without hardware counters none are opened at all).
     pub switchy_threads: u64,
-    /// Readings of where a program's memory lies (`numa_maps`), and the
-    /// time they took on herd's loop (ns).
+    /// Readings of where a program's memory lies (`numa_maps`).
     pub memory_reads: u64,
-    /// Time those readings took (ns).
+    /// Time those readings took on herd's loop (ns).
     pub memory_read_ns: u64,
     /// Times a job's memory was moved onto the nodes it runs on
     /// (`--memory-follow`), and the memory that was away when they started.
