@@ -114,6 +114,11 @@ fn main() -> ExitCode {
     // soft limit back, see herd_runtime::fds). Without it, herd watches
     // with fewer kept files and says so after the run.
     let _ = herd_runtime::fds::raise();
+    // Other herd instances know this one by its process name (`comm`), which
+    // the kernel takes from the binary's file name: a copy installed as
+    // `herd-dev` would be invisible to them, placed over, and its cgroups
+    // taken for a dead herd's and released (`herd_runtime::peers`).
+    herd_runtime::keeper::name_herd();
     // These exit with their programs' status.
     let managed = match &cli.command {
         Command::Run(args) => Some(run_cmd::run(args)),

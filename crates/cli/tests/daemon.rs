@@ -2,7 +2,8 @@
 //! alone; a SIGKILL leaves nothing pinned, stopped or confined; a daemon
 //! started again adopts what still runs; a bad config is refused at start
 //! and at SIGHUP; `herd run` takes CPUs from it; its metrics pass promtool;
-//! a job that starts more busy threads later gets more CPUs.
+//! a job that starts more busy threads later gets more CPUs; a herd
+//! installed under another name is still seen by the others.
 
 mod common;
 
@@ -365,6 +366,40 @@ fn two_runs_get_disjoint_cpus_from_the_daemon_and_warn_without_it() {
         .iter()
         .any(|e| e.contains("other herd instances run here"));
     assert!(warned || around, "neither said the other is there:\n{ea}\n{eb}");
+}
+
+/// A herd installed under another file name (`herd-dev`) is still a herd
+/// to the others: a run started beside it places around the CPUs it holds.
+/// Before, the others knew herd by its process name, which the kernel
+/// takes from the file's, and took the copy's record for a dead herd's.
+#[test]
+fn a_renamed_herd_is_seen_by_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("herd-dev");
+    std::fs::copy(env!("CARGO_BIN_EXE_herd"), &copy).unwrap();
+    let state = dir.path().join("state");
+    // A working thread: the pinning policies place a thread once it works.
+    let spin = "import time\nend = time.time() + 4\nwhile time.time() < end: pass";
+    let mut first = Command::new(&copy)
+        .args(["run", "--policy", "static:compact", "--period-ms", "20", "--"])
+        .args([&common::python(), "-c", spin])
+        .env("HERD_RUN_DIR", &state)
+        .env("XDG_DATA_HOME", &state)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let record = state.join(format!("{}.cpus", first.id()));
+    until("the renamed herd holds CPUs", 10, || record.exists());
+    let second = run_compact(&state, "0.1");
+    let err = stderr_of(second);
+    first.kill().unwrap();
+    first.wait().unwrap();
+    // "run here (PID holds ...)", or "hold every CPU (PID holds ...)" on
+    // a machine of one CPU.
+    assert!(
+        err.contains(&format!("({} holds", first.id())),
+        "the run did not see the renamed herd:\n{err}"
+    );
 }
 
 #[test]

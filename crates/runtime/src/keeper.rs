@@ -175,8 +175,10 @@ pub fn own_binary() -> io::Result<PathBuf> {
 }
 
 /// Names the calling process `herd` (its `comm`), which exec from
-/// `/proc/self/exe` would leave as `exe`: `ps`, and herd's own check of
-/// whether a pid is a herd (`crate::peers`), read that name.
+/// `/proc/self/exe` would leave as `exe`, and a copy installed under
+/// another file name as that name: `ps`, and herd's own check of whether
+/// a pid is a herd (`crate::peers`), read that name. The CLI names itself
+/// so at start, the guard process too.
 pub fn name_herd() {
     // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes.
     unsafe {
