@@ -629,6 +629,9 @@ impl Policy for Pack {
         let mut sum = 0u64;
         // The least and greatest job with a worker: one job when they agree.
         let mut jobs: Option<(JobId, JobId)> = None;
+        // Whether the snapshot measured a period: every thread works in the
+        // first (see `crate::working`).
+        let measured = !view.snapshot.progress_only && view.snapshot.period_ns > 0;
         for (i, (t, slot)) in tasks.iter().zip(slots.iter_mut()).enumerate() {
             let p = &mut slot.progress;
             match (beats, t.heartbeats) {
@@ -637,16 +640,28 @@ impl Policy for Pack {
                 (false, _) => *p = p.saturating_add(t.obs.cpu_time_ns),
             }
             sum = sum.saturating_add(*p);
-            if beats && t.heartbeats.is_none() {
-                // Not a worker (a main thread waiting in join): it may run
-                // on any of the K cores and takes no group's place, or it
-                // would pair the laggards and leave the leader alone.
+            // Not a worker: with heartbeats, a thread that reports none (a
+            // main thread waiting in join); without, a thread that neither
+            // ran nor waited for a CPU a tenth of the period (a parent
+            // waiting for its children, a sleeping helper). It may run on
+            // any of the K cores and takes no group's place: with the
+            // least progress it would take a core of its own for good and
+            // pair the workers (stress-ng's two workers shared one CPU of
+            // two behind their sleeping parent, 0.44x the kernel's
+            // progress until the guard took them back).
+            let idle = if beats {
+                t.heartbeats.is_none()
+            } else {
+                measured && !crate::working::wants_cpu_over(view.snapshot.period_ns, t)
+            };
+            if idle {
+                let why = if beats {
+                    "pack:palm: reports no progress; any of the K cores"
+                } else {
+                    "pack:palm: does not want a CPU; any of the K cores"
+                };
                 if slot.group.replace(usize::MAX) != Some(usize::MAX) {
-                    plan.run(
-                        t.id,
-                        all.clone(),
-                        "pack:palm: reports no progress; any of the K cores",
-                    );
+                    plan.run(t.id, all.clone(), why);
                 }
                 continue;
             }

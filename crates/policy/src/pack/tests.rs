@@ -2,7 +2,7 @@
 
 use super::*;
 
-use crate::Snapshot;
+use crate::{Snapshot, TaskState};
 use herd_topo::Machine;
 
 fn snap(now_ns: u64, beats: &[Option<u64>]) -> Snapshot {
@@ -59,6 +59,40 @@ fn the_least_progressed_thread_gets_a_core_alone_and_the_period_adapts() {
         );
         assert_eq!(plan.next_period_ns, Some(500_000));
     }
+}
+
+/// Without heartbeats, a thread that neither runs nor waits (a parent
+/// waiting for its children) takes no group's place: with the least CPU
+/// time it held a core of its own for good, and its two working children
+/// shared the other (stress-ng --cpu 2 under herd on 2 CPUs: 0.44x the
+/// kernel's progress). It rejoins the groups once it works.
+#[test]
+fn a_sleeping_parent_takes_no_core_from_the_workers() {
+    let m = Machine::synthetic("core:2").unwrap();
+    let mut p = Pack::new(Packing::Palm, Some(2), Controller::s4());
+    // Period 1 ms: the parent (1) slept through it, the workers ran it all.
+    let at = |now_ns: u64, parent: (u64, TaskState)| {
+        let mut s = snap(now_ns, &[None, None, None]);
+        s.period_ns = 1_000_000;
+        for t in &mut s.tasks {
+            t.obs.cpu_time_ns = 1_000_000;
+        }
+        (s.tasks[0].obs.cpu_time_ns, s.tasks[0].state) = parent;
+        s
+    };
+    let plan = crate::testkit::decide_once(&mut p, &m, &at(1_000_000, (1_000, TaskState::Blocked)));
+    let parent = plan.tasks.iter().find(|(t, _)| *t == 1).expect("parent placed");
+    assert!(
+        matches!(&parent.1, crate::Placement::Run { cpus, .. } if cpus.len() == 2),
+        "the parent may run on either core: {:?}",
+        parent.1
+    );
+    let (a, b) = (cpu_of(&plan, 2).expect("placed"), cpu_of(&plan, 3).expect("placed"));
+    assert_ne!(a, b, "each worker has a core of its own");
+    // It works again: it joins a group.
+    let plan = crate::testkit::decide_once(&mut p, &m, &at(2_000_000, (900_000, TaskState::Runnable)));
+    let parent = plan.tasks.iter().find(|(t, _)| *t == 1).expect("parent placed again");
+    assert!(matches!(&parent.1, crate::Placement::Run { cpus, .. } if cpus.len() == 1));
 }
 
 #[test]
