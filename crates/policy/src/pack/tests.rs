@@ -95,6 +95,41 @@ fn a_sleeping_parent_takes_no_core_from_the_workers() {
     assert!(matches!(&parent.1, crate::Placement::Run { cpus, .. } if cpus.len() == 1));
 }
 
+/// Without heartbeats, threads that hand work on in short bursts (two
+/// stress-ng switch pairs) take no group's place, and with nothing to
+/// rotate PALM looks again at its longest period, not every 0.125 ms:
+/// turns that fast parted the pairs (1.55x plain Linux's time).
+#[test]
+fn threads_that_hand_work_on_are_left_to_the_kernel_at_a_slow_pace() {
+    let m = Machine::synthetic("core:2").unwrap();
+    let mut p = Pack::new(Packing::Palm, None, Controller::default());
+    let mut s = snap(1_000_000, &[None, None, None, None]);
+    s.period_ns = 1_000_000;
+    for t in &mut s.tasks {
+        // Half the period, in 2 us bursts.
+        t.obs.cpu_time_ns = 500_000;
+        t.obs.timeslices = Some(250);
+    }
+    let plan = crate::testkit::decide_once(&mut p, &m, &s);
+    assert_eq!(plan.tasks.len(), 4);
+    for (id, placement) in &plan.tasks {
+        assert!(
+            matches!(placement, crate::Placement::Run { cpus, .. } if cpus.len() == 2),
+            "{id}: {placement:?}"
+        );
+    }
+    assert_eq!(plan.next_period_ns, Some(Controller::default().max_period_ns));
+    // They compute (slices of milliseconds): four threads on two cores,
+    // rotated at PALM's pace.
+    s.now_ns = 2_000_000;
+    for t in &mut s.tasks {
+        t.obs.timeslices = Some(1);
+    }
+    let plan = crate::testkit::decide_once(&mut p, &m, &s);
+    assert!(plan.tasks.iter().all(|(_, pl)| matches!(pl, crate::Placement::Run { cpus, .. } if cpus.len() == 1)));
+    assert_eq!(plan.next_period_ns, Some(Controller::default().min_period_ns));
+}
+
 #[test]
 fn a_budget_set_from_outside_moves_every_thread_onto_the_new_cores() {
     let m = Machine::synthetic("core:4").unwrap();
