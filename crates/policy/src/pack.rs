@@ -663,7 +663,11 @@ impl Policy for Pack {
                 } else {
                     "pack:palm: wants no CPU of its own; any of the K cores"
                 };
-                if slot.group.replace(usize::MAX) != Some(usize::MAX) {
+                // Placed already where it may run (a group whose core is
+                // all K, K = 1): no move.
+                let was = slot.group.replace(usize::MAX);
+                let there = was.is_some_and(|g| g == usize::MAX || cores.get(g).is_some_and(|c| c.0 == *all));
+                if !there {
                     plan.run(t.id, all.clone(), why);
                 }
                 continue;
