@@ -11,7 +11,8 @@ use crate::common::{Failure, MachineArgs};
 /// Arguments of `herd replay`.
 #[derive(Args, Debug)]
 pub struct ReplayArgs {
-    /// A trace from `herd run --trace` or `herd batch --trace`.
+    /// A trace from `herd run --trace` or `herd batch --trace` (or one
+    /// gzip-compressed, as `fixtures/traces/` keeps them).
     #[arg(value_name = "TRACE.jsonl")]
     trace: PathBuf,
     /// The machine the run placed on (an hwloc XML export of it, e.g.
@@ -24,7 +25,7 @@ pub struct ReplayArgs {
 pub fn run(args: &ReplayArgs) -> Result<bool, Failure> {
     let name = args.trace.display().to_string();
     let text =
-        std::fs::read_to_string(&args.trace).map_err(|e| Failure::Input(anyhow::anyhow!("{name}: {e}")))?;
+        herd_cli::trace::read(&args.trace).map_err(|e| Failure::Input(anyhow::anyhow!("{name}: {e}")))?;
     let runs = herd_cli::trace::parse(&text).map_err(|e| Failure::Input(anyhow::anyhow!("{name}: {e}")))?;
     let machine = args.machine.load()?;
     let mut all_same = true;

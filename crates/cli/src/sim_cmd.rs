@@ -87,7 +87,7 @@ pub fn load_scenario(path: &Path) -> Result<Scenario, Failure> {
 fn from_trace(args: &SimArgs, trace: &Path) -> Result<(Vec<PathBuf>, Option<tempfile::TempDir>), Failure> {
     let name = trace.display().to_string();
     let input = |e: String| Failure::Input(anyhow::anyhow!("{name}: {e}"));
-    let text = std::fs::read_to_string(trace).map_err(|e| input(e.to_string()))?;
+    let text = herd_cli::trace::read(trace).map_err(|e| input(e.to_string()))?;
     let runs = herd_cli::trace::parse(&text).map_err(|e| input(e.to_string()))?;
     let machine_toml = match (&args.machine.input, &args.machine.synthetic) {
         (Some(path), _) => {

@@ -126,6 +126,22 @@ pub enum TraceError {
     Header(String),
 }
 
+/// A trace file's text, gzip-compressed or not (the recorded fixtures in
+/// `fixtures/traces/` are; read as text, a user got "stream did not
+/// contain valid UTF-8").
+pub fn read(path: &std::path::Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let bytes = std::fs::read(path)?;
+    if !bytes.starts_with(&[0x1f, 0x8b]) {
+        return String::from_utf8(bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e));
+    }
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(&bytes[..])
+        .read_to_string(&mut text)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("gzip: {e}")))?;
+    Ok(text)
+}
+
 /// Parses a trace file: one run per header line, each with the decision
 /// lines that follow it (a batch with `--repeat` writes several runs).
 /// Lines without a snapshot (traces from before format 1) are refused.
