@@ -171,7 +171,9 @@ const PLANNED: usize = usize::MAX - 1;
 pub(crate) const SEED_AFTER_TURNS: u32 = 8;
 
 /// The K cores as (CPUs, capacity), and all their CPUs.
-type Allowed = std::sync::Arc<(Vec<(CpuSet, f64)>, CpuSet)>;
+/// The K cores (CPUs, capacity), their union, and whether the cores are
+/// alike (one capacity): worked out once per budget.
+type Allowed = std::sync::Arc<(Vec<(CpuSet, f64)>, CpuSet, bool)>;
 
 /// See the module docs.
 #[derive(Debug)]
@@ -408,11 +410,9 @@ impl Pack {
         plan: &mut Plan,
         now_ns: u64,
         (totals, at): (&[(u64, u32, TaskId)], &[u32]),
-        cores: &[(CpuSet, f64)],
-        all: &CpuSet,
+        (cores, all, alike): (&[(CpuSet, f64)], &CpuSet, bool),
         lanes: bool,
     ) -> bool {
-        let alike = cores.windows(2).all(|w| w[0].1 == w[1].1);
         let n = self.plan_beats(plan, totals, cores.len(), alike, lanes);
         let Some(n) = n.filter(|_| self.beats && totals.len() > cores.len() && alike) else {
             self.planned = None;
@@ -563,7 +563,8 @@ impl Policy for Pack {
             for (c, _) in &cores {
                 all.union_with(c);
             }
-            self.allowed = Some((k, std::sync::Arc::new((cores, all))));
+            let alike = cores.windows(2).all(|w| w[0].1 == w[1].1);
+            self.allowed = Some((k, std::sync::Arc::new((cores, all, alike))));
         }
         if changed {
             // Everything is placed again on the new cores.
@@ -577,7 +578,8 @@ impl Policy for Pack {
             plan.note = Some(format!("{}: the budget is now {k} cores", self.name()).into());
         }
         let allowed = self.allowed.as_ref().expect("just set").1.clone();
-        let (cores, all) = &*allowed;
+        let (cores, all, alike) = &*allowed;
+        let alike = *alike;
         let tasks = &view.snapshot.tasks;
         let ids_changed = self.last_ids.changed(view.snapshot);
         // (Nothing to forget on a first sight: no set of every task then.)
@@ -629,9 +631,7 @@ impl Policy for Pack {
         let mut sum = 0u64;
         // The least and greatest job with a worker: one job when they agree.
         let mut jobs: Option<(JobId, JobId)> = None;
-        // Whether the snapshot measured a period: every thread works in the
-        // first (see `crate::working`).
-        let measured = !view.snapshot.progress_only && view.snapshot.period_ns > 0;
+        let measured = crate::working::measured(view.snapshot);
         for (i, (t, slot)) in tasks.iter().zip(slots.iter_mut()).enumerate() {
             let p = &mut slot.progress;
             match (beats, t.heartbeats) {
@@ -644,11 +644,11 @@ impl Policy for Pack {
             // main thread waiting in join); without, a thread that neither
             // ran nor waited for a CPU a tenth of the period (a parent
             // waiting for its children, a sleeping helper), or ran in short
-            // bursts (hands work on: `crate::working::runs_in_bursts`). It may run on
-            // any of the K cores and takes no group's place: with the
-            // least progress it would take a core of its own for good and
-            // pair the workers (stress-ng's two workers shared one CPU of
-            // two behind their sleeping parent, 0.44x the kernel's
+            // bursts (it hands work on: `crate::working::runs_in_bursts`).
+            // It may run on any of the K cores and takes no group's place:
+            // with the least progress it would take a core of its own for
+            // good and pair the workers (stress-ng's two workers shared one
+            // CPU of two behind their sleeping parent, 0.44x the kernel's
             // progress until the guard took them back).
             let idle = if beats {
                 t.heartbeats.is_none()
@@ -686,7 +686,13 @@ impl Policy for Pack {
                 .and_then(|j| view.learned.jobs.get(&j))
                 .and_then(|l| l.barrier_beats);
         }
-        if self.planned_turn(&mut plan, now, (&totals, &at), cores, all, view.snapshot.lanes_apply) {
+        if self.planned_turn(
+            &mut plan,
+            now,
+            (&totals, &at),
+            (cores, all, alike),
+            view.snapshot.lanes_apply,
+        ) {
             return plan;
         }
         // The period controller: once per epoch (one current period),
@@ -851,7 +857,6 @@ impl Policy for Pack {
         // pack:tp's 100 ms. A budget set from outside may shrink at any
         // turn: PALM keeps its pace while there is one (S4's consolidation
         // study: 6% less batch throughput at the longest period).
-        let alike = cores.windows(2).all(|w| w[0].1 == w[1].1);
         let rotates = view.snapshot.budget_cores.is_some()
             || !totals.is_empty() && (totals.len() > cores.len() || !alike);
         plan.next_period_ns = Some(if rotates {

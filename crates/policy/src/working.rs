@@ -41,9 +41,13 @@ pub(crate) fn runs_in_bursts(t: &TaskView) -> bool {
 /// the first snapshot (no period measured yet) and in a progress-only one
 /// (nothing measured in it).
 pub(crate) fn worked(snap: &Snapshot, t: &TaskView) -> bool {
-    snap.period_ns == 0
-        || snap.progress_only
-        || t.obs.cpu_time_ns.saturating_mul(WORKING_SHARE_INV) >= snap.period_ns
+    !measured(snap) || t.obs.cpu_time_ns.saturating_mul(WORKING_SHARE_INV) >= snap.period_ns
+}
+
+/// Whether `snap` measured a period: not the first (nothing measured
+/// yet), nor a progress-only one. Every task works in those.
+pub(crate) fn measured(snap: &Snapshot) -> bool {
+    !snap.progress_only && snap.period_ns > 0
 }
 
 /// Whether `t` wants a CPU: every task does in the first snapshot and in
@@ -101,7 +105,7 @@ impl Working {
         // What the next full period compares with (a progress-only turn
         // measures nothing: the last full one stands). One pass: `placed`
         // is a map look-up per task.
-        let measured = !snap.progress_only && snap.period_ns > 0;
+        let measured = measured(snap);
         // Reused, and sized at once: on a first sight every task goes in
         // (grown insert by insert, this pass was a tenth of static:scatter's
         // first decision at 1,024 tasks; sized, 42% fewer instructions).
@@ -137,7 +141,7 @@ impl Working {
     /// placed (it would find none unplaced): for a policy that knows so
     /// without passing over them.
     pub(crate) fn none_unplaced(&mut self, snap: &Snapshot) {
-        if !snap.progress_only && snap.period_ns > 0 {
+        if measured(snap) {
             self.busy_before.clear();
         }
     }

@@ -247,9 +247,10 @@ impl Cgroups {
     /// the follower's rate limits and `--memory-follow off`, with herd's
     /// loop blocked in the write; a SIGKILLed herd took up to 97 s to die,
     /// a thread stuck there (`docs/results.md`, issue 28's forty-seventh
-    /// session, and "Real kernels, forty-eighth session"). New pages are still local (first touch on the node the
-    /// CPUs are on); a job's old pages come along through the memory
-    /// follower alone (`herd_engine::memory_follow`), off the loop.
+    /// session, and "Real kernels, forty-eighth session"). New pages are
+    /// still local (first touch on the node the CPUs are on); a job's old
+    /// pages come along through the memory follower alone
+    /// (`herd_engine::memory_follow`), off the loop.
     pub fn set_cpus(&mut self, job: usize, cpus: &CpuSet) -> Result<bool, CgroupError> {
         let (Some(h), Some(Some(state))) = (&self.cpuset, self.jobs.get_mut(job)) else {
             return Ok(false);
