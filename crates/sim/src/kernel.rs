@@ -312,6 +312,10 @@ impl Kernel {
     /// can. Returns the moves (thread, from, to).
     pub fn pull_idle(&mut self, allowed: &[CpuSet]) -> Vec<(usize, usize, usize)> {
         let mut moves = Vec::new();
+        // Busy everywhere (the usual oversubscribed state): nothing to pull.
+        if self.queues.iter().all(|q| !q.is_empty()) {
+            return moves;
+        }
         // The queues that can give (two or more threads), each with where
         // any of its threads may run: an idle CPU asks each queue one
         // question, not one per queued thread. Asking each thread was three
