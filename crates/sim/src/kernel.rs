@@ -319,8 +319,9 @@ impl Kernel {
         // The queues that can give (two or more threads), each with where
         // any of its threads may run: an idle CPU asks each queue one
         // question, not one per queued thread. Asking each thread was three
-        // quarters of a simulated hour with 1,000 threads confined to 8 of
-        // 256 CPUs (every idle CPU looked at every confined thread). Only
+        // quarters of the instructions of a simulated run with 1,000
+        // threads confined to 8 of 256 CPUs (each of the 248 idle CPUs
+        // asked every confined thread, each balancing). Only
         // these queues give, and only lose threads, in this pass: an idle
         // CPU takes one thread and stays below two.
         let mut sources: Vec<(usize, CpuSet)> = (0..self.len())
