@@ -289,6 +289,11 @@ impl Policy for Comprehensive {
         let mut reschedule: Vec<TaskId> = Vec::new();
         let mut counters = false;
         for t in &view.snapshot.tasks {
+            // A task asleep when first seen takes no kind's share until it
+            // asks for a CPU (`working::asks_for_cpu`).
+            if !self.tasks.contains_key(&t.id) && !crate::working::asks_for_cpu(view.snapshot, t) {
+                continue;
+            }
             let st = self.tasks.entry(t.id).or_insert_with(|| {
                 let job = view.snapshot.jobs.iter().find(|j| j.id == t.job);
                 let history = job
@@ -619,7 +624,9 @@ impl Policy for FastFirst {
         }
         self.domains.refresh(&kinds, view);
         for t in &view.snapshot.tasks {
-            if self.domains.has(t.id) {
+            // Placed once; a task asleep when first seen takes no share of
+            // a kind until it asks for a CPU (`working::asks_for_cpu`).
+            if self.domains.has(t.id) || !crate::working::asks_for_cpu(view.snapshot, t) {
                 continue;
             }
             // A task stays in the domain it starts in: FF limits

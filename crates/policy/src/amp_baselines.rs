@@ -137,6 +137,11 @@ impl Policy for HassStatic {
         self.kind.retain(|id, _| present.contains(id));
         let (mut new, mut hinted) = (false, 0usize);
         for t in &view.snapshot.tasks {
+            // A task asleep when first seen is ranked once it asks for a
+            // CPU (`working::asks_for_cpu`).
+            if !self.signature.contains_key(&t.id) && !crate::working::asks_for_cpu(view.snapshot, t) {
+                continue;
+            }
             self.signature.entry(t.id).or_insert_with(|| {
                 new = true;
                 let job = view.snapshot.jobs.iter().find(|j| j.id == t.job);
@@ -192,6 +197,8 @@ pub struct HassDynamic {
     kind: BTreeMap<TaskId, usize>,
     kinds: KindCache,
     seen: SeenTasks,
+    /// A task was left out asleep at the last look for new ones.
+    asleep: bool,
 }
 
 impl HassDynamic {
@@ -205,6 +212,7 @@ impl HassDynamic {
             kind: BTreeMap::new(),
             kinds: KindCache::default(),
             seen: SeenTasks::default(),
+            asleep: false,
         }
     }
 }
@@ -232,13 +240,19 @@ impl Policy for HassDynamic {
             self.kind.retain(|id, _| present.contains(id));
         }
         let mut new = false;
+        // New tasks are looked for when the list changed, or while a task
+        // asleep when first seen waits to ask for a CPU.
+        let look = changed || std::mem::take(&mut self.asleep);
         for t in &view.snapshot.tasks {
-            if changed {
-                self.rate.entry(t.id).or_insert_with(|| {
+            if look && !self.rate.contains_key(&t.id) {
+                if crate::working::asks_for_cpu(view.snapshot, t) {
                     new = true;
                     let job = view.snapshot.jobs.iter().find(|j| j.id == t.job);
-                    hint_gb(job.and_then(|j| j.memory_hint))
-                });
+                    self.rate.insert(t.id, hint_gb(job.and_then(|j| j.memory_hint)));
+                } else {
+                    self.asleep = true;
+                    continue;
+                }
             }
             if let (Some(r), Some(m)) = (t.obs.llc_refs, t.obs.llc_misses) {
                 let c = self.counts.entry(t.id).or_default();
@@ -373,7 +387,15 @@ impl Policy for SampleRun {
             self.step = (self.step + 1) % (nk + self.period);
         }
         self.last_ns = Some(now_ns);
-        let ids: Vec<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
+        // A task asleep when first seen takes no kind's share until it asks
+        // for a CPU (`working::asks_for_cpu`); a placed one keeps its turn.
+        let ids: Vec<TaskId> = view
+            .snapshot
+            .tasks
+            .iter()
+            .filter(|t| self.kind.contains_key(&t.id) || crate::working::asks_for_cpu(view.snapshot, t))
+            .map(|t| t.id)
+            .collect();
         let now: BTreeMap<TaskId, usize> = if self.step < nk {
             // Sampling: task i on kind (i + step) mod kinds, so over the
             // sampling intervals every task visits every kind and each kind
@@ -463,6 +485,64 @@ mod tests {
         });
         assert!(plan.note.is_none(), "{:?}", plan.note);
         assert_eq!(plan.tasks.len(), 2);
+    }
+
+    /// A program's main thread asleep in join, seen first, takes no share
+    /// of a core kind from its workers under any amp policy: with two
+    /// fast and two slow CPUs, it would have taken a fast CPU's place
+    /// (amp:ff), or a kind by its rank. Once it asks for a CPU, it gets one.
+    #[test]
+    fn a_thread_asleep_when_first_seen_takes_no_place_until_it_asks_for_a_cpu() {
+        let m = herd_topo::Machine::synthetic("package:1 core:2 capacity:0.5 kind:slow + core:2 capacity:1.0 kind:fast")
+            .unwrap();
+        let period_ns = 50_000_000;
+        // Task 1 the main thread, 2 and 3 its workers.
+        let snap = |turn: u64, main_works: bool| {
+            let mut s = crate::testkit::beats_snapshot(turn * period_ns, &[None, None, None]);
+            s.period_ns = if turn == 0 { 0 } else { period_ns };
+            for t in &mut s.tasks {
+                let works = t.id != 1 || main_works;
+                t.state = if works { crate::TaskState::Runnable } else { crate::TaskState::Blocked };
+                t.obs.cpu_time_ns = if works && turn > 0 { period_ns } else { 0 };
+            }
+            s
+        };
+        for spec in ["amp:ff", "amp:comprehensive", "amp:hass-s", "amp:hass-d", "amp:sample-run"] {
+            let mut p = crate::build(spec).unwrap();
+            let mut decide = |s: &crate::Snapshot| crate::testkit::decide_once(p.as_mut(), &m, s);
+            // Asleep in the first snapshot (nothing measured) and over the
+            // next three periods (600 ms: past every interval's end).
+            let mut placed: Vec<(TaskId, crate::Placement)> = Vec::new();
+            for turn in 0..4 {
+                placed.extend(decide(&snap(turn * 4, false)).tasks);
+            }
+            assert!(
+                placed.iter().all(|(id, _)| *id != 1),
+                "{spec}: the sleeping main thread was placed"
+            );
+            assert!(
+                [2, 3].iter().all(|w| placed.iter().any(|(id, _)| id == w)),
+                "{spec}: {placed:?}"
+            );
+            if spec == "amp:ff" {
+                // Both workers on the fast kind (capacity 1.0), as without
+                // the main thread: two tasks, two fast CPUs' share.
+                let fast = |cpus: &herd_topo::CpuSet| {
+                    cpus.iter()
+                        .all(|c| m.kinds()[m.cpu(c).unwrap().kind].capacity == 1.0)
+                };
+                for (id, p) in &placed {
+                    let crate::Placement::Run { cpus, .. } = p else { panic!("paused") };
+                    assert!(fast(cpus), "amp:ff: worker {id} on {cpus}");
+                }
+            }
+            let mut placed_main = false;
+            for turn in 4..8 {
+                let plan = decide(&snap(turn * 4, true));
+                placed_main |= plan.tasks.iter().any(|(id, _)| *id == 1);
+            }
+            assert!(placed_main, "{spec}: the main thread, once it works, got no place");
+        }
     }
 
     #[test]

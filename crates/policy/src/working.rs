@@ -70,6 +70,17 @@ pub fn wants_cpu_over(period_ns: u64, t: &TaskView) -> bool {
         || t.obs.wait_ns.saturating_mul(WORKING_SHARE_INV) >= period_ns
 }
 
+/// Whether `t` asks for a CPU of its own now: runnable at the snapshot,
+/// or, over a measured period, a tenth of it on a CPU or waiting for one
+/// ([`wants_cpu_over`]). Unlike [`wants_cpu`], a task asleep in the first
+/// snapshot does not: a program's main thread waiting for its workers, or
+/// a pool's idle helper, is asleep when first seen, and taking it into a
+/// share of the fast cores would push a worker onto a slow one (the amp
+/// policies ask this before they first place a task).
+pub(crate) fn asks_for_cpu(snap: &Snapshot, t: &TaskView) -> bool {
+    t.state == TaskState::Runnable || measured(snap) && wants_cpu_over(snap.period_ns, t)
+}
+
 /// Tells which threads not yet placed work, from one snapshot to the next.
 #[derive(Debug, Default)]
 pub(crate) struct Working {
