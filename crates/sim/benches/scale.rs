@@ -139,16 +139,18 @@ fn main() {
 /// one at the declared size (pack:tr runs 128 threads a job here, 32,000
 /// in all; `pack:tr:cores=4` runs 4 a job).
 fn launched_threads_note(s: &Scenario, policy: &str) {
-    let Some(k) = herd_policy::build(policy)
-        .ok()
-        .and_then(|p| p.launch_threads(&s.machine))
-    else {
-        return;
-    };
-    println!(
-        "{policy:>16}: launches {k} threads a job: {} tasks in all",
-        u64::from(k) * s.jobs.len() as u64
-    );
+    if let Some(k) = launched_threads(s, policy) {
+        println!(
+            "{policy:>16}: launches {k} threads a job: {} tasks in all",
+            u64::from(k) * s.jobs.len() as u64
+        );
+    }
+}
+
+/// The threads a job of `s` runs under `policy`, where the policy sets
+/// them at launch.
+fn launched_threads(s: &Scenario, policy: &str) -> Option<u32> {
+    herd_policy::build(policy).ok()?.launch_threads(&s.machine)
 }
 
 /// One run of `policy` on `s`, which must last the whole horizon (the
@@ -216,10 +218,7 @@ fn growth(policies: &[String], guard: bool) {
             let t0 = Instant::now();
             let r = run_to_horizon(&s, p, horizon_s);
             let wall_s = t0.elapsed().as_secs_f64();
-            let n: u32 = match herd_policy::build(p)
-                .ok()
-                .and_then(|p| p.launch_threads(&s.machine))
-            {
+            let n: u32 = match launched_threads(&s, p) {
                 Some(k) => k * s.jobs.len() as u32,
                 None => s.jobs.iter().map(|j| j.threads).sum(),
             };
