@@ -152,6 +152,9 @@ fn wake_ups_on_a_busy_machine_go_where_a_scan_says() {
         (0..128).filter(|c| c % 2 == 1).collect(),
         (40..80).collect(),
         (5..20).collect(),
+        // One CPU: answered without a search.
+        CpuSet::single(9),
+        CpuSet::single(100),
     ];
     // Every CPU busy: the idle searches find nothing and the shortest
     // queue is the answer.
@@ -195,7 +198,12 @@ fn wake_ups_beside_idle_cpus_go_where_a_brute_force_search_says() {
         (0..128).filter(|c| c % 3 != 0).collect(),
         (30..70).collect(),
         (5..20).collect(),
+        // One CPU: answered without a search.
+        CpuSet::single(9),
+        CpuSet::single(100),
     ];
+    // A CPU this machine lacks is no answer.
+    assert_eq!(k.select(&CpuSet::single(500), Some(3)), None);
     let brute = |k: &Kernel, allowed: &CpuSet, prev: Option<usize>| {
         let ok: Vec<usize> = (0..k.len()).filter(|&p| allowed.contains(k.os[p])).collect();
         let idle_core = |p: usize| k.core_cpus[k.core[p]].iter().all(|&c| k.queues[c].is_empty());
