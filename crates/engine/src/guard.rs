@@ -327,21 +327,20 @@ impl Guard {
             }
             return;
         }
-        sums.run_at.clear();
         let layout = span.jobs.layout();
         if snap.repeats_last && sums.valid {
-            for (job, add) in &sums.runs {
-                let i = span.jobs.slot(*job);
+            for (k, (job, add)) in sums.runs.iter().enumerate() {
+                let i = span.jobs.slot_noted(&mut sums.run_at, k, *job);
                 span.jobs.jobs[i].1.absorb(add);
-                sums.run_at.push(i);
             }
+            sums.run_at.truncate(sums.runs.len());
         } else {
             sums.runs.clear();
             // (The first turn's sums leave its pauses out: not for reuse.)
             sums.valid = !snap.progress_only && !before_any_plan;
-            for run in snap.tasks.chunk_by(|a, b| a.job == b.job) {
+            for (k, run) in snap.tasks.chunk_by(|a, b| a.job == b.job).enumerate() {
                 let mut add = JobAcc::default();
-                let at = span.jobs.slot(run[0].job);
+                let at = span.jobs.slot_noted(&mut sums.run_at, k, run[0].job);
                 let acc = &mut span.jobs.jobs[at].1;
                 let mut beaters = 0;
                 for t in run {
@@ -366,12 +365,21 @@ impl Guard {
                 acc.beaters = acc.beaters.max(beaters);
                 acc.absorb(&add);
                 sums.runs.push((run[0].job, add));
-                sums.run_at.push(at);
             }
+            sums.run_at.truncate(sums.runs.len());
         }
+        // Each job where the last turn found it, while that is still its
+        // account (the same jobs, no account opened before it): one
+        // comparison a job, not a search.
+        std::mem::swap(&mut sums.job_at, &mut sums.job_last);
         sums.job_at.clear();
         for job in &snap.jobs {
-            if let Some(i) = span.jobs.find(job.id) {
+            let last = sums.job_last.get(sums.job_at.len()).copied();
+            let i = match last {
+                Some(i) if span.jobs.jobs.get(i).is_some_and(|(j, _)| *j == job.id) => Some(i),
+                _ => span.jobs.find(job.id),
+            };
+            if let Some(i) = i {
                 span.jobs.jobs[i].1.present_ns += elapsed_ns;
                 sums.job_at.push(i);
             }

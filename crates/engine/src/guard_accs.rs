@@ -49,6 +49,8 @@ pub(crate) struct LastSums {
     /// turn were a sixth of the guard's cost at 250 jobs).
     pub(crate) run_at: Vec<usize>,
     pub(crate) job_at: Vec<usize>,
+    /// The turn before's `job_at`: where to look first for each job.
+    pub(crate) job_last: Vec<usize>,
     pub(crate) layout: u64,
 }
 
@@ -114,6 +116,26 @@ impl JobAccs {
         }
     }
 
+    /// Where the `k`th run of a snapshot's tasks, of job `job`, has its
+    /// account: where `run_at[k]` says while that is still `job`'s (the
+    /// same task list as the turn before, no account opened before it),
+    /// else found or opened and noted there. One comparison a run, not a
+    /// look-up: those were a seventh of the guard's accounts in amp:ff's
+    /// simulated minute at 250 jobs (the scale bench).
+    pub(crate) fn slot_noted(&mut self, run_at: &mut Vec<usize>, k: usize, job: JobId) -> usize {
+        if let Some(&i) = run_at.get(k)
+            && self.jobs.get(i).is_some_and(|(j, _)| *j == job)
+        {
+            return i;
+        }
+        let i = self.slot(job);
+        match run_at.get_mut(k) {
+            Some(at) => *at = i,
+            None => run_at.push(i),
+        }
+        i
+    }
+
     /// Where job `job`'s account lies, if it has one.
     pub(crate) fn find(&mut self, job: JobId) -> Option<usize> {
         self.position(job).ok()
@@ -159,5 +181,35 @@ mod tests {
             );
             assert_eq!(accs.find(job).is_some(), want > 0);
         }
+    }
+
+    /// A noted place is taken only while it is still its job's: turns of
+    /// runs that repeat, gain a job before the others (every account after
+    /// it moves), lose one, or come out of order each land every run's
+    /// sum in its own job's account, as a look-up by job does.
+    #[test]
+    fn noted_places_are_taken_only_while_they_are_their_jobs() {
+        let turns: [&[u32]; 6] = [
+            &[3, 5, 8, 9],
+            &[3, 5, 8, 9],
+            &[1, 3, 5, 8, 9],
+            &[3, 8, 9],
+            &[9, 3, 8, 1],
+            &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+        ];
+        let (mut noted, mut looked_up) = (JobAccs::default(), JobAccs::default());
+        let mut run_at = Vec::new();
+        for (turn, runs) in turns.iter().enumerate() {
+            for (k, &job) in runs.iter().enumerate() {
+                let at = noted.slot_noted(&mut run_at, k, job);
+                assert_eq!(noted.jobs[at].0, job, "turn {turn}, run {k}");
+                assert_eq!(run_at[k], at, "turn {turn}, run {k}: the place is noted");
+                noted.jobs[at].1.cpu_ns += 1;
+                looked_up.entry(job).cpu_ns += 1;
+            }
+            run_at.truncate(runs.len());
+        }
+        let sums = |a: &JobAccs| a.jobs.iter().map(|(j, acc)| (*j, acc.cpu_ns)).collect::<Vec<_>>();
+        assert_eq!(sums(&noted), sums(&looked_up));
     }
 }
