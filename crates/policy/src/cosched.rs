@@ -552,7 +552,7 @@ impl Turns {
             .map(|c| c.os)
             .filter(|&c| !held.contains(c));
         // The slots first, then the plan sized to their changes: grown push
-        // by push, its copying was a sixteenth of an unguarded cosched:fair
+        // by push, its copying was a thirtieth of an unguarded cosched:fair
         // turn at 1,000 tasks (about 400 changes a turn as jobs take turns).
         if first_sight {
             // A first sight changes every task's slot: sized at once.

@@ -185,7 +185,8 @@ impl Kernel {
         // resumed or moved: unguarded cosched:fair resumes some 200 a turn
         // at 1,000 tasks, and each search cost several hundred
         // instructions for it.)
-        if allowed.len() == 1 {
+        let allowed_len = allowed.len();
+        if allowed_len == 1 {
             return allowed.first().and_then(|os| self.pos(os));
         }
         if let Some(p) = prev {
@@ -198,7 +199,7 @@ impl Kernel {
         }
         // The allowed set's rank mask, made at its first use: one look-up
         // serves both searches below.
-        let masked = allowed.len() > MASKED_FROM;
+        let masked = allowed_len > MASKED_FROM;
         if masked && !self.masks.contains_key(allowed) {
             if self.masks.len() >= MASKS_KEPT {
                 self.masks.clear();
@@ -222,7 +223,7 @@ impl Kernel {
         } else {
             match self
                 .queues
-                .shortest_where(prev, allowed.len(), |p| self.allows(allowed, p))
+                .shortest_where(prev, allowed_len, |p| self.allows(allowed, p))
             {
                 Some(found) => {
                     debug_assert_eq!(found, scan(), "the queues' index agrees with a scan");
