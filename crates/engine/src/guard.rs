@@ -376,7 +376,7 @@ impl Guard {
         for job in &snap.jobs {
             let last = sums.job_last.get(sums.job_at.len()).copied();
             let i = match last {
-                Some(i) if span.jobs.jobs.get(i).is_some_and(|(j, _)| *j == job.id) => Some(i),
+                Some(i) if span.jobs.holds(i, job.id) => Some(i),
                 _ => span.jobs.find(job.id),
             };
             if let Some(i) = i {

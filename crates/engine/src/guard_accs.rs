@@ -124,7 +124,7 @@ impl JobAccs {
     /// simulated minute at 250 jobs (the scale bench).
     pub(crate) fn slot_noted(&mut self, run_at: &mut Vec<usize>, k: usize, job: JobId) -> usize {
         if let Some(&i) = run_at.get(k)
-            && self.jobs.get(i).is_some_and(|(j, _)| *j == job)
+            && self.holds(i, job)
         {
             return i;
         }
@@ -134,6 +134,12 @@ impl JobAccs {
             None => run_at.push(i),
         }
         i
+    }
+
+    /// Whether place `i` holds job `job`'s account (a place noted on an
+    /// earlier turn holds it until an account is opened before it).
+    pub(crate) fn holds(&self, i: usize, job: JobId) -> bool {
+        self.jobs.get(i).is_some_and(|(j, _)| *j == job)
     }
 
     /// Where job `job`'s account lies, if it has one.
