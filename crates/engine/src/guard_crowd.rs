@@ -13,9 +13,22 @@ use rustc_hash::FxHashMap as HashMap;
 /// the tasks each turn, not a map insert per task); with the period of
 /// the snapshot they were last updated from, if any.
 /// The third field is the snapshot's [`Snapshot::tasks_epoch`] the flags
-/// were last lined up with (0: none vouched).
+/// were last lined up with (0: none vouched). The fourth is what
+/// [`crowded`] sums over the tasks of the snapshot [`WasBusy::update`]
+/// last took in, made in the update's pass (their own pass over every
+/// task, twice, was a third of the guard's look for crowding); `None`
+/// when that snapshot had no pass.
 #[derive(Debug, Default)]
-pub(crate) struct WasBusy(Vec<(TaskId, bool)>, Option<u64>, u64);
+pub(crate) struct WasBusy(Vec<(TaskId, bool)>, Option<u64>, u64, Option<Waits>);
+
+/// Over one snapshot's tasks: how long they waited for a CPU (a paused one
+/// that was busy when it last ran waits the whole period) and the CPU time
+/// they used.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Waits {
+    waited_ns: u64,
+    used_ns: u64,
+}
 
 impl WasBusy {
     /// Each of `snap`'s tasks' flag, in its order; empty when the flags
@@ -84,10 +97,12 @@ impl WasBusy {
     /// Takes in a full snapshot `elapsed_ns` after the last.
     /// The same snapshot again (one that repeats the last) with the same
     /// period leaves the flags as they are: nothing is redone.
+    /// The same snapshot again also leaves the sums [`crowded`] takes.
     pub(crate) fn update(&mut self, snap: &Snapshot, elapsed_ns: u64) {
         let taken = self.1.replace(elapsed_ns);
         if snap.progress_only || elapsed_ns == 0 {
             self.1 = None;
+            self.3 = None;
             return;
         }
         if snap.repeats_last && taken == Some(elapsed_ns) {
@@ -97,11 +112,20 @@ impl WasBusy {
             self.0 = self.lined_up(snap);
         }
         self.2 = snap.tasks_epoch;
+        // The flags are lined up with the tasks: `crowded`'s look-up of a
+        // paused task's own flag is this pass's flag, which a paused task
+        // leaves as it was.
+        let (mut waited_ns, mut used_ns) = (0u64, 0u64);
         for (w, t) in self.0.iter_mut().zip(&snap.tasks) {
             if t.state != TaskState::Paused {
                 w.1 = t.state == TaskState::Runnable || t.obs.cpu_time_ns.saturating_mul(10) >= elapsed_ns;
+                waited_ns += t.obs.wait_ns;
+            } else if w.1 && w.0 == t.id {
+                waited_ns += elapsed_ns;
             }
+            used_ns += t.obs.cpu_time_ns;
         }
+        self.3 = Some(Waits { waited_ns, used_ns });
     }
 }
 
@@ -123,38 +147,43 @@ impl WasBusy {
 /// pair of processes handing a pipe back and forth, took turns on the two
 /// CPUs here at 1.7x plain Linux's time, each copy alone using 0.7-0.8 of
 /// the two CPUs).
+///
+/// `was_busy` has taken in `snap` last ([`WasBusy::update`]), or has no
+/// sums: then they are made here.
 pub(crate) fn crowded(snap: &Snapshot, cpus: &CpuSet, elapsed_ns: u64, was_busy: &WasBusy) -> bool {
     if elapsed_ns == 0 || snap.progress_only {
         return false;
     }
-    let was_busy = &was_busy.0;
-    let known = was_busy.len() == snap.tasks.len();
-    let waited: u64 = snap
-        .tasks
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            if t.state != TaskState::Paused {
-                t.obs.wait_ns
-            } else if known && was_busy[i] == (t.id, true) {
-                elapsed_ns
-            } else {
-                0
-            }
-        })
-        .sum();
+    let Waits { waited_ns, used_ns } = was_busy.3.unwrap_or_else(|| waits(snap, elapsed_ns, was_busy));
     // Measured where the sensor reads it (live: other programs' use of a
     // CPU is not idle); else the CPUs' time less the workload's.
     let idle = match &snap.system.idle_ns_by_cpu {
         Some(by_cpu) => cpus.iter().filter_map(|c| by_cpu.get(c as usize)).sum(),
-        None => {
-            let used: u64 = snap.tasks.iter().map(|t| t.obs.cpu_time_ns).sum();
-            (cpus.len() as u64)
-                .saturating_mul(elapsed_ns)
-                .saturating_sub(used)
-        }
+        None => (cpus.len() as u64)
+            .saturating_mul(elapsed_ns)
+            .saturating_sub(used_ns),
     };
-    waited > elapsed_ns / 4 && idle > elapsed_ns / 2
+    waited_ns > elapsed_ns / 4 && idle > elapsed_ns / 2
+}
+
+/// [`Waits`] over `snap`'s tasks, each paused one's flag looked up in
+/// `was_busy` by its place and id.
+fn waits(snap: &Snapshot, elapsed_ns: u64, was_busy: &WasBusy) -> Waits {
+    let was_busy = &was_busy.0;
+    let known = was_busy.len() == snap.tasks.len();
+    let mut w = Waits {
+        waited_ns: 0,
+        used_ns: 0,
+    };
+    for (i, t) in snap.tasks.iter().enumerate() {
+        if t.state != TaskState::Paused {
+            w.waited_ns += t.obs.wait_ns;
+        } else if known && was_busy[i] == (t.id, true) {
+            w.waited_ns += elapsed_ns;
+        }
+        w.used_ns += t.obs.cpu_time_ns;
+    }
+    w
 }
 
 #[cfg(test)]
@@ -214,8 +243,64 @@ mod tests {
                 .iter()
                 .map(|&id| (id, map.get(&id).copied().unwrap_or(false)))
                 .collect();
-            assert_eq!(WasBusy(old.clone(), None, 0).lined_up(&snap), want, "old {old:?}");
+            assert_eq!(
+                WasBusy(old.clone(), None, 0, None).lined_up(&snap),
+                want,
+                "old {old:?}"
+            );
         }
+    }
+
+    /// The sums an update makes in its pass are those a pass of their own
+    /// makes over the same snapshot with the updated flags, through
+    /// changed lists, pauses, repeats and progress-only snapshots.
+    #[test]
+    fn an_updates_sums_are_a_pass_of_their_own() {
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut was_busy = WasBusy::default();
+        let mut last: Option<(Snapshot, u64)> = None;
+        let mut checked = 0;
+        for _ in 0..2_000 {
+            let (snap, elapsed) = match last.take() {
+                Some((mut s, e)) if next() % 3 == 0 => {
+                    // Most often after the same time; a paused task's
+                    // wait is the time since.
+                    s.repeats_last = true;
+                    (s, if next() % 4 == 0 { next() % 4 * 50 } else { e })
+                }
+                _ => {
+                    let states = [TaskState::Runnable, TaskState::Blocked, TaskState::Paused];
+                    let mut tasks: Vec<TaskView> = (0..next() % 8)
+                        .map(|i| {
+                            let mut t = task(i * 2 + next() % 2, states[(next() % 3) as usize], next() % 100);
+                            t.obs.wait_ns = next() % 100;
+                            t
+                        })
+                        .collect();
+                    tasks.dedup_by_key(|t| t.id);
+                    let snap = Snapshot {
+                        tasks,
+                        progress_only: next() % 10 == 0,
+                        ..Snapshot::default()
+                    };
+                    (snap, next() % 4 * 50)
+                }
+            };
+            was_busy.update(&snap, elapsed);
+            if !snap.progress_only && elapsed > 0 {
+                let own = waits(&snap, elapsed, &was_busy);
+                assert_eq!(was_busy.3, Some(own), "{snap:?}");
+                checked += 1;
+            }
+            last = Some((snap, elapsed));
+        }
+        assert!(checked > 1_000, "{checked} checked");
     }
 
     /// A program paused while the CPUs it could use stood idle is crowding
@@ -238,7 +323,7 @@ mod tests {
             !crowded(&snap, &cpus, period, &WasBusy::default()),
             "nothing known of task 2"
         );
-        let mut was_busy = WasBusy(vec![(1, false), (2, false)], None, 0);
+        let mut was_busy = WasBusy(vec![(1, false), (2, false)], None, 0, None);
         assert!(
             !crowded(&snap, &cpus, period, &was_busy),
             "task 2 slept when it last ran"
