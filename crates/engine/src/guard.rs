@@ -53,6 +53,10 @@ struct Span {
     /// Whether a job arrived or left during the span.
     changed: bool,
     jobs: JobAccs,
+    /// The time of the last snapshot whose jobs were the span's first
+    /// ones: a snapshot that repeats it has them too, and is not compared
+    /// job by job again (that was a tenth of the guard's accounts).
+    jobs_same_at: Option<u64>,
 }
 
 impl Span {
@@ -62,6 +66,7 @@ impl Span {
             jobs_at_start: snapshot.jobs.iter().map(|j| j.id).collect(),
             changed: false,
             jobs: JobAccs::default(),
+            jobs_same_at: None,
         }
     }
 }
@@ -302,12 +307,17 @@ impl Guard {
         // progress on two stress-ng switch copies, and stayed in charge).
         let before_any_plan = self.span.is_none();
         let span = self.span.get_or_insert_with(|| Span::open(snap.now_ns, snap));
-        if !snap
-            .jobs
-            .iter()
-            .map(|j| j.id)
-            .eq(span.jobs_at_start.iter().copied())
+        let seen_same = span.jobs_same_at.is_some_and(|then| snap.repeats(then));
+        span.jobs_same_at = None;
+        if seen_same
+            || snap
+                .jobs
+                .iter()
+                .map(|j| j.id)
+                .eq(span.jobs_at_start.iter().copied())
         {
+            span.jobs_same_at = Some(snap.now_ns);
+        } else {
             span.changed = true;
             // A back-off on crowding may come again for the new mix.
             self.early_spent = false;

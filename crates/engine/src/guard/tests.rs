@@ -521,3 +521,42 @@ fn readings_of_jobs_that_left_one_by_one_are_forgotten() {
     assert_eq!(kept_with.last(), Some(&9), "{kept_with:?}");
     assert!(g.history.is_empty());
 }
+
+/// A snapshot that repeats one the guard saw, with the span's first jobs,
+/// is taken as having them without a comparison; one that repeats a
+/// snapshot the guard missed (a turn skipped, the jobs changed in it) is
+/// compared job by job, and the span is marked changed.
+#[test]
+fn only_a_repeat_of_a_snapshot_seen_skips_the_comparison_of_jobs() {
+    let period_ns = 10_000_000;
+    let snap_at = |turn: u64, jobs: &[u32], repeats_last: bool| Snapshot {
+        now_ns: turn * period_ns,
+        period_ns,
+        repeats_last,
+        tasks: jobs
+            .iter()
+            .map(|&j| TaskView {
+                id: u64::from(j) + 1,
+                job: j,
+                rank: 0,
+                state: TaskState::Runnable,
+                cpu: Some(j),
+                obs: Obs {
+                    cpu_time_ns: period_ns,
+                    ..Obs::default()
+                },
+                heartbeats: None,
+            })
+            .collect(),
+        jobs: jobs.iter().map(|&j| job(j)).collect(),
+        ..Snapshot::default()
+    };
+    let mut g = Guard::new(GuardConfig::default(), period_ns);
+    g.account(&snap_at(1, &[0, 1], false), period_ns);
+    g.account(&snap_at(2, &[0, 1], true), period_ns);
+    g.account(&snap_at(3, &[0, 1], true), period_ns);
+    assert!(!g.span.as_ref().unwrap().changed, "the same jobs throughout");
+    // Turn 4 (job 1 gone) was missed; turn 5 repeats it.
+    g.account(&snap_at(5, &[0], true), period_ns);
+    assert!(g.span.as_ref().unwrap().changed, "job 1 left in a missed turn");
+}
