@@ -8,7 +8,7 @@
 //! caller loads them from the profile store before a run and stores
 //! [`Learning::into_profiles`] after it.
 
-use std::collections::{BTreeMap, btree_map};
+use std::collections::BTreeMap;
 
 use herd_model::params::LINE_BYTES;
 use herd_policy::{JobId, Knowledge, Snapshot};
@@ -35,6 +35,39 @@ struct Track {
     learner: RunLearner,
 }
 
+/// The present jobs' learners in job order: a vector, not a map, since
+/// every period walks them all beside the policy's view of each job (the
+/// map's walks, that one and another to see that the jobs are the same,
+/// were a fortieth of bw:iabw's simulated time at 250 jobs); a job comes
+/// or goes a few times a minute.
+#[derive(Debug, Default)]
+struct Tracks(Vec<(JobId, Track)>);
+
+impl Tracks {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn ids(&self) -> impl Iterator<Item = JobId> + '_ {
+        self.0.iter().map(|(id, _)| *id)
+    }
+
+    /// Where job `id`'s track is, or would go.
+    fn find(&self, id: JobId) -> Result<usize, usize> {
+        self.0.binary_search_by_key(&id, |(j, _)| *j)
+    }
+
+    fn get_mut(&mut self, id: JobId) -> Option<&mut Track> {
+        let at = self.find(id).ok()?;
+        Some(&mut self.0[at].1)
+    }
+
+    fn remove(&mut self, id: JobId) -> Option<Track> {
+        let at = self.find(id).ok()?;
+        Some(self.0.remove(at).1)
+    }
+}
+
 /// Learning over one run. See the module docs.
 #[derive(Debug)]
 pub struct Learning {
@@ -44,7 +77,7 @@ pub struct Learning {
     /// comparisons, was a sixth of bw:iabw's simulated time at 1,000 jobs).
     profiles: Vec<ProgramProfile>,
     slots: BTreeMap<String, usize>,
-    tracks: BTreeMap<JobId, Track>,
+    tracks: Tracks,
     knowledge: Knowledge,
     thresholds: LowContention,
     /// Per-job slices of the current period, reused across periods to
@@ -185,7 +218,7 @@ impl Learning {
             journal: Journal::default(),
             profiles: by_slot,
             slots,
-            tracks: BTreeMap::new(),
+            tracks: Tracks::default(),
             knowledge: Knowledge {
                 peak_btr: peak_btr.filter(|p| *p > 0.0),
                 ..Knowledge::default()
@@ -275,13 +308,14 @@ impl Learning {
             for job in &snap.jobs {
                 // A job's program is noted when its track starts: a look-up
                 // of it every period was a cost paid for nothing.
-                if let btree_map::Entry::Vacant(v) = self.tracks.entry(job.id) {
+                if let Err(at) = self.tracks.find(job.id) {
                     self.programs.entry(job.id).or_insert_with(|| job.program.clone());
-                    v.insert(Track {
+                    let track = Track {
                         program: job.program.clone(),
                         slot: slot_of(&mut self.slots, &mut self.profiles, &job.program),
                         learner: RunLearner::new(),
-                    });
+                    };
+                    self.tracks.0.insert(at, (job.id, track));
                 }
                 self.knowledge.jobs.entry(job.id).or_default();
             }
@@ -345,11 +379,11 @@ impl Learning {
             let walk = snap
                 .jobs
                 .iter()
-                .zip(self.tracks.iter_mut())
+                .zip(self.tracks.0.iter_mut())
                 .zip(self.knowledge.jobs.iter_mut());
-            for ((job, (&tid, track)), (&lid, l)) in walk {
+            for ((job, (tid, track)), (&lid, l)) in walk {
                 debug_assert!(
-                    tid == job.id && lid == job.id,
+                    *tid == job.id && lid == job.id,
                     "learning's maps hold the present jobs"
                 );
                 step(job, track, l);
@@ -357,7 +391,7 @@ impl Learning {
         } else {
             for job in &snap.jobs {
                 if let (Some(track), Some(l)) =
-                    (self.tracks.get_mut(&job.id), self.knowledge.jobs.get_mut(&job.id))
+                    (self.tracks.get_mut(job.id), self.knowledge.jobs.get_mut(&job.id))
                 {
                     step(job, track, l);
                 }
@@ -423,27 +457,21 @@ impl Learning {
 
     fn finish_gone(&mut self, snap: &Snapshot) {
         // The same jobs in the same (id) order: one walk, no search.
-        let same =
-            |tracks: &BTreeMap<JobId, Track>| tracks.keys().copied().eq(snap.jobs.iter().map(|j| j.id));
+        let same = |tracks: &Tracks| tracks.ids().eq(snap.jobs.iter().map(|j| j.id));
         if self.tracks.len() == snap.jobs.len()
-            && (same(&self.tracks) || snap.jobs.iter().all(|j| self.tracks.contains_key(&j.id)))
+            && (same(&self.tracks) || snap.jobs.iter().all(|j| self.tracks.find(j.id).is_ok()))
         {
             return;
         }
         let present: FxHashSet<JobId> = snap.jobs.iter().map(|j| j.id).collect();
-        let gone: Vec<JobId> = self
-            .tracks
-            .keys()
-            .copied()
-            .filter(|id| !present.contains(id))
-            .collect();
+        let gone: Vec<JobId> = self.tracks.ids().filter(|id| !present.contains(id)).collect();
         for id in gone {
             self.finish(id);
         }
     }
 
     fn finish(&mut self, id: JobId) {
-        if let Some(t) = self.tracks.remove(&id) {
+        if let Some(t) = self.tracks.remove(id) {
             self.journal.push(&t.program, || Step::Finish(id));
             t.learner.finish(&mut self.profiles[t.slot]);
         }
@@ -479,7 +507,7 @@ impl Learning {
     /// [`Learning::into_profiles`], with what it takes to replay the run
     /// onto profiles another run stored meanwhile.
     pub fn into_learned(mut self) -> Learned {
-        let ids: Vec<JobId> = self.tracks.keys().copied().collect();
+        let ids: Vec<JobId> = self.tracks.ids().collect();
         for id in ids {
             self.finish(id);
         }
