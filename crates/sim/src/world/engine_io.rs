@@ -377,12 +377,11 @@ impl Actuator for World<'_> {
             self.balanced = false;
             match placement {
                 Placement::Run { cpus, .. } => {
-                    let cpus = cpus.intersection(self.machine.all_cpus());
-                    if cpus.is_empty() {
+                    if !cpus.intersects(self.machine.all_cpus()) {
                         self.totals.ignored_placements += 1;
                         continue;
                     }
-                    self.allowed[t] = cpus;
+                    self.allowed[t].assign_intersection(cpus, self.machine.all_cpus());
                     self.plan_placed[t] = true;
                     self.threads[t].paused = false;
                     if let Some(pos) = self.threads[t].cpu {
