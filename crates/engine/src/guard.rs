@@ -219,7 +219,7 @@ impl Guard {
             )
         };
         let same_tasks = std::mem::replace(&mut self.tasks_seen, tasks_now) == tasks_now;
-        self.was_busy.update(snap, elapsed);
+        self.was_busy.update(snap, elapsed, trusted_span && same_tasks);
         let memo = self.crowd_memo.take();
         self.crowded_turns = if trusted_span && same_tasks {
             let cpus = policy

@@ -372,7 +372,7 @@ fn a_probe_leaves_a_sleeping_thread_free_and_its_node_to_the_busy_ones() {
         placed.run(t.id, node0.clone(), "packed");
     }
     g.remember(&placed);
-    g.was_busy.update(&snap, 100_000_000);
+    g.was_busy.update(&snap, 100_000_000, false);
     let nothing = Nothing::default();
     let view = nothing.view(&m, &snap, 0);
     let plan = g.release(&view, None);
