@@ -328,15 +328,13 @@ impl Guard {
         // so the order of adding does not matter.
         let sums = &mut self.last_sums;
         if snap.repeats_last && sums.valid && sums.layout == span.jobs.layout() {
-            // The same snapshot, the same places: no look-up.
-            for (&i, (_, add)) in sums.run_at.iter().zip(&sums.runs) {
-                span.jobs.jobs[i].1.absorb(add);
-            }
-            for &i in &sums.job_at {
-                span.jobs.jobs[i].1.present_ns += elapsed_ns;
-            }
+            // The same snapshot, the same places: added with the others
+            // like it when the accounts are next read or may move.
+            sums.held += 1;
+            sums.held_ns += elapsed_ns;
             return;
         }
+        sums.settle(&mut span.jobs);
         let layout = span.jobs.layout();
         if snap.repeats_last && sums.valid {
             for (k, (job, add)) in sums.runs.iter().enumerate() {
@@ -399,10 +397,21 @@ impl Guard {
         sums.layout = if span.jobs.layout() == layout { layout } else { 0 };
     }
 
+    /// Adds the repeated snapshots held back to the span's accounts (see
+    /// [`LastSums::settle`]): before they are read, or may move.
+    fn settle_held(&mut self) {
+        match self.span.as_mut() {
+            Some(span) => self.last_sums.settle(&mut span.jobs),
+            None => (self.last_sums.held, self.last_sums.held_ns) = (0, 0),
+        }
+    }
+
     /// Adds the last period to the kernel span's time away from memory of
     /// each job [`Guard::release`] sent away, for each that still has a
     /// task off its memory's node.
     fn account_away(&mut self, m: &herd_topo::Machine, snap: &Snapshot, elapsed_ns: u64) {
+        // Its look-up may open an account, which moves those after it.
+        self.settle_held();
         let Some(span) = self.span.as_mut() else { return };
         let node_of = |cpu: u32| m.numa_nodes().iter().find(|n| n.cpus.contains(cpu)).map(|n| n.os);
         let sent = &self.sent_away;
@@ -429,6 +438,7 @@ impl Guard {
     /// opens the next span, of whichever kind is due. Returns a note when
     /// the guard changed who is in charge.
     fn end_span(&mut self, now: u64, snap: &Snapshot) -> Option<String> {
+        self.settle_held();
         let ended = self.span.take().unwrap_or_default();
         let ended_kind = self.now_placing;
         let was_probe = ended_kind != self.in_charge;
@@ -502,6 +512,7 @@ impl Guard {
         self.gap_periods = self.cfg.max_gap_periods.max(1);
         self.early_spent = true;
         self.crowded_turns = 0;
+        self.settle_held();
         self.last = self.span.take().map(|s| (InCharge::Policy, s));
         self.span = Some(Span::open(now, snap));
         format!(

@@ -560,3 +560,77 @@ fn only_a_repeat_of_a_snapshot_seen_skips_the_comparison_of_jobs() {
     g.account(&snap_at(5, &[0], true), period_ns);
     assert!(g.span.as_ref().unwrap().changed, "job 1 left in a missed turn");
 }
+
+/// Repeated snapshots held back and added at once leave each job's
+/// account as adding every snapshot's tasks turn by turn does, through
+/// repeats, changed readings, jobs that come and go, and a probe's
+/// accounts of time away (which may open an account).
+#[test]
+fn held_repeats_add_what_each_turn_added() {
+    let period_ns = 10_000_000;
+    let mut seed = 0x5DEE_CE66_D1CE_4E5Bu64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let m = Machine::synthetic("core:2").unwrap();
+    let mut g = Guard::new(GuardConfig::default(), period_ns);
+    g.sent_away = vec![1, 4];
+    // Per job: CPU time, instructions, time present.
+    let mut want: std::collections::BTreeMap<u32, (u64, u64, u64)> = Default::default();
+    let mut snap = Snapshot::default();
+    let mut held_turns = 0;
+    for turn in 1..400u64 {
+        let repeat = turn > 1 && next() % 3 != 0;
+        if repeat {
+            snap.repeats_last = true;
+        } else {
+            let jobs: Vec<u32> = (0..6).filter(|_| next() % 5 != 0).collect();
+            snap = Snapshot {
+                period_ns,
+                jobs: jobs.iter().map(|&j| job(j)).collect(),
+                tasks: jobs
+                    .iter()
+                    .flat_map(|&j| (0..1 + u64::from(j) % 3).map(move |k| (j, k)))
+                    .map(|(j, k)| TaskView {
+                        id: u64::from(j) * 10 + k,
+                        job: j,
+                        rank: k as u32,
+                        state: TaskState::Runnable,
+                        cpu: Some(j % 2),
+                        obs: Obs::default(),
+                        heartbeats: None,
+                    })
+                    .collect(),
+                ..Snapshot::default()
+            };
+            for t in &mut snap.tasks {
+                t.obs.cpu_time_ns = next() % 1_000;
+                t.obs.instructions = Some(next() % 5_000);
+            }
+        }
+        snap.now_ns = turn * period_ns;
+        held_turns += u32::from(repeat && g.last_sums.valid);
+        g.account(&snap, period_ns);
+        if next() % 7 == 0 {
+            g.account_away(&m, &snap, period_ns);
+        }
+        for t in &snap.tasks {
+            let w = want.entry(t.job).or_default();
+            w.0 += t.obs.cpu_time_ns;
+            w.1 += t.obs.instructions.unwrap_or(0);
+        }
+        for j in &snap.jobs {
+            want.entry(j.id).or_default().2 += period_ns;
+        }
+    }
+    assert!(held_turns > 100, "{held_turns} repeats held");
+    g.settle_held();
+    let span = g.span.as_ref().unwrap();
+    for (j, w) in &want {
+        let acc = span.jobs.get(*j).expect("an account for every job seen");
+        assert_eq!((acc.cpu_ns, acc.instructions, acc.present_ns), *w, "job {j}");
+    }
+}
