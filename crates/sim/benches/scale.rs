@@ -8,8 +8,9 @@
 //! simulated time (HERD_BENCH_GROWTH_S) at each size of HERD_BENCH_SIZES
 //! (tasks/CPUs, default 64/16,256/128,1000/256,4096/384; empty for none),
 //! then the hour at 1,000 tasks on 256 CPUs: wall time per policy (median
-//! of 3 runs), time on a CPU (the rest is waiting for one on a shared
-//! machine), events handled, and a digest of the results, which a
+//! of HERD_BENCH_RUNS runs, 3 unless set, the upper middle one of an even
+//! number; issue 28 asks for medians of 5), time on a CPU (the rest is
+//! waiting for one on a shared machine), events handled, and a digest of the results, which a
 //! speed-up must leave unchanged.
 
 use std::time::Instant;
@@ -69,6 +70,16 @@ fn main() {
     // HERD_BENCH_GUARD=off runs each policy as published, without the
     // guard's probes and accounting (on by default, as users get them).
     let guard = std::env::var("HERD_BENCH_GUARD").map_or(true, |v| v != "off");
+    let runs: usize = match std::env::var("HERD_BENCH_RUNS") {
+        Err(_) => 3,
+        Ok(v) => match v.parse() {
+            Ok(n) if n >= 1 => n,
+            _ => {
+                eprintln!("scale: HERD_BENCH_RUNS must be a whole number >= 1, not {v:?}");
+                std::process::exit(2);
+            }
+        },
+    };
     let policies: Vec<String> = {
         let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
         if args.is_empty() {
@@ -91,7 +102,7 @@ fn main() {
         let mut cpus = Vec::new();
         let mut counts = (0, 0, 0, 0, 0.0, 0);
         let mut digest = String::new();
-        for _ in 0..3 {
+        for _ in 0..runs {
             let t0 = Instant::now();
             let c0 = on_cpu_s();
             let r = run_to_horizon(&s, &p, horizon_s);
@@ -120,7 +131,7 @@ fn main() {
             .collect::<Option<Vec<f64>>>()
             .map_or("n/a".to_string(), |mut c| {
                 c.sort_by(f64::total_cmp);
-                format!("{:.2} s", c[1])
+                format!("{:.2} s", c[c.len() / 2])
             });
         walls.sort_by(f64::total_cmp);
         let (decisions, events, recomputes, solves, sweeps, reused) = counts;
@@ -128,7 +139,9 @@ fn main() {
             "{p:>16}: median {:.2} s wall (runs: {:.2?}), {cpu} on a CPU; {decisions} decisions, {events} events, \
              {recomputes} rate recomputes, {solves} contention solves ({sweeps:.1} sweeps each), \
              {reused} observations reused\n{:>16}  result: {digest}",
-            walls[1], walls, ""
+            walls[walls.len() / 2],
+            walls,
+            ""
         );
     }
 }
