@@ -10,8 +10,8 @@
 //! then the hour at 1,000 tasks on 256 CPUs: wall time per policy (median
 //! of HERD_BENCH_RUNS runs, 3 unless set, the upper middle one of an even
 //! number; issue 28 asks for medians of 5), time on a CPU (the rest is
-//! waiting for one on a shared machine), events handled, and a digest of the results, which a
-//! speed-up must leave unchanged.
+//! waiting for one on a shared machine), events handled, and a digest of
+//! the results, which a speed-up must leave unchanged.
 
 use std::time::Instant;
 
