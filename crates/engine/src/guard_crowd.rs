@@ -17,7 +17,7 @@ use rustc_hash::FxHashMap as HashMap;
 /// [`crowded`] sums over the tasks of the snapshot [`WasBusy::update`]
 /// last took in, made in the update's pass (their own pass over every
 /// task, twice, was a third of the guard's look for crowding); `None`
-/// when that snapshot had no pass.
+/// when that snapshot had no pass or the sums were not asked for.
 #[derive(Debug, Default)]
 pub(crate) struct WasBusy(Vec<(TaskId, bool)>, Option<u64>, u64, Option<Waits>);
 

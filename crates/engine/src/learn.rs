@@ -38,8 +38,8 @@ struct Track {
 /// The present jobs' learners in job order: a vector, not a map, since
 /// every period walks them all beside the policy's view of each job (the
 /// map's walks, that one and another to see that the jobs are the same,
-/// were a fortieth of bw:iabw's simulated time at 250 jobs); a job comes
-/// or goes a few times a minute.
+/// cost 1.7% of bw:iabw's simulated minute at 250 jobs); a job comes or
+/// goes a few times a minute.
 #[derive(Debug, Default)]
 struct Tracks(Vec<(JobId, Track)>);
 
