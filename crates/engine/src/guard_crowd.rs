@@ -99,7 +99,9 @@ impl WasBusy {
     /// then: a policy judged by its probes alone, pack:palm at its
     /// 125 µs periods, would pay for sums it never reads).
     /// The same snapshot again (one that repeats the last) with the same
-    /// period leaves the flags as they are, and the sums: nothing is redone.
+    /// period leaves the flags as they are, and the sums: nothing is redone,
+    /// unless sums are asked for that the last turn did not make (the pass
+    /// again gives the same flags).
     pub(crate) fn update(&mut self, snap: &Snapshot, elapsed_ns: u64, waits: bool) {
         let taken = self.1.replace(elapsed_ns);
         if snap.progress_only || elapsed_ns == 0 {
@@ -107,7 +109,7 @@ impl WasBusy {
             self.3 = None;
             return;
         }
-        if snap.repeats_last && taken == Some(elapsed_ns) {
+        if snap.repeats_last && taken == Some(elapsed_ns) && (!waits || self.3.is_some()) {
             return;
         }
         if !self.aligned(snap) {
@@ -162,13 +164,13 @@ impl WasBusy {
 /// CPUs here at 1.7x plain Linux's time, each copy alone using 0.7-0.8 of
 /// the two CPUs).
 ///
-/// `was_busy` has taken in `snap` last ([`WasBusy::update`]), or has no
-/// sums: then they are made here.
+/// `was_busy` has taken in `snap` last ([`WasBusy::update`], asked for
+/// the sums); without them (a progress-only snapshot, no time elapsed)
+/// nothing is known to be crowded.
 pub(crate) fn crowded(snap: &Snapshot, cpus: &CpuSet, elapsed_ns: u64, was_busy: &WasBusy) -> bool {
-    if elapsed_ns == 0 || snap.progress_only {
+    let Some(Waits { waited_ns, used_ns }) = was_busy.3 else {
         return false;
-    }
-    let Waits { waited_ns, used_ns } = was_busy.3.unwrap_or_else(|| waits(snap, elapsed_ns, was_busy));
+    };
     // Measured where the sensor reads it (live: other programs' use of a
     // CPU is not idle); else the CPUs' time less the workload's.
     let idle = match &snap.system.idle_ns_by_cpu {
@@ -180,30 +182,31 @@ pub(crate) fn crowded(snap: &Snapshot, cpus: &CpuSet, elapsed_ns: u64, was_busy:
     waited_ns > elapsed_ns / 4 && idle > elapsed_ns / 2
 }
 
-/// [`Waits`] over `snap`'s tasks, each paused one's flag looked up in
-/// `was_busy` by its place and id.
-fn waits(snap: &Snapshot, elapsed_ns: u64, was_busy: &WasBusy) -> Waits {
-    let was_busy = &was_busy.0;
-    let known = was_busy.len() == snap.tasks.len();
-    let mut w = Waits {
-        waited_ns: 0,
-        used_ns: 0,
-    };
-    for (i, t) in snap.tasks.iter().enumerate() {
-        if t.state != TaskState::Paused {
-            w.waited_ns += t.obs.wait_ns;
-        } else if known && was_busy[i] == (t.id, true) {
-            w.waited_ns += elapsed_ns;
-        }
-        w.used_ns += t.obs.cpu_time_ns;
-    }
-    w
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use herd_policy::Obs;
+
+    /// [`Waits`] over `snap`'s tasks in a pass of their own, each paused
+    /// one's flag looked up in `was_busy` by its place and id: what an
+    /// update's sums are checked against.
+    fn waits(snap: &Snapshot, elapsed_ns: u64, was_busy: &WasBusy) -> Waits {
+        let was_busy = &was_busy.0;
+        let known = was_busy.len() == snap.tasks.len();
+        let mut w = Waits {
+            waited_ns: 0,
+            used_ns: 0,
+        };
+        for (i, t) in snap.tasks.iter().enumerate() {
+            if t.state != TaskState::Paused {
+                w.waited_ns += t.obs.wait_ns;
+            } else if known && was_busy[i] == (t.id, true) {
+                w.waited_ns += elapsed_ns;
+            }
+            w.used_ns += t.obs.cpu_time_ns;
+        }
+        w
+    }
 
     fn task(id: u64, state: TaskState, cpu_ns: u64) -> TaskView {
         TaskView {
@@ -306,10 +309,10 @@ mod tests {
                     (snap, next() % 4 * 50)
                 }
             };
-            // Sums asked for most turns; without them, none are kept (the
-            // look for crowding then makes its own).
+            // Sums asked for most turns, and then always made (a repeat
+            // of a turn that did not make them makes them); without,
+            // none are made, though a repeat may keep the last turn's.
             let want = next() % 4 != 0;
-            let before = was_busy.3;
             was_busy.update(&snap, elapsed, want);
             if !snap.progress_only && elapsed > 0 {
                 let own = waits(&snap, elapsed, &was_busy);
@@ -318,9 +321,10 @@ mod tests {
                         assert_eq!(sums, own, "{snap:?}");
                         checked += 1;
                     }
-                    // Not asked for, or a repeat of a turn that did not.
-                    None => assert!(!want || before.is_none(), "{snap:?}"),
+                    None => assert!(!want, "asked for, not made: {snap:?}"),
                 }
+            } else {
+                assert_eq!(was_busy.3, None, "{snap:?}");
             }
             last = Some((snap, elapsed));
         }
@@ -343,20 +347,25 @@ mod tests {
             ..Snapshot::default()
         };
         let cpus: CpuSet = [0, 1].into_iter().collect();
-        assert!(
-            !crowded(&snap, &cpus, period, &WasBusy::default()),
-            "nothing known of task 2"
-        );
+        let look = |was_busy: &mut WasBusy, snap: &Snapshot| {
+            was_busy.update(snap, period, true);
+            crowded(snap, &cpus, period, was_busy)
+        };
+        assert!(!look(&mut WasBusy::default(), &snap), "nothing known of task 2");
         let mut was_busy = WasBusy(vec![(1, false), (2, false)], None, 0, None);
-        assert!(
-            !crowded(&snap, &cpus, period, &was_busy),
-            "task 2 slept when it last ran"
-        );
+        assert!(!look(&mut was_busy, &snap), "task 2 slept when it last ran");
         was_busy.0[1] = (2, true);
-        assert!(crowded(&snap, &cpus, period, &was_busy));
+        assert!(look(&mut was_busy, &snap));
+        // The same snapshot again: the sums of the turn before.
+        let mut again = snap.clone();
+        again.repeats_last = true;
+        assert!(look(&mut was_busy, &again));
         // The CPUs full: no idle to lose.
         let mut full = snap.clone();
         full.tasks[0].obs.cpu_time_ns = 2 * period;
-        assert!(!crowded(&full, &cpus, period, &was_busy));
+        assert!(!look(&mut was_busy, &full));
+        // Without sums (not asked for) nothing is known to be crowded.
+        was_busy.update(&snap, period, false);
+        assert!(!crowded(&snap, &cpus, period, &was_busy));
     }
 }

@@ -62,6 +62,17 @@ impl Tracks {
         Some(&mut self.0[at].1)
     }
 
+    /// Job `id`'s new track, at `at`: where [`Tracks::find`] said it
+    /// would go.
+    fn insert_at(&mut self, at: usize, id: JobId, track: Track) {
+        self.0.insert(at, (id, track));
+    }
+
+    /// The tracks in job order.
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut (JobId, Track)> + '_ {
+        self.0.iter_mut()
+    }
+
     fn remove(&mut self, id: JobId) -> Option<Track> {
         let at = self.find(id).ok()?;
         Some(self.0.remove(at).1)
@@ -315,7 +326,7 @@ impl Learning {
                         slot: slot_of(&mut self.slots, &mut self.profiles, &job.program),
                         learner: RunLearner::new(),
                     };
-                    self.tracks.0.insert(at, (job.id, track));
+                    self.tracks.insert_at(at, job.id, track);
                 }
                 self.knowledge.jobs.entry(job.id).or_default();
             }
@@ -379,7 +390,7 @@ impl Learning {
             let walk = snap
                 .jobs
                 .iter()
-                .zip(self.tracks.0.iter_mut())
+                .zip(self.tracks.iter_mut())
                 .zip(self.knowledge.jobs.iter_mut());
             for ((job, (tid, track)), (&lid, l)) in walk {
                 debug_assert!(

@@ -242,7 +242,7 @@ impl Policy for NumaModel {
         let mut asleep = Vec::new();
         // Each task as (job, rank, id, position), in job order and within
         // a job by rank: one sorted list, not a map of a list per job (the
-        // map and its lists, and a set of working ids below, cost a twelfth
+        // map and its lists, and a set of working ids below, cost a tenth
         // of a simulated hour of 250 restarting jobs: every restart makes
         // a new task list, and this pass runs again).
         let mut threads: Vec<(JobId, u32, TaskId, usize)> =
