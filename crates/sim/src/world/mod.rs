@@ -22,15 +22,17 @@ mod busy;
 mod engine_io;
 mod follow;
 mod jitter;
+#[macro_use]
 mod motion;
 mod parts;
+mod seen;
 mod settle;
 mod sync;
 mod timeline;
 
 pub use timeline::{MAX_SEGMENTS, Segment};
 
-use motion::{Counters, Due, Motion};
+use motion::{Due, Motion};
 use sync::phase_work;
 
 use crate::kernel::Kernel;
@@ -356,7 +358,7 @@ impl<'a> World<'a> {
                 seen_mem_bytes: 0.0,
                 present: Vec::new(),
                 tasks_changed: true,
-                seen: vec![parts::Seen::default(); thread_count],
+                seen: seen::Seen::new(thread_count),
                 repeats_unseen: 0,
                 unread: false,
             },
