@@ -5,8 +5,22 @@ use herd_policy::{
     JobId, JobView, Knowledge, Learned, Obs, Placement, Plan, Snapshot, SystemObs, TaskState, TaskView,
 };
 
-use super::World;
-use super::seen::{self, CPU_NS, CYCLES, INSTR, LLC_MISSES, LLC_REFS, MEM_BYTES, WAIT_NS, Wanted, whole};
+use super::{Counters, World};
+
+/// A counter delta as a whole number, rounded to nearest. This runs for
+/// every field of every task every period, and Rust's saturating `as` casts
+/// cost a dozen instructions each; adding 2^52 instead puts the rounded
+/// integer in the low mantissa bits (exact for 0 <= x < 2^52, which the
+/// clamp guarantees: no per-period counter gets near 4.5e15).
+#[expect(
+    clippy::manual_clamp,
+    reason = "max/min compile to two instructions; clamp adds checks"
+)]
+fn whole(x: f64) -> u64 {
+    const TWO_52: f64 = 4_503_599_627_370_496.0;
+    debug_assert!(x.is_finite() && x > -1.0, "counter delta {x}");
+    (x.max(0.0).min(TWO_52 - 1.0) + TWO_52).to_bits() - TWO_52.to_bits()
+}
 
 /// A task's view before any observation of it.
 fn blank_view() -> TaskView {
@@ -140,7 +154,6 @@ impl World<'_> {
             let present = &mut self.view.present;
             present.clear();
             present.extend((0..threads.len()).filter(|&t| threads[t].arrived && !threads[t].done));
-            self.view.seen.list(present);
             let tasks = &mut self.view.snapshot.tasks;
             tasks.resize_with(present.len(), blank_view);
             for (view, &t) in tasks.iter_mut().zip(present.iter()) {
@@ -153,6 +166,7 @@ impl World<'_> {
             // this list for one of those; 0 vouches for nothing).
             self.view.snapshot.tasks_epoch = next_tasks_epoch();
         }
+        let hw = self.sensor.hw_counters;
         let bw = self.sensor.mem_bandwidth;
         let period_ns = self.now_ns - self.view.last_observe_ns;
         // This observation covers period n; the snapshot holds period n-1's.
@@ -218,8 +232,70 @@ impl World<'_> {
             self.jobs_changed = false;
             0
         };
-        if read {
-            self.report_full(repeats);
+        // Update in place: this runs every decision for every task.
+        let threads = &self.threads[..];
+        let n = threads.len();
+        // Sliced to the threads' count: one bounds check a thread, not one
+        // a column.
+        let m = &self.motion;
+        let (instr, cpu_ns, wait_ns) = (&m.instr[..n], &m.cpu_ns[..n], &m.wait_ns[..n]);
+        let (mem_bytes, llc_refs, cycles) = (&m.mem_bytes[..n], &m.llc_refs[..n], &m.cycles[..n]);
+        let seen = &mut self.view.seen;
+        let os = &self.kernel.os;
+        let now_ns = self.now_ns;
+        for (view, &t) in self
+            .view
+            .snapshot
+            .tasks
+            .iter_mut()
+            .zip(&self.view.present)
+            .filter(|_| read)
+        {
+            let th = &threads[t];
+            let s = &mut seen[t];
+            for _ in 0..repeats {
+                s.upto = s.upto.plus(&s.last);
+            }
+            let d = Counters {
+                instr: instr[t],
+                cpu_ns: cpu_ns[t],
+                wait_ns: wait_ns[t],
+                mem_bytes: mem_bytes[t],
+                llc_refs: llc_refs[t],
+                cycles: cycles[t],
+                migrations: th.migrations,
+            };
+            view.state = if th.paused {
+                TaskState::Paused
+            } else if th.cpu.is_some() {
+                TaskState::Runnable
+            } else {
+                TaskState::Blocked
+            };
+            view.cpu = th.last_cpu.map(|p| os[p]);
+            let mem = d.mem_bytes - s.upto.mem_bytes;
+            let u = &s.upto;
+            view.obs = Obs {
+                cpu_time_ns: whole(d.cpu_ns - u.cpu_ns),
+                wait_ns: whole(d.wait_ns - u.wait_ns),
+                instructions: hw.then(|| whole(d.instr - u.instr)),
+                cycles: hw.then(|| whole(d.cycles - u.cycles)),
+                llc_refs: hw.then(|| whole(d.llc_refs - u.llc_refs)),
+                llc_misses: hw
+                    .then(|| whole(mem / herd_model::params::LINE_BYTES * self.jitter.factor(t, now_ns))),
+                mem_bytes: bw.then(|| whole(mem)),
+                migrations: d.migrations - u.migrations,
+                // The simulator models rates, not each wake-up: how often a
+                // thread got a CPU is not known here.
+                timeslices: None,
+                // The simulator models rates, not code: phases are found
+                // from the counters, as where IP sampling is refused.
+                code_samples: None,
+            };
+            // Heartbeats happen at whole multiples of k: floor, not round.
+            view.heartbeats = th.heartbeat_every.map(|k| whole((d.instr / k).floor()));
+            s.last = d.minus(&s.upto);
+            s.upto = d;
         }
         if self.jobs_changed {
             self.jobs_changed = false;
@@ -267,80 +343,12 @@ impl World<'_> {
         if k == 0 {
             return;
         }
-        self.view.seen.add_repeats(k);
-    }
-
-    /// A full observation's report of every present thread, into the
-    /// snapshot's task views in place (this runs every decision for every
-    /// task): each reused observation since the last full one is added to
-    /// what was seen first (`repeats` of them).
-    fn report_full(&mut self, repeats: u32) {
-        let hw = self.sensor.hw_counters;
-        let bw = self.sensor.mem_bandwidth;
-        let threads = &self.threads[..];
-        let n = threads.len();
-        let m = &self.motion;
-        // Sliced to the threads' count: one bounds check a column.
-        let instr = &m.instr[..n];
-        let mut now = [instr; seen::COUNTERS];
-        (now[CPU_NS], now[WAIT_NS], now[MEM_BYTES]) = (&m.cpu_ns[..n], &m.wait_ns[..n], &m.mem_bytes[..n]);
-        (now[LLC_REFS], now[CYCLES]) = (&m.llc_refs[..n], &m.cycles[..n]);
-        let present = &self.view.present;
-        // A thread's jitter is drawn as its misses are reported, thread by
-        // thread: without jitter (a factor of 1) the pass makes them.
-        let jitter = self.jitter.active();
-        let wanted = Wanted {
-            hw,
-            mem: bw,
-            misses: hw && !jitter,
-        };
         let seen = &mut self.view.seen;
-        seen.take(now, repeats, wanted);
-        let mut report = seen.report();
-        let os = &self.kernel.os;
-        let now_ns = self.now_ns;
-        for (view, &t) in self.view.snapshot.tasks.iter_mut().zip(present) {
-            let th = &threads[t];
-            view.state = if th.paused {
-                TaskState::Paused
-            } else if th.cpu.is_some() {
-                TaskState::Runnable
-            } else {
-                TaskState::Blocked
-            };
-            view.cpu = th.last_cpu.map(|p| os[p]);
-            let migrations = report.migrations(t, th.migrations, repeats);
-            // The row's numbers are there whether asked for or not (stale
-            // when not): taken without a branch, kept where asked for.
-            let row = &report.reported[t];
-            let misses = if jitter {
-                hw.then(|| {
-                    whole(
-                        report.last_mem_bytes[t] / herd_model::params::LINE_BYTES
-                            * self.jitter.factor(t, now_ns),
-                    )
-                })
-            } else {
-                hw.then_some(row[LLC_MISSES])
-            };
-            view.obs = Obs {
-                cpu_time_ns: row[CPU_NS],
-                wait_ns: row[WAIT_NS],
-                instructions: hw.then_some(row[INSTR]),
-                cycles: hw.then_some(row[CYCLES]),
-                llc_refs: hw.then_some(row[LLC_REFS]),
-                llc_misses: misses,
-                mem_bytes: bw.then_some(row[MEM_BYTES]),
-                migrations,
-                // The simulator models rates, not each wake-up: how often a
-                // thread got a CPU is not known here.
-                timeslices: None,
-                // The simulator models rates, not code: phases are found
-                // from the counters, as where IP sampling is refused.
-                code_samples: None,
-            };
-            // Heartbeats happen at whole multiples of k: floor, not round.
-            view.heartbeats = th.heartbeat_every.map(|k| whole((instr[t] / k).floor()));
+        for &t in &self.view.present {
+            let s = &mut seen[t];
+            for _ in 0..k {
+                s.upto = s.upto.plus(&s.last);
+            }
         }
     }
 }
@@ -504,5 +512,48 @@ impl<'a> World<'a> {
         let mut marks = self.marks.clone();
         marks.push((self.now_ns, self.useful_instructions()));
         marks
+    }
+}
+
+impl Counters {
+    /// Field by field, `self + o`.
+    fn plus(&self, o: &Counters) -> Counters {
+        Counters {
+            instr: self.instr + o.instr,
+            cpu_ns: self.cpu_ns + o.cpu_ns,
+            wait_ns: self.wait_ns + o.wait_ns,
+            mem_bytes: self.mem_bytes + o.mem_bytes,
+            llc_refs: self.llc_refs + o.llc_refs,
+            cycles: self.cycles + o.cycles,
+            migrations: self.migrations + o.migrations,
+        }
+    }
+
+    /// Field by field, `self - o` (counters only grow: `o` is older).
+    fn minus(&self, o: &Counters) -> Counters {
+        Counters {
+            instr: self.instr - o.instr,
+            cpu_ns: self.cpu_ns - o.cpu_ns,
+            wait_ns: self.wait_ns - o.wait_ns,
+            mem_bytes: self.mem_bytes - o.mem_bytes,
+            llc_refs: self.llc_refs - o.llc_refs,
+            cycles: self.cycles - o.cycles,
+            migrations: self.migrations.saturating_sub(o.migrations),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::whole;
+
+    #[test]
+    fn whole_rounds_to_nearest_and_clamps() {
+        assert_eq!(whole(0.0), 0);
+        assert_eq!(whole(-0.4), 0);
+        assert_eq!(whole(2.4), 2);
+        assert_eq!(whole(2.6), 3);
+        assert_eq!(whole(1e12 + 0.7), 1_000_000_000_001);
+        assert_eq!(whole(9.0e15), (1u64 << 52) - 1);
     }
 }

@@ -22,17 +22,15 @@ mod busy;
 mod engine_io;
 mod follow;
 mod jitter;
-#[macro_use]
 mod motion;
 mod parts;
-mod seen;
 mod settle;
 mod sync;
 mod timeline;
 
 pub use timeline::{MAX_SEGMENTS, Segment};
 
-use motion::{Due, Motion};
+use motion::{Counters, Due, Motion};
 use sync::phase_work;
 
 use crate::kernel::Kernel;
@@ -358,7 +356,7 @@ impl<'a> World<'a> {
                 seen_mem_bytes: 0.0,
                 present: Vec::new(),
                 tasks_changed: true,
-                seen: seen::Seen::new(thread_count),
+                seen: vec![parts::Seen::default(); thread_count],
                 repeats_unseen: 0,
                 unread: false,
             },

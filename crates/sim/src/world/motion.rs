@@ -20,6 +20,18 @@ use herd_model::ClassId;
 #[cfg(debug_assertions)]
 use super::Thread;
 
+/// Counters accumulated per thread.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Counters {
+    pub(super) instr: f64,
+    pub(super) cpu_ns: f64,
+    pub(super) wait_ns: f64,
+    pub(super) mem_bytes: f64,
+    pub(super) llc_refs: f64,
+    pub(super) cycles: f64,
+    pub(super) migrations: u32,
+}
+
 /// Per thread, indexed as `World::threads`.
 #[derive(Debug, Default)]
 pub(super) struct Motion {

@@ -16,7 +16,7 @@
 use herd_model::{MemSystem, Stream, StreamClasses};
 use herd_policy::{Knowledge, Snapshot};
 
-use super::Segment;
+use super::{Counters, Segment};
 
 /// The contention solver's state.
 pub(super) struct Rates {
@@ -86,7 +86,7 @@ pub(super) struct SensorView {
     /// Each thread's counters as of the last observation, and what the
     /// last full one reported (a reused one reports it again), by thread:
     /// side by side, as every full observation reads and writes both.
-    pub(super) seen: super::seen::Seen,
+    pub(super) seen: Vec<Seen>,
     /// Reused observations since the last full one whose reports are not
     /// yet added to `seen`: each adds `reported` once, and the additions
     /// are made, in the same order, when `seen` is next needed (a pass
@@ -113,4 +113,12 @@ pub(super) struct Accounting {
     /// (start, job, sharing).
     pub(super) trace: Option<Vec<Segment>>,
     pub(super) open_segments: Vec<Option<(u64, usize, usize)>>,
+}
+
+/// One thread's counters as of the last observation (`upto`) and what the
+/// last full observation reported of it (`last`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Seen {
+    pub(super) upto: Counters,
+    pub(super) last: Counters,
 }
