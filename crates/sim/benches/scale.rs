@@ -12,6 +12,9 @@
 //! number; issue 28 asks for medians of 5), time on a CPU (the rest is
 //! waiting for one on a shared machine), events handled, and a digest of
 //! the results, which a speed-up must leave unchanged.
+//!
+//! A policy the catalogue does not know, or a variable above that is not
+//! what it should be, is named on stderr before anything runs, exit 2.
 
 use std::time::Instant;
 
@@ -63,10 +66,7 @@ fn scenario(horizon_s: f64, guard: bool, tasks: usize, cpus: usize) -> Scenario 
 
 fn main() {
     // HERD_BENCH_HORIZON_S shortens the run for profiling.
-    let horizon_s: f64 = std::env::var("HERD_BENCH_HORIZON_S")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3600.0);
+    let horizon_s = env_seconds("HERD_BENCH_HORIZON_S", 3600.0);
     // HERD_BENCH_GUARD=off runs each policy as published, without the
     // guard's probes and accounting (on by default, as users get them).
     let guard = std::env::var("HERD_BENCH_GUARD").map_or(true, |v| v != "off");
@@ -74,10 +74,7 @@ fn main() {
         Err(_) => 3,
         Ok(v) => match v.parse() {
             Ok(n) if n >= 1 => n,
-            _ => {
-                eprintln!("scale: HERD_BENCH_RUNS must be a whole number >= 1, not {v:?}");
-                std::process::exit(2);
-            }
+            _ => bad(format!("HERD_BENCH_RUNS must be a whole number >= 1, not {v:?}")),
         },
     };
     let policies: Vec<String> = {
@@ -88,7 +85,14 @@ fn main() {
             args
         }
     };
-    growth(&policies, guard);
+    for p in &policies {
+        if let Err(e) = p.parse::<herd_sim::SimPolicy>() {
+            bad(format!("policy {p:?}: {e}"));
+        }
+    }
+    let sizes = sizes();
+    let growth_s = env_seconds("HERD_BENCH_GROWTH_S", 60.0);
+    growth(&policies, guard, &sizes, growth_s);
     let s = scenario(horizon_s, guard, 1000, 256);
     let tasks: u32 = s.jobs.iter().map(|j| j.threads).sum();
     println!(
@@ -188,35 +192,53 @@ fn run_to_horizon(s: &Scenario, policy: &str, horizon_s: f64) -> herd_sim::Polic
     r
 }
 
-/// How each policy's cost grows with the machine and the tasks: one run
-/// of HERD_BENCH_GROWTH_S simulated seconds (default 60) at each size of
-/// HERD_BENCH_SIZES, as wall ms per simulated second and ns per task per
-/// simulated second (a cost that grows linearly keeps the second steady).
-fn growth(policies: &[String], guard: bool) {
-    let sizes: Vec<(usize, usize)> = std::env::var("HERD_BENCH_SIZES")
-        .unwrap_or_else(|_| "64/16,256/128,1000/256,4096/384".into())
-        .split(',')
+/// Says what is wrong with the bench's input, and stops: exit 2.
+fn bad(what: String) -> ! {
+    eprintln!("scale: {what}");
+    std::process::exit(2);
+}
+
+/// The positive number of seconds in `name`, or `default` when unset.
+fn env_seconds(name: &str, default: f64) -> f64 {
+    match std::env::var(name) {
+        Err(_) => default,
+        Ok(v) => match v.parse::<f64>() {
+            Ok(x) if x.is_finite() && x > 0.0 => x,
+            _ => bad(format!("{name} must be a positive number of seconds, not {v:?}")),
+        },
+    }
+}
+
+/// HERD_BENCH_SIZES: tasks/CPUs, comma-separated (CPUs one of
+/// [`machine`]'s); the default when unset, none when empty.
+fn sizes() -> Vec<(usize, usize)> {
+    let text = std::env::var("HERD_BENCH_SIZES").unwrap_or_else(|_| "64/16,256/128,1000/256,4096/384".into());
+    let size = |s: &str| {
+        let (t, c) = s.trim().split_once('/')?;
+        let (t, c) = (t.parse().ok()?, c.parse().ok()?);
+        (t > 0 && machine(c).is_some()).then_some((t, c))
+    };
+    text.split(',')
         .filter(|s| !s.trim().is_empty())
         .map(|s| {
-            let (t, c) = s
-                .trim()
-                .split_once('/')
-                .expect("HERD_BENCH_SIZES: tasks/CPUs, comma-separated");
-            let (t, c) = (t.parse().expect("tasks"), c.parse().expect("CPUs"));
-            assert!(
-                machine(c).is_some(),
-                "HERD_BENCH_SIZES: CPUs must be 16, 128, 256 or 384"
-            );
-            (t, c)
+            size(s).unwrap_or_else(|| {
+                bad(format!(
+                    "HERD_BENCH_SIZES: {s:?} is not tasks/CPUs (tasks >= 1; CPUs 16, 128, 256 or 384)"
+                ))
+            })
         })
-        .collect();
+        .collect()
+}
+
+/// How each policy's cost grows with the machine and the tasks: one run
+/// of `horizon_s` simulated seconds (HERD_BENCH_GROWTH_S, default 60) at
+/// each of `sizes` (HERD_BENCH_SIZES), as wall ms per simulated second and
+/// ns per task per simulated second (a cost that grows linearly keeps the
+/// second steady).
+fn growth(policies: &[String], guard: bool, sizes: &[(usize, usize)], horizon_s: f64) {
     if sizes.is_empty() {
         return;
     }
-    let horizon_s: f64 = std::env::var("HERD_BENCH_GROWTH_S")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(60.0);
     println!(
         "growth with size: {horizon_s} simulated s a run, one run each; guard {}",
         if guard { "on" } else { "off" }
@@ -226,7 +248,7 @@ fn growth(policies: &[String], guard: bool) {
         "policy", "tasks", "CPUs", "wall ms", "ms/sim s", "ns/task/sim s", "events"
     );
     for p in policies {
-        for &(tasks, cpus) in &sizes {
+        for &(tasks, cpus) in sizes {
             let s = scenario(horizon_s, guard, tasks, cpus);
             let t0 = Instant::now();
             let r = run_to_horizon(&s, p, horizon_s);
