@@ -36,7 +36,7 @@ use herd_policy::{JobId, Lane, Placement, Plan, Policy, Snapshot, TaskId, TaskSt
 use herd_topo::CpuSet;
 use rustc_hash::FxHashMap as HashMap;
 
-use crate::guard_accs::{JobAcc, JobAccs, LastSums};
+use crate::guard_accs::{JobAccs, LastSums, RunSum};
 use crate::guard_crowd::{WasBusy, crowded};
 pub use crate::guard_report::{Comparison, GuardConfig, GuardReport, InCharge, Signal};
 
@@ -346,19 +346,25 @@ impl Guard {
             sums.runs.clear();
             // (The first turn's sums leave its pauses out: not for reuse.)
             sums.valid = !snap.progress_only && !before_any_plan;
-            for (k, run) in snap.tasks.chunk_by(|a, b| a.job == b.job).enumerate() {
-                let mut add = JobAcc::default();
-                let at = span.jobs.slot_noted(&mut sums.run_at, k, run[0].job);
+            // One pass finds the runs and sums them (a pass to find each
+            // run's end, then one over it, cost a third more per task).
+            let tasks = &snap.tasks[..];
+            let counted = !snap.progress_only;
+            let (mut i, mut k) = (0, 0);
+            while i < tasks.len() {
+                let job = tasks[i].job;
+                let at = span.jobs.slot_noted(&mut sums.run_at, k, job);
                 let acc = &mut span.jobs.jobs[at].1;
+                let mut add = RunSum::default();
                 let mut beaters = 0;
-                for t in run {
+                while let Some(t) = tasks.get(i).filter(|t| t.job == job) {
                     add.paused |= t.state == TaskState::Paused && !before_any_plan;
                     // A progress-only snapshot's observations are zero: they
                     // come with the next full one.
-                    if !snap.progress_only {
+                    if counted {
                         add.cpu_ns += t.obs.cpu_time_ns;
                         match t.obs.instructions {
-                            Some(i) => add.instructions += i,
+                            Some(n) => add.instructions += n,
                             None => add.uncounted = true,
                         }
                     }
@@ -369,10 +375,12 @@ impl Guard {
                         beaters += 1;
                         sums.valid = false;
                     }
+                    i += 1;
                 }
                 acc.beaters = acc.beaters.max(beaters);
                 acc.absorb(&add);
-                sums.runs.push((run[0].job, add));
+                sums.runs.push((job, add));
+                k += 1;
             }
             sums.run_at.truncate(sums.runs.len());
         }

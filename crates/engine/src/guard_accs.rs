@@ -22,9 +22,23 @@ pub(crate) struct JobAcc {
     pub(crate) away_ns: u64,
 }
 
+/// What one run of a job's tasks in one snapshot adds to the job's
+/// account: the part of a [`JobAcc`] a snapshot's tasks count. Its own
+/// type, not a `JobAcc`: one is made and kept per run (250 a turn at a
+/// thousand tasks), and a whole account was three times its size.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct RunSum {
+    pub(crate) cpu_ns: u64,
+    pub(crate) instructions: u64,
+    /// Some task of the run had no instruction count.
+    pub(crate) uncounted: bool,
+    /// Some task of the run was paused.
+    pub(crate) paused: bool,
+}
+
 impl JobAcc {
     /// Adds what `add` counted (its CPU time, instructions and flags).
-    pub(crate) fn absorb(&mut self, add: &JobAcc) {
+    pub(crate) fn absorb(&mut self, add: &RunSum) {
         self.cpu_ns += add.cpu_ns;
         self.instructions += add.instructions;
         self.uncounted |= add.uncounted;
@@ -33,7 +47,7 @@ impl JobAcc {
 
     /// [`JobAcc::absorb`] `times` times over: sums of integers, so one
     /// product adds what as many additions did.
-    pub(crate) fn absorb_times(&mut self, add: &JobAcc, times: u64) {
+    pub(crate) fn absorb_times(&mut self, add: &RunSum, times: u64) {
         self.cpu_ns += add.cpu_ns * times;
         self.instructions += add.instructions * times;
         self.uncounted |= add.uncounted;
@@ -47,7 +61,7 @@ impl JobAcc {
 /// a run's sum gives what adding its tasks one by one gave.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct LastSums {
-    pub(crate) runs: Vec<(JobId, JobAcc)>,
+    pub(crate) runs: Vec<(JobId, RunSum)>,
     /// Whether `runs` is the last snapshot's (none had heartbeats, which
     /// are counted per task).
     pub(crate) valid: bool,
