@@ -10,8 +10,16 @@
 //! every 200 ms. Prints, per machine and policy, the mean decision in µs
 //! and as a share of the CPU time the period offers (CPUs x period),
 //! medians of 3 runs of 300 decisions (15 simulated seconds).
+//!
+//! A policy the catalogue does not know, or a count that is not a whole
+//! number >= 1, is named on stderr before anything runs, exit 2.
 
 mod common;
+#[path = "../../../bench/input.rs"]
+mod input;
+
+/// How the bench names itself in a message about its input.
+const BENCH: &str = "policy amp";
 
 use herd_policy::{JobView, Obs, Snapshot, TaskState, TaskView};
 use herd_topo::Machine;
@@ -21,10 +29,7 @@ const PERIOD_NS: u64 = 50_000_000;
 /// Decisions per run (HERD_BENCH_DECISIONS overrides: `make bench-smoke`
 /// runs 5, to show the bench still runs, not how fast).
 fn decisions() -> u64 {
-    std::env::var("HERD_BENCH_DECISIONS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(300)
+    input::count("HERD_BENCH_DECISIONS", 300)
 }
 
 /// A task's miss rate at time `t_ns`: one of three levels, changing every
@@ -111,6 +116,7 @@ fn main() {
         .map(String::from)
         .to_vec();
     }
+    common::known(&policies);
     println!(
         "{TASKS} tasks, {} ms period, {} decisions; medians of 3",
         PERIOD_NS / 1_000_000,

@@ -4,13 +4,20 @@
 //! per-thread `/proc` sample that a live period pays before deciding.
 //!
 //! Run: cargo bench -p herd-runtime --bench affinity
-//! Prints medians of 5 runs of 2,000 calls each.
+//! Prints medians of 5 runs of 2,000 calls each (HERD_BENCH_CALLS: a
+//! whole number >= 1; anything else is named on stderr, exit 2).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::Instant;
 
 use herd_topo::CpuSet;
+
+#[path = "../../../bench/input.rs"]
+mod input;
+
+/// How the bench names itself in a message about its input.
+const BENCH: &str = "runtime affinity";
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -40,10 +47,7 @@ fn main() {
     let tid = tid.load(Ordering::Acquire);
     let other = if cpus > 1 { 1 } else { 0 };
     // HERD_BENCH_CALLS shortens the run (`make bench-smoke`).
-    let calls: usize = std::env::var("HERD_BENCH_CALLS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2000);
+    let calls: usize = input::count("HERD_BENCH_CALLS", 2000);
     let time = |f: &mut dyn FnMut(usize)| {
         median(
             (0..5)

@@ -13,7 +13,9 @@
 //!
 //! Run: cargo bench -p herd-runtime --bench live_turn
 //! HERD_BENCH_THREADS=64,256, HERD_BENCH_PROCESSES=16 and
-//! HERD_BENCH_TURNS=5 shorten it (`make bench-smoke`). Prints, per size, the median CPU time of a steady turn's
+//! HERD_BENCH_TURNS=5 shorten it (`make bench-smoke`; a size or count
+//! that is not a whole number >= 1 is named on stderr, exit 2). Prints,
+//! per size, the median CPU time of a steady turn's
 //! observation (turns back to back); the mean over turns paced 100 ms
 //! apart, as herd runs them (with its look for forked processes every
 //! 250 ms), the share of threads whose sample was kept (they slept) and of
@@ -34,6 +36,12 @@ use herd_engine::{Actuator, Sensor};
 use herd_policy::{Placement, Plan};
 use herd_runtime::live::{LiveWorld, Program};
 use herd_topo::CpuSet;
+
+#[path = "../../../bench/input.rs"]
+mod input;
+
+/// How the bench names itself in a message about its input.
+const BENCH: &str = "runtime live_turn";
 
 /// The child: N sleeping threads, "ready" on stdout, gone when stdin closes.
 fn sleepers(n: usize) {
@@ -174,7 +182,11 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn main() {
     if let Ok(n) = std::env::var("HERD_BENCH_SLEEPERS") {
-        sleepers(n.parse().unwrap());
+        sleepers(
+            n.trim()
+                .parse()
+                .unwrap_or_else(|_| input::bad(format!("HERD_BENCH_SLEEPERS: {n:?}"))),
+        );
         return;
     }
     if std::env::var_os("HERD_BENCH_TICKER").is_some() {
@@ -182,18 +194,16 @@ fn main() {
         return;
     }
     if let Ok(n) = std::env::var("HERD_BENCH_TREE") {
-        tree(n.parse().unwrap());
+        tree(
+            n.trim()
+                .parse()
+                .unwrap_or_else(|_| input::bad(format!("HERD_BENCH_TREE: {n:?}"))),
+        );
         return;
     }
-    let env_list = |key: &str, default: &str| -> Vec<usize> {
-        std::env::var(key)
-            .unwrap_or_else(|_| default.into())
-            .split(',')
-            .map(|v| v.trim().parse().unwrap())
-            .collect()
-    };
-    let sizes = env_list("HERD_BENCH_THREADS", "64,256,1024,4096");
-    let turns = env_list("HERD_BENCH_TURNS", "30")[0];
+    let sizes = input::counts("HERD_BENCH_THREADS", "64,256,1024,4096");
+    let trees = input::counts("HERD_BENCH_PROCESSES", "16,64,256,1024");
+    let turns: usize = input::count("HERD_BENCH_TURNS", 30);
     // herd raises its own descriptor limit the same way at start.
     let _ = herd_runtime::fds::raise();
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
@@ -318,7 +328,6 @@ fn main() {
             median(floor)
         );
     }
-    let trees = env_list("HERD_BENCH_PROCESSES", "16,64,256,1024");
     println!(
         "live turn, herd's CPU per turn paced 100 ms apart (mean of {turns}), a tree of N single-threaded processes that each run every 50 ms"
     );

@@ -10,11 +10,21 @@
 //! `bw:greedy` take the full path (learning, targets, the choice);
 //! `bw:iabw` starts with an empty store, so its gate stays closed and it
 //! pays for learning only: its open-gate choice is the oracle's.
+//!
+//! A policy the catalogue does not know, or a horizon that is not a
+//! positive number of seconds, is named on stderr before anything runs,
+//! exit 2.
 
 use std::time::Instant;
 
 use herd_engine::CostMeter;
 use herd_sim::Scenario;
+
+#[path = "../../../bench/input.rs"]
+mod input;
+
+/// How the bench names itself in a message about its input.
+const BENCH: &str = "sim decide";
 
 fn scenario(horizon_s: f64) -> Scenario {
     let mut text = format!(
@@ -49,16 +59,7 @@ impl CostMeter for Wall {
 }
 
 fn main() {
-    let horizon_s: f64 = std::env::var("HERD_BENCH_HORIZON_S")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20.0);
-    let s = scenario(horizon_s);
-    println!(
-        "machine: {} cores; programs: {}; slice: 100 ms; horizon: {horizon_s} s",
-        s.machine.cpus().len(),
-        s.jobs.len()
-    );
+    let horizon_s = input::seconds("HERD_BENCH_HORIZON_S", 20.0);
     let policies: Vec<String> = {
         let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
         if args.is_empty() {
@@ -72,22 +73,27 @@ fn main() {
             args
         }
     };
+    let policies: Vec<(String, herd_sim::SimPolicy)> = policies
+        .into_iter()
+        .map(|p| match p.parse::<herd_sim::SimPolicy>() {
+            Ok(policy) => (p, policy),
+            Err(e) => input::bad(format!("policy {p:?}: {e}")),
+        })
+        .collect();
+    let s = scenario(horizon_s);
+    println!(
+        "machine: {} cores; programs: {}; slice: 100 ms; horizon: {horizon_s} s",
+        s.machine.cpus().len(),
+        s.jobs.len()
+    );
     let solo = vec![10.0; s.jobs.len()];
-    for p in policies {
+    for (p, policy) in policies {
         let (mut mean_us, mut pct) = (Vec::new(), Vec::new());
         let mut decisions = 0;
         for _ in 0..3 {
             let mut m = Wall::default();
-            let r = herd_sim::run_policy(
-                &s,
-                &p.parse::<herd_sim::SimPolicy>().unwrap(),
-                1,
-                &solo,
-                Some(&mut m),
-                false,
-                |_, _| {},
-            )
-            .expect("policy");
+            let r =
+                herd_sim::run_policy(&s, &policy, 1, &solo, Some(&mut m), false, |_, _| {}).expect("policy");
             mean_us.push(r.decision_wall_us.unwrap_or(f64::NAN));
             pct.push(r.decision_overhead_pct.unwrap_or(f64::NAN));
             decisions = r.decisions;

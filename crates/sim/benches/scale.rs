@@ -21,6 +21,13 @@ use std::time::Instant;
 use herd_engine::NoMeter;
 use herd_sim::Scenario;
 
+#[path = "../../../bench/input.rs"]
+mod input;
+use input::bad;
+
+/// How the bench names itself in a message about its input.
+const BENCH: &str = "sim scale";
+
 /// The machine of each size, by its CPUs: the hour's is a four-socket
 /// box, 4 packages (one NUMA node each) x 32 cores x 2 threads, like a 4x
 /// Xeon Platinum 8358; 384 CPUs is a two-socket EPYC 9654 as hwloc counts
@@ -66,17 +73,11 @@ fn scenario(horizon_s: f64, guard: bool, tasks: usize, cpus: usize) -> Scenario 
 
 fn main() {
     // HERD_BENCH_HORIZON_S shortens the run for profiling.
-    let horizon_s = env_seconds("HERD_BENCH_HORIZON_S", 3600.0);
+    let horizon_s = input::seconds("HERD_BENCH_HORIZON_S", 3600.0);
     // HERD_BENCH_GUARD=off runs each policy as published, without the
     // guard's probes and accounting (on by default, as users get them).
     let guard = std::env::var("HERD_BENCH_GUARD").map_or(true, |v| v != "off");
-    let runs: usize = match std::env::var("HERD_BENCH_RUNS") {
-        Err(_) => 3,
-        Ok(v) => match v.parse() {
-            Ok(n) if n >= 1 => n,
-            _ => bad(format!("HERD_BENCH_RUNS must be a whole number >= 1, not {v:?}")),
-        },
-    };
+    let runs: usize = input::count("HERD_BENCH_RUNS", 3);
     let policies: Vec<String> = {
         let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
         if args.is_empty() {
@@ -91,7 +92,7 @@ fn main() {
         }
     }
     let sizes = sizes();
-    let growth_s = env_seconds("HERD_BENCH_GROWTH_S", 60.0);
+    let growth_s = input::seconds("HERD_BENCH_GROWTH_S", 60.0);
     growth(&policies, guard, &sizes, growth_s);
     let s = scenario(horizon_s, guard, 1000, 256);
     let tasks: u32 = s.jobs.iter().map(|j| j.threads).sum();
@@ -190,23 +191,6 @@ fn run_to_horizon(s: &Scenario, policy: &str, horizon_s: f64) -> herd_sim::Polic
         r.makespan_s
     );
     r
-}
-
-/// Says what is wrong with the bench's input, and stops: exit 2.
-fn bad(what: String) -> ! {
-    eprintln!("scale: {what}");
-    std::process::exit(2);
-}
-
-/// The positive number of seconds in `name`, or `default` when unset.
-fn env_seconds(name: &str, default: f64) -> f64 {
-    match std::env::var(name) {
-        Err(_) => default,
-        Ok(v) => match v.parse::<f64>() {
-            Ok(x) if x.is_finite() && x > 0.0 => x,
-            _ => bad(format!("{name} must be a positive number of seconds, not {v:?}")),
-        },
-    }
 }
 
 /// HERD_BENCH_SIZES: tasks/CPUs, comma-separated (CPUs one of

@@ -25,6 +25,16 @@ pub struct Cost {
     pub first_faults: u64,
 }
 
+/// Stops with a message naming the first of `policies` the catalogue does
+/// not know (exit 2), before anything runs.
+pub fn known(policies: &[String]) {
+    for p in policies {
+        if let Err(e) = herd_policy::build(p) {
+            crate::input::bad(format!("policy {p:?}: {e}"));
+        }
+    }
+}
+
 /// What deciding on `snaps` costs `policy` ([`Cost`]).
 pub fn us_per_decision(m: &Machine, policy: &str, snaps: &[Snapshot]) -> Cost {
     let mut p = herd_policy::build(policy).expect("policy builds");
