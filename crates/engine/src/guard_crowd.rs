@@ -228,13 +228,7 @@ mod tests {
     /// flags as a look-up of every task in a map of the old ones.
     #[test]
     fn flags_follow_their_tasks_into_a_changed_list() {
-        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = crate::test_rng::xorshift(0x9E37_79B9_7F4A_7C15u64);
         for _ in 0..500 {
             let old: Vec<(TaskId, bool)> = (0..next() % 12)
                 .map(|i| (i * 3 + next() % 3, next() % 2 == 0))
@@ -273,13 +267,7 @@ mod tests {
     /// changed lists, pauses, repeats and progress-only snapshots.
     #[test]
     fn an_updates_sums_are_a_pass_of_their_own() {
-        let mut seed = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = crate::test_rng::xorshift(0x2545_F491_4F6C_DD1Du64);
         let mut was_busy = WasBusy::default();
         let mut last: Option<(Snapshot, u64)> = None;
         let mut checked = 0;

@@ -16,6 +16,8 @@ pub mod guard_runs;
 pub mod learn;
 pub mod memory_follow;
 pub mod replay;
+#[cfg(test)]
+mod test_rng;
 
 pub use guard::{Guard, GuardConfig, GuardReport, InCharge};
 pub use learn::{Learned, Learning};

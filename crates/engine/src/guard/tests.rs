@@ -568,13 +568,7 @@ fn only_a_repeat_of_a_snapshot_seen_skips_the_comparison_of_jobs() {
 #[test]
 fn held_repeats_add_what_each_turn_added() {
     let period_ns = 10_000_000;
-    let mut seed = 0x5DEE_CE66_D1CE_4E5Bu64;
-    let mut next = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    let mut next = crate::test_rng::xorshift(0x5DEE_CE66_D1CE_4E5Bu64);
     let m = Machine::synthetic("core:2").unwrap();
     let mut g = Guard::new(GuardConfig::default(), period_ns);
     g.sent_away = vec![1, 4];
