@@ -5,6 +5,7 @@ use herd_policy::{
     JobId, JobView, Knowledge, Learned, Obs, Placement, Plan, Snapshot, SystemObs, TaskState, TaskView,
 };
 
+use super::motion::avx2_where_present;
 use super::{Counters, World};
 
 /// A counter delta as a whole number, rounded to nearest. This runs for
@@ -133,6 +134,12 @@ impl World<'_> {
     /// it (the same settling, so the same arithmetic: results stay
     /// byte-for-byte the same).
     fn observe_as(&mut self, read: bool) -> &Snapshot {
+        self.observe_with(read, Self::read_pass)
+    }
+
+    /// [`World::observe_as`] with `pass` reading the threads into the
+    /// snapshot (a test gives each copy of [`World::read_pass`] its turn).
+    fn observe_with(&mut self, read: bool, pass: fn(&mut Self, u32)) -> &Snapshot {
         self.consolidation_step();
         self.arrive_jobs();
         self.kernel_balance();
@@ -166,7 +173,6 @@ impl World<'_> {
             // this list for one of those; 0 vouches for nothing).
             self.view.snapshot.tasks_epoch = next_tasks_epoch();
         }
-        let hw = self.sensor.hw_counters;
         let bw = self.sensor.mem_bandwidth;
         let period_ns = self.now_ns - self.view.last_observe_ns;
         // This observation covers period n; the snapshot holds period n-1's.
@@ -232,6 +238,61 @@ impl World<'_> {
             self.jobs_changed = false;
             0
         };
+        if read {
+            pass(self, repeats);
+        }
+        if self.jobs_changed {
+            self.jobs_changed = false;
+            self.view.snapshot.jobs = (0..self.jobs.len())
+                .filter(|&j| {
+                    let st = &self.job_state[j];
+                    st.arrived && (st.finished_ns.is_none() || self.jobs[j].restart)
+                })
+                .map(|j| JobView {
+                    id: j as u32,
+                    name: self.jobs[j].name.clone(),
+                    program: self.jobs[j].program.clone(),
+                    arrival_ns: self.jobs[j].arrival_ns,
+                    memory_hint: self.jobs[j].memory_hint,
+                    memory_kb: self.memory_kb(j),
+                    threads_declared: None,
+                })
+                .collect();
+        }
+        let mem_total = self.acct.mem_bytes_total;
+        let system = SystemObs {
+            mem_bytes: bw.then_some((mem_total - self.view.seen_mem_bytes) as u64),
+            energy_j: self
+                .sensor
+                .energy
+                .then_some(self.totals.energy_j - self.view.seen_energy_j),
+            idle_ns_by_cpu: None,
+        };
+        self.view.seen_mem_bytes = mem_total;
+        self.view.seen_energy_j = self.totals.energy_j;
+        self.view.snapshot.now_ns = self.now_ns;
+        self.view.snapshot.period_ns = period_ns;
+        self.view.snapshot.system = system;
+        self.view.last_observe_ns = self.now_ns;
+        &self.view.snapshot
+    }
+}
+
+impl World<'_> {
+    avx2_where_present! {
+        /// A full observation's pass over the present tasks: each view's
+        /// state, CPU and counters since the last full one, after adding
+        /// the `repeats` reused observations' reports thread by thread.
+        /// Compiled for AVX2 where present, as the motion's passes are:
+        /// a guarded minute at a thousand tasks took 3.6% fewer
+        /// instructions (amp:ff), 1-3% less time, results the same.
+        fn read_pass, read_pass_avx2 => read_pass_any(&mut self, repeats: u32)
+    }
+
+    #[inline(always)]
+    fn read_pass_any(&mut self, repeats: u32) {
+        let hw = self.sensor.hw_counters;
+        let bw = self.sensor.mem_bandwidth;
         // Update in place: this runs every decision for every task.
         let threads = &self.threads[..];
         let n = threads.len();
@@ -243,14 +304,7 @@ impl World<'_> {
         let seen = &mut self.view.seen;
         let os = &self.kernel.os;
         let now_ns = self.now_ns;
-        for (view, &t) in self
-            .view
-            .snapshot
-            .tasks
-            .iter_mut()
-            .zip(&self.view.present)
-            .filter(|_| read)
-        {
+        for (view, &t) in self.view.snapshot.tasks.iter_mut().zip(&self.view.present) {
             let th = &threads[t];
             let s = &mut seen[t];
             for _ in 0..repeats {
@@ -297,44 +351,8 @@ impl World<'_> {
             s.last = d.minus(&s.upto);
             s.upto = d;
         }
-        if self.jobs_changed {
-            self.jobs_changed = false;
-            self.view.snapshot.jobs = (0..self.jobs.len())
-                .filter(|&j| {
-                    let st = &self.job_state[j];
-                    st.arrived && (st.finished_ns.is_none() || self.jobs[j].restart)
-                })
-                .map(|j| JobView {
-                    id: j as u32,
-                    name: self.jobs[j].name.clone(),
-                    program: self.jobs[j].program.clone(),
-                    arrival_ns: self.jobs[j].arrival_ns,
-                    memory_hint: self.jobs[j].memory_hint,
-                    memory_kb: self.memory_kb(j),
-                    threads_declared: None,
-                })
-                .collect();
-        }
-        let mem_total = self.acct.mem_bytes_total;
-        let system = SystemObs {
-            mem_bytes: bw.then_some((mem_total - self.view.seen_mem_bytes) as u64),
-            energy_j: self
-                .sensor
-                .energy
-                .then_some(self.totals.energy_j - self.view.seen_energy_j),
-            idle_ns_by_cpu: None,
-        };
-        self.view.seen_mem_bytes = mem_total;
-        self.view.seen_energy_j = self.totals.energy_j;
-        self.view.snapshot.now_ns = self.now_ns;
-        self.view.snapshot.period_ns = period_ns;
-        self.view.snapshot.system = system;
-        self.view.last_observe_ns = self.now_ns;
-        &self.view.snapshot
     }
-}
 
-impl World<'_> {
     /// Adds each reused observation's report to `seen`, thread by thread
     /// in the order the observations came (the same additions as one
     /// pass per observation).
@@ -545,7 +563,93 @@ impl Counters {
 
 #[cfg(test)]
 mod tests {
-    use super::whole;
+    use herd_engine::{Clock, Sensor};
+
+    use super::{Counters, World, whole};
+    use crate::Scenario;
+
+    /// Every field of `c`, as bits.
+    fn bits(c: &Counters) -> [u64; 7] {
+        let f = [c.instr, c.cpu_ns, c.wait_ns, c.mem_bytes, c.llc_refs, c.cycles];
+        let mut out = [u64::from(c.migrations); 7];
+        for (o, x) in out.iter_mut().zip(f) {
+            *o = x.to_bits();
+        }
+        out
+    }
+
+    /// Where this CPU has AVX2, the read pass's copy for it writes the
+    /// views and what was seen bit for bit as the copy built for any
+    /// x86-64 (elsewhere both are one): two worlds alike, one observing
+    /// with each, through phases, migrations, jitter, heartbeats, a
+    /// finished thread and reused observations.
+    #[test]
+    fn both_copies_of_the_read_pass_give_the_same_bits() {
+        // With jitter and heartbeats every observation is full; without,
+        // most are reused, and a full one adds their reports first.
+        for (jitter, beats) in [(0.05, true), (0.0, false)] {
+            let mut text = format!(
+                "name = \"t\"\nperiod_ms = 10\nhorizon_s = 3\n[sensor]\nllc_jitter = {jitter}\n\
+                 [machine]\nsynthetic = \"package:2 core:2 pu:2\"\n",
+            );
+            for j in 0..5 {
+                text.push_str(&format!(
+                    "[[job]]\nname = \"j{j}\"\nthreads = {}\narrival_s = {}\n{}\
+                     [[job.phase]]\ninstructions = {}\nipc = 1.2\nbw_gbps = 0.1\n\
+                     [[job.phase]]\ninstructions = 4e8\nipc = 0.5\nbw_gbps = {}\n",
+                    1 + j % 3,
+                    f64::from(j) * 0.2,
+                    if beats && j == 1 {
+                        "heartbeat_every = 1e6\n"
+                    } else {
+                        ""
+                    },
+                    3e8 * f64::from(1 + j),
+                    1.0 + f64::from(j),
+                ));
+            }
+            let s = Scenario::parse(&text, "t", &|_| Err("no xml".into())).expect("parses");
+            let world = || {
+                let mut w = World::new(&s, &s.jobs, false);
+                w.set_seed(7);
+                w
+            };
+            let (mut wide, mut any) = (world(), world());
+            let (mut full, mut beaten) = (0, false);
+            for turn in 1..300u64 {
+                let now = turn * 10_000_000;
+                wide.advance_to(now);
+                any.advance_to(now);
+                wide.observe();
+                any.observe_with(true, World::read_pass_any);
+                // (Each new task list has a name of its own in the process.)
+                let mut other = any.view.snapshot.clone();
+                other.tasks_epoch = wide.view.snapshot.tasks_epoch;
+                assert_eq!(wide.view.snapshot, other, "turn {turn}");
+                let seen = |w: &World| {
+                    w.view
+                        .seen
+                        .iter()
+                        .map(|s| (bits(&s.upto), bits(&s.last)))
+                        .collect::<Vec<_>>()
+                };
+                assert_eq!(seen(&wide), seen(&any), "turn {turn}");
+                full += usize::from(!wide.view.snapshot.repeats_last);
+                beaten |= wide
+                    .view
+                    .snapshot
+                    .tasks
+                    .iter()
+                    .any(|t| t.heartbeats.is_some_and(|b| b > 0));
+                if wide.finished() {
+                    break;
+                }
+            }
+            let reused = wide.totals.reused_observations;
+            assert!(full > 10 && beaten == beats, "{full} full, beats seen: {beaten}");
+            assert!(beats || reused > 10, "{reused} reused");
+        }
+    }
 
     #[test]
     fn whole_rounds_to_nearest_and_clamps() {

@@ -87,7 +87,8 @@ pub(super) struct Motion {
     debt_end: Vec<f64>,
 }
 
-/// Defines a pass over every thread, `pub(super) fn $name`, that runs
+/// Defines a pass over every thread, `pub(super) fn $name` (the motion's,
+/// and the world's pass that reads the threads into a snapshot), that runs
 /// `$any` (its body, `#[inline(always)]`) compiled for AVX2 where this
 /// CPU has it (`$wide`), and as built everywhere else. std checks the CPU
 /// once and keeps the answer, so each pass pays a load and a test.
@@ -118,6 +119,8 @@ macro_rules! avx2_where_present {
         }
     };
 }
+
+pub(super) use avx2_where_present;
 
 /// Threads [`Motion::past_threshold`] compares before it branches.
 const PAST_BLOCK: usize = 8;
