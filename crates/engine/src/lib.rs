@@ -53,6 +53,13 @@ pub trait Sensor {
     fn observe_unread(&mut self) -> &Snapshot {
         self.observe()
     }
+    /// Nothing in this run reads the counters beyond CPU time, waits and
+    /// instructions ([`herd_policy::Policy::reads_counters`]): the sensor
+    /// may leave cycles, LLC references and misses, memory traffic and
+    /// migrations unmade (`None`, 0) in every snapshot of the run. Called
+    /// once, before the first observation, or never. By default, nothing
+    /// changes.
+    fn leave_counters(&mut self) {}
 }
 
 /// Acts on the world.
@@ -126,7 +133,8 @@ pub struct Config {
     /// Whether the caller's `on_decision` reads the view's tasks, their
     /// observations or the job list. When it does not and nothing else in
     /// the loop does, the sensor may skip making them
-    /// ([`Sensor::observe_unread`]); the view's time and the plan stay true.
+    /// ([`Sensor::observe_unread`]), or the counters nothing else reads
+    /// ([`Sensor::leave_counters`]); the view's time and the plan stay true.
     pub views_read: bool,
 }
 
@@ -234,6 +242,12 @@ where
     meter.start();
     policy.prepare(machine);
     overhead.decide_ns_total += meter.stop();
+    // The guard reads CPU time, waits, instructions, states and CPUs, and
+    // heartbeats; learning, an oracle's policy and a reader of the views
+    // may read every counter.
+    if !policy.reads_counters(machine) && learning.is_none() && !wants_oracle && !config.views_read {
+        world.leave_counters();
+    }
     // Bounded: the clock moves forward by at least min_period_ns per turn, so
     // a horizon bounds the turns; without one the sensor's `finished` does.
     loop {
@@ -364,14 +378,21 @@ mod tests {
         snapshot: Snapshot,
         now_ns: u64,
         gaps_ns: Vec<u64>,
+        /// Observations, and whether the counters were left before the first.
+        observed: u32,
+        counters_left: Option<u32>,
     }
 
     impl Sensor for Empty {
         fn observe(&mut self) -> &Snapshot {
+            self.observed += 1;
             &self.snapshot
         }
         fn finished(&self) -> bool {
             false
+        }
+        fn leave_counters(&mut self) {
+            self.counters_left = Some(self.observed);
         }
     }
     impl Actuator for Empty {
@@ -504,5 +525,64 @@ mod tests {
         // All but the first turn, which is set-up.
         assert_eq!(gaps[0], 125_000);
         assert_eq!(o.stretched_periods, o.decisions - 1);
+    }
+
+    /// Reads CPU time alone: no counters.
+    struct Blind;
+    impl herd_policy::Policy for Blind {
+        fn name(&self) -> String {
+            "blind".into()
+        }
+        fn decide(&mut self, _view: &View<'_>) -> Plan {
+            Plan::default()
+        }
+        fn reads_counters(&self, _machine: &Machine) -> bool {
+            false
+        }
+    }
+
+    /// The counters are left, before the first observation, exactly when
+    /// neither the policy, learning, nor a reader of the views reads them
+    /// (the guard reads none of them).
+    #[test]
+    fn counters_are_left_only_where_nothing_reads_them() {
+        let machine = Machine::synthetic("core:2").unwrap();
+        let left = |policy: &mut dyn Policy, learn: bool, views_read: bool, guard: bool| {
+            let mut cfg = Config::with_period(10_000_000, 0);
+            cfg.horizon_ns = Some(50_000_000);
+            cfg.views_read = views_read;
+            cfg.guard = guard.then(GuardConfig::default);
+            let mut learning = Learning::new(Default::default(), None);
+            let mut world = Empty::default();
+            run(
+                policy,
+                &machine,
+                &Estimates::new(),
+                learn.then_some(&mut learning),
+                &mut world,
+                &mut NoMeter,
+                &cfg,
+                |_, _| {},
+            );
+            assert!(world.observed > 0);
+            world.counters_left
+        };
+        assert_eq!(left(&mut Blind, false, false, false), Some(0));
+        assert_eq!(
+            left(&mut Blind, false, false, true),
+            Some(0),
+            "the guard reads none"
+        );
+        assert_eq!(left(&mut Blind, true, false, false), None, "learning reads them");
+        assert_eq!(
+            left(&mut Blind, false, true, false),
+            None,
+            "a reader of the views may"
+        );
+        assert_eq!(
+            left(&mut Timed::default(), false, false, false),
+            None,
+            "by default, read"
+        );
     }
 }

@@ -233,6 +233,11 @@ impl KindCache {
 }
 
 impl Policy for Comprehensive {
+    /// The counters, on a machine of more than one core kind; on any other
+    /// it places nothing and reads nothing.
+    fn reads_counters(&self, machine: &herd_topo::Machine) -> bool {
+        machine.kinds().len() >= 2
+    }
     fn name(&self) -> String {
         if let Some(p) = self.preset.filter(|_| self.keep_memory) {
             return format!("amp:comprehensive:preset={p}");
@@ -612,6 +617,11 @@ pub struct FastFirst {
 }
 
 impl Policy for FastFirst {
+    /// The counters, on a machine of more than one core kind; on any other
+    /// it places nothing and reads nothing.
+    fn reads_counters(&self, machine: &herd_topo::Machine) -> bool {
+        machine.kinds().len() >= 2
+    }
     fn name(&self) -> String {
         "amp:ff".into()
     }

@@ -123,6 +123,11 @@ pub struct HassStatic {
 }
 
 impl Policy for HassStatic {
+    /// The counters, on a machine of more than one core kind; on any other
+    /// it places nothing and reads nothing.
+    fn reads_counters(&self, machine: &herd_topo::Machine) -> bool {
+        machine.kinds().len() >= 2
+    }
     fn name(&self) -> String {
         "amp:hass-s".into()
     }
@@ -218,6 +223,11 @@ impl HassDynamic {
 }
 
 impl Policy for HassDynamic {
+    /// The counters, on a machine of more than one core kind; on any other
+    /// it places nothing and reads nothing.
+    fn reads_counters(&self, machine: &herd_topo::Machine) -> bool {
+        machine.kinds().len() >= 2
+    }
     fn name(&self) -> String {
         if self.interval_ns == 200_000_000 {
             "amp:hass-d".into()
@@ -328,6 +338,11 @@ impl SampleRun {
 }
 
 impl Policy for SampleRun {
+    /// The counters, on a machine of more than one core kind; on any other
+    /// it places nothing and reads nothing.
+    fn reads_counters(&self, machine: &herd_topo::Machine) -> bool {
+        machine.kinds().len() >= 2
+    }
     fn name(&self) -> String {
         let mut p = Vec::new();
         if self.interval_ns != 200_000_000 {

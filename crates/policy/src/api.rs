@@ -30,6 +30,18 @@ pub trait Policy: Send {
     fn reads_snapshot(&self) -> bool {
         true
     }
+    /// Whether its decisions on `machine` read the counters beyond each
+    /// task's CPU time, waits and instructions: cycles, LLC references and
+    /// misses, memory traffic and migrations ([`Obs`](crate::Obs)). When
+    /// nothing else in the loop reads them either (no learning, no oracle),
+    /// the sensor may leave them unmade (`None`, 0), as on a machine
+    /// without them (the engine's `Sensor::leave_counters`): in the
+    /// simulator, 10-17% of a guarded minute's instructions at a thousand
+    /// tasks.
+    /// Asked once, after [`Policy::prepare`]; by default, yes.
+    fn reads_counters(&self, _machine: &herd_topo::Machine) -> bool {
+        true
+    }
     /// Whether it decides from what the loop learns ([`View::learned`]):
     /// the simulator then learns even when no profile store is kept.
     fn wants_learning(&self) -> bool {

@@ -72,6 +72,11 @@ pub(crate) const STATIC_SCATTER: Entry = Entry {
 pub struct Linux;
 
 impl Policy for Linux {
+    /// Its decisions read CPU time, waits, states and heartbeats, never
+    /// the counters.
+    fn reads_counters(&self, _machine: &herd_topo::Machine) -> bool {
+        false
+    }
     fn name(&self) -> String {
         BASELINE.into()
     }
@@ -182,6 +187,11 @@ impl Static {
 }
 
 impl Policy for Static {
+    /// Its decisions read CPU time, waits, states and heartbeats, never
+    /// the counters.
+    fn reads_counters(&self, _machine: &herd_topo::Machine) -> bool {
+        false
+    }
     fn name(&self) -> String {
         let base = match self.layout {
             Layout::Compact => "static:compact",

@@ -211,6 +211,11 @@ fn hint_btr(h: Option<Level>) -> f64 {
 }
 
 impl Policy for BwCosched {
+    /// Its decisions read what learning made of the counters, never the
+    /// counters themselves (learning reads them, so the loop asks for them).
+    fn reads_counters(&self, _machine: &herd_topo::Machine) -> bool {
+        false
+    }
     fn name(&self) -> String {
         let mut params = Vec::new();
         if self.window != 2 {

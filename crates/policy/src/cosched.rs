@@ -665,6 +665,11 @@ impl CoschedFair {
 }
 
 impl Policy for CoschedFair {
+    /// Its decisions read CPU time, waits, states and heartbeats, never
+    /// the counters.
+    fn reads_counters(&self, _machine: &herd_topo::Machine) -> bool {
+        false
+    }
     fn name(&self) -> String {
         match self.slots {
             Some(s) => format!("cosched:fair:slots={s}"),

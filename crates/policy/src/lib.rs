@@ -74,6 +74,9 @@ pub fn build(spec: &str) -> Result<Box<dyn Policy>, PolicyError> {
     Ok(PolicySpec::parse(spec)?.build())
 }
 
+#[cfg(test)]
+mod reads_tests;
+
 /// Helpers for the policies' unit tests.
 #[cfg(test)]
 pub(crate) mod testkit {
@@ -81,6 +84,16 @@ pub(crate) mod testkit {
 
     /// One decision of `p` on `m` and `snap`, with nothing estimated or learned.
     pub(crate) fn decide_once(p: &mut dyn Policy, m: &herd_topo::Machine, snap: &Snapshot) -> Plan {
+        decide_at(p, m, snap, 0)
+    }
+
+    /// [`decide_once`] as the loop's decision number `decision`.
+    pub(crate) fn decide_at(
+        p: &mut dyn Policy,
+        m: &herd_topo::Machine,
+        snap: &Snapshot,
+        decision: u64,
+    ) -> Plan {
         let (est, know) = (Estimates::default(), Knowledge::default());
         p.decide(&View {
             machine: m,
@@ -89,7 +102,7 @@ pub(crate) mod testkit {
             learned: &know,
             oracle: None,
             seed: 1,
-            decision: 0,
+            decision,
         })
     }
 

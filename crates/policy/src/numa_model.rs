@@ -196,6 +196,11 @@ fn traffic(view: &View<'_>, job: JobId) -> Option<(f64, &'static str)> {
 }
 
 impl Policy for NumaModel {
+    /// Its decisions read what learning made of the counters, never the
+    /// counters themselves (learning reads them, so the loop asks for them).
+    fn reads_counters(&self, _machine: &herd_topo::Machine) -> bool {
+        false
+    }
     fn name(&self) -> String {
         let mut p = Vec::new();
         if self.node_bw_gbps != DEFAULT_NODE_BW_GBPS {

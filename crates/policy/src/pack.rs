@@ -460,23 +460,12 @@ impl Pack {
     }
 }
 
-/// The K cores: (CPUs, capacity) in the machine's compact order. A core's
-/// CPUs and kind are the machine's record of them, which its builder
-/// makes from the same list as each CPU's core (found instead by a search
-/// of every CPU for every core, this was most of pack:tp's first decision
-/// at 384 CPUs).
-fn allowed_cores(view: &View<'_>, k: Option<usize>) -> Vec<(CpuSet, f64)> {
-    let m = view.machine;
-    let cores: Vec<&herd_topo::Core> = (crate::order::compact_cores(m).into_iter())
-        .map(|c| &m.cores()[c])
-        .collect();
-    let k = k.unwrap_or(cores.len()).clamp(1, cores.len().max(1));
-    (cores.into_iter().take(k))
-        .map(|c| (c.cpus.clone(), m.kinds()[c.kind].capacity))
-        .collect()
-}
-
 impl Policy for Pack {
+    /// Its decisions read CPU time, waits, states and heartbeats, never
+    /// the counters.
+    fn reads_counters(&self, _machine: &herd_topo::Machine) -> bool {
+        false
+    }
     fn name(&self) -> String {
         let base = match self.kind {
             Packing::Palm => "pack:palm",
@@ -892,7 +881,7 @@ mod groups;
 mod slots;
 pub(crate) use entries::{PACK_PALM, PACK_TP, PACK_TR};
 pub use groups::{arrange_sizes, group_sizes};
-use groups::{class_key, most_per_thread_first};
+use groups::{allowed_cores, class_key, most_per_thread_first};
 use slots::Slots;
 pub use entries::static_best_periods_us;
 

@@ -304,6 +304,11 @@ fn explain_orders(m: &Machine, goal: SmtGoal, order: &[u32]) -> String {
 }
 
 impl Policy for SmtPlace {
+    /// Its decisions read CPU time, waits, states and heartbeats, never
+    /// the counters.
+    fn reads_counters(&self, _machine: &herd_topo::Machine) -> bool {
+        false
+    }
     fn name(&self) -> String {
         match self.goal {
             SmtGoal::Speed => "smt:speed".into(),

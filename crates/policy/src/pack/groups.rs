@@ -1,10 +1,14 @@
 //! How PALM sizes its groups (threads per core, by capacity per thread)
 //! and orders them: pure functions of the cores' capacities and the
-//! worker count, apart from the policy for their tests.
+//! worker count, apart from the policy for their tests; and the K cores
+//! the groups are of.
 
 use std::collections::BTreeMap;
 
 use herd_profile::iabw::order_key;
+use herd_topo::CpuSet;
+
+use crate::View;
 
 /// A group's class: its capacity per thread, as bits (an exact key).
 pub(super) fn class_key(cap: f64, size: usize) -> u64 {
@@ -112,4 +116,20 @@ pub fn group_sizes(capacities: &[f64], threads: usize) -> Vec<usize> {
         }
     }
     n
+}
+
+/// The K cores: (CPUs, capacity) in the machine's compact order. A core's
+/// CPUs and kind are the machine's record of them, which its builder
+/// makes from the same list as each CPU's core (found instead by a search
+/// of every CPU for every core, this was most of pack:tp's first decision
+/// at 384 CPUs).
+pub(super) fn allowed_cores(view: &View<'_>, k: Option<usize>) -> Vec<(CpuSet, f64)> {
+    let m = view.machine;
+    let cores: Vec<&herd_topo::Core> = (crate::order::compact_cores(m).into_iter())
+        .map(|c| &m.cores()[c])
+        .collect();
+    let k = k.unwrap_or(cores.len()).clamp(1, cores.len().max(1));
+    (cores.into_iter().take(k))
+        .map(|c| (c.cpus.clone(), m.kinds()[c.kind].capacity))
+        .collect()
 }

@@ -359,6 +359,7 @@ impl<'a> World<'a> {
                 seen: vec![parts::Seen::default(); thread_count],
                 repeats_unseen: 0,
                 unread: false,
+                counters_read: true,
             },
             acct: parts::Accounting {
                 power_w: scenario.model.power.idle_w,

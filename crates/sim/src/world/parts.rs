@@ -95,6 +95,10 @@ pub(super) struct SensorView {
     /// The run observes without reading (`Sensor::observe_unread`): the
     /// tasks and jobs in the snapshot are not kept up to date.
     pub(super) unread: bool,
+    /// Something in the run reads the counters beyond CPU time, waits and
+    /// instructions; when not (`Sensor::leave_counters`), they stay as a
+    /// blank view has them (`None`, 0).
+    pub(super) counters_read: bool,
 }
 
 /// What the run used.
