@@ -232,11 +232,16 @@ impl KindCache {
     }
 }
 
+/// What every asymmetric-core policy answers to
+/// [`Policy::reads_counters`]: the counters, on a machine of more than one
+/// core kind; on any other it places nothing and reads nothing.
+pub(crate) fn reads_counters_on(machine: &herd_topo::Machine) -> bool {
+    machine.kinds().len() >= 2
+}
+
 impl Policy for Comprehensive {
-    /// The counters, on a machine of more than one core kind; on any other
-    /// it places nothing and reads nothing.
     fn reads_counters(&self, machine: &herd_topo::Machine) -> bool {
-        machine.kinds().len() >= 2
+        crate::amp::reads_counters_on(machine)
     }
     fn name(&self) -> String {
         if let Some(p) = self.preset.filter(|_| self.keep_memory) {
@@ -617,10 +622,8 @@ pub struct FastFirst {
 }
 
 impl Policy for FastFirst {
-    /// The counters, on a machine of more than one core kind; on any other
-    /// it places nothing and reads nothing.
     fn reads_counters(&self, machine: &herd_topo::Machine) -> bool {
-        machine.kinds().len() >= 2
+        crate::amp::reads_counters_on(machine)
     }
     fn name(&self) -> String {
         "amp:ff".into()

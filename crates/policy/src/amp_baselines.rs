@@ -123,10 +123,8 @@ pub struct HassStatic {
 }
 
 impl Policy for HassStatic {
-    /// The counters, on a machine of more than one core kind; on any other
-    /// it places nothing and reads nothing.
     fn reads_counters(&self, machine: &herd_topo::Machine) -> bool {
-        machine.kinds().len() >= 2
+        crate::amp::reads_counters_on(machine)
     }
     fn name(&self) -> String {
         "amp:hass-s".into()
@@ -223,10 +221,8 @@ impl HassDynamic {
 }
 
 impl Policy for HassDynamic {
-    /// The counters, on a machine of more than one core kind; on any other
-    /// it places nothing and reads nothing.
     fn reads_counters(&self, machine: &herd_topo::Machine) -> bool {
-        machine.kinds().len() >= 2
+        crate::amp::reads_counters_on(machine)
     }
     fn name(&self) -> String {
         if self.interval_ns == 200_000_000 {
@@ -338,10 +334,8 @@ impl SampleRun {
 }
 
 impl Policy for SampleRun {
-    /// The counters, on a machine of more than one core kind; on any other
-    /// it places nothing and reads nothing.
     fn reads_counters(&self, machine: &herd_topo::Machine) -> bool {
-        machine.kinds().len() >= 2
+        crate::amp::reads_counters_on(machine)
     }
     fn name(&self) -> String {
         let mut p = Vec::new();

@@ -19,7 +19,7 @@
 use std::time::Instant;
 
 use herd_engine::NoMeter;
-use herd_sim::Scenario;
+use herd_sim::{Scenario, SimPolicy};
 
 #[path = "../../../bench/input.rs"]
 mod input;
@@ -86,11 +86,15 @@ fn main() {
             args
         }
     };
-    for p in &policies {
-        if let Err(e) = p.parse::<herd_sim::SimPolicy>() {
-            bad(format!("policy {p:?}: {e}"));
-        }
-    }
+    // Parsed once, before anything runs: a policy the catalogue lacks
+    // stops the bench here.
+    let policies: Vec<(String, SimPolicy)> = policies
+        .into_iter()
+        .map(|p| match p.parse::<SimPolicy>() {
+            Ok(policy) => (p, policy),
+            Err(e) => bad(format!("policy {p:?}: {e}")),
+        })
+        .collect();
     let sizes = sizes();
     let growth_s = input::seconds("HERD_BENCH_GROWTH_S", 60.0);
     growth(&policies, guard, &sizes, growth_s);
@@ -101,8 +105,8 @@ fn main() {
         s.machine.cpus().len(),
         if guard { "on" } else { "off" }
     );
-    for p in policies {
-        launched_threads_note(&s, &p);
+    for (p, policy) in &policies {
+        launched_threads_note(&s, p);
         let mut walls = Vec::new();
         let mut cpus = Vec::new();
         let mut counts = (0, 0, 0, 0, 0.0, 0);
@@ -110,7 +114,7 @@ fn main() {
         for _ in 0..runs {
             let t0 = Instant::now();
             let c0 = on_cpu_s();
-            let r = run_to_horizon(&s, &p, horizon_s);
+            let r = run_to_horizon(&s, policy, horizon_s);
             walls.push(t0.elapsed().as_secs_f64());
             cpus.push(on_cpu_s().zip(c0).map(|(a, b)| a - b));
             counts = (
@@ -173,18 +177,10 @@ fn launched_threads(s: &Scenario, policy: &str) -> Option<u32> {
 
 /// One run of `policy` on `s`, which must last the whole horizon (the
 /// bench measures that much simulated time, not a run that ended early).
-fn run_to_horizon(s: &Scenario, policy: &str, horizon_s: f64) -> herd_sim::PolicyResult {
+fn run_to_horizon(s: &Scenario, policy: &SimPolicy, horizon_s: f64) -> herd_sim::PolicyResult {
     // Solo times are not part of what the bench measures: all 1.
     let solo = vec![1.0; s.jobs.len()];
-    let r = herd_sim::run_policy_unread::<NoMeter>(
-        s,
-        &policy.parse::<herd_sim::SimPolicy>().unwrap(),
-        1,
-        &solo,
-        None,
-        |_, _| {},
-    )
-    .expect("policy");
+    let r = herd_sim::run_policy_unread::<NoMeter>(s, policy, 1, &solo, None, |_, _| {}).expect("policy");
     assert!(
         r.makespan_s >= horizon_s * 0.999,
         "ran to the horizon: {}",
@@ -219,7 +215,7 @@ fn sizes() -> Vec<(usize, usize)> {
 /// each of `sizes` (HERD_BENCH_SIZES), as wall ms per simulated second and
 /// ns per task per simulated second (a cost that grows linearly keeps the
 /// second steady).
-fn growth(policies: &[String], guard: bool, sizes: &[(usize, usize)], horizon_s: f64) {
+fn growth(policies: &[(String, SimPolicy)], guard: bool, sizes: &[(usize, usize)], horizon_s: f64) {
     if sizes.is_empty() {
         return;
     }
@@ -231,11 +227,11 @@ fn growth(policies: &[String], guard: bool, sizes: &[(usize, usize)], horizon_s:
         "{:>16} {:>6} {:>5} {:>10} {:>12} {:>16} {:>9}",
         "policy", "tasks", "CPUs", "wall ms", "ms/sim s", "ns/task/sim s", "events"
     );
-    for p in policies {
+    for (p, policy) in policies {
         for &(tasks, cpus) in sizes {
             let s = scenario(horizon_s, guard, tasks, cpus);
             let t0 = Instant::now();
-            let r = run_to_horizon(&s, p, horizon_s);
+            let r = run_to_horizon(&s, policy, horizon_s);
             let wall_s = t0.elapsed().as_secs_f64();
             let n: u32 = match launched_threads(&s, p) {
                 Some(k) => k * s.jobs.len() as u32,
