@@ -126,11 +126,8 @@ pub struct Static {
     order: Option<Vec<u32>>,
     job_start: HashMap<u32, usize>,
     next_start: usize,
-    /// Each placed task's job and place in its job's stretch, and the
-    /// last turn its tasks changed in which it was present.
-    placed: HashMap<TaskId, (u32, usize, u64)>,
-    /// Turns in which the tasks changed: marks who is still present.
-    changes: u64,
+    /// Each placed task's job and place in its job's stretch.
+    placed: HashMap<TaskId, (u32, usize)>,
     /// Per job, how many present placed tasks hold each place of its
     /// stretch: inline for jobs of up to 8 places (a vector allocated per
     /// job was 7% of static:scatter's first decision at 256 jobs).
@@ -156,7 +153,6 @@ impl Static {
             job_start: HashMap::default(),
             next_start: 0,
             placed: HashMap::default(),
-            changes: 0,
             held: HashMap::default(),
             working: Working::default(),
             waiting: false,
@@ -223,44 +219,40 @@ impl Policy for Static {
         let mut plan = Plan::default();
         let snap = view.snapshot;
         let tasks = &snap.tasks;
-        let changed = self.last_ids.changed(snap);
+        // The tasks new since the last change, and those gone.
+        let (mut fresh, mut gone) = (Vec::new(), Vec::new());
+        let changed = self.last_ids.changed_noting(snap, |t| fresh.push(t), |id| gone.push(id));
         if !changed && !self.waiting {
             self.working.none_unplaced(snap);
             return plan;
         }
-        // Tasks that left free their places: each present placed task is
-        // marked with this change's number, and those left unmarked are
-        // gone (swept only when fewer were marked than are held).
-        if changed {
-            self.changes += 1;
-            let mark = self.changes;
-            let mut present = 0;
-            for t in tasks {
-                if let Some(p) = self.placed.get_mut(&t.id) {
-                    p.2 = mark;
-                    present += 1;
+        // Tasks that left free their places (every placed task was in the
+        // last list: placed when present, swept when gone).
+        let mut swept = false;
+        for id in &gone {
+            if let Some((job, place)) = self.placed.remove(id) {
+                swept = true;
+                if let Some(h) = self.held.get_mut(&job) {
+                    h[place] -= 1;
                 }
             }
-            if present < self.placed.len() {
-                let held = &mut self.held;
-                self.placed.retain(|_, (job, place, seen)| {
-                    let keep = *seen == mark;
-                    if !keep && let Some(h) = held.get_mut(job) {
-                        h[*place] -= 1;
-                    }
-                    keep
-                });
-                // A job's counts add up to its placed tasks: none left, none held.
-                self.held.retain(|_, h| h.iter().any(|&n| n > 0));
-            }
+        }
+        if swept {
+            // A job's counts add up to its placed tasks: none left, none held.
+            self.held.retain(|_, h| h.iter().any(|&n| n > 0));
         }
         let placed = &self.placed;
         // A program's main thread is pinned from the first look, as
         // `taskset` would start it: it is the program (and an OpenMP
         // team's first member).
-        let mut new = self
-            .working
-            .unplaced(snap, |id| placed.contains_key(&id), |t| t.rank == 0);
+        let main = |t: &crate::TaskView| t.rank == 0;
+        let mut new = if changed && !self.waiting {
+            // The last list's tasks are all placed: the new ones are not
+            // (a look-up per task otherwise, a third of a change's cost).
+            self.working.unplaced_among(snap, fresh.into_iter(), main)
+        } else {
+            self.working.unplaced(snap, |id| placed.contains_key(&id), main)
+        };
         self.waiting = new.len() < tasks.len().saturating_sub(self.placed.len());
         if new.is_empty() {
             return plan;
@@ -301,7 +293,7 @@ impl Policy for Static {
             threads_of[k] += 1;
             if any_placed
                 && worked(snap, o)
-                && let Some(&(job, place, _)) = self.placed.get(&o.id)
+                && let Some(&(job, place)) = self.placed.get(&o.id)
             {
                 let start = self.job_start.get(&job).copied().unwrap_or(0);
                 worked_on.push((k, order[(start + place) % order.len()]));
@@ -370,7 +362,7 @@ impl Policy for Static {
                 held[place] += 1;
                 let cpu = cpu_at(place);
                 busy_n += usize::from(busy.insert(cpu));
-                self.placed.insert(t.id, (job, place, self.changes));
+                self.placed.insert(t.id, (job, place));
                 let cpus = if self.whole_cores {
                     m.siblings(cpu).cloned().unwrap_or_default()
                 } else {

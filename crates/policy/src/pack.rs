@@ -191,8 +191,6 @@ pub struct Pack {
     /// The K cores (CPUs, capacity) and all their CPUs, for the K they
     /// were computed for.
     allowed: Option<(usize, Allowed)>,
-    /// Tasks `pack:tp`/`pack:tr` have pinned.
-    pinned: FxHashSet<TaskId>,
     /// The tasks of the last snapshot, in order: when the next has the
     /// same, the records above hold no task that left.
     last_ids: crate::view::SeenTasks,
@@ -276,7 +274,6 @@ impl Pack {
             epoch: None,
             last_rate: None,
             allowed: None,
-            pinned: FxHashSet::default(),
             last_ids: Default::default(),
             noted: false,
             beats: false,
@@ -557,7 +554,6 @@ impl Policy for Pack {
         }
         if changed {
             // Everything is placed again on the new cores.
-            self.pinned.clear();
             self.slots.forget_groups();
             self.epoch = None;
             self.last_rate = None;
@@ -570,28 +566,21 @@ impl Policy for Pack {
         let (cores, all, alike) = &*allowed;
         let alike = *alike;
         let tasks = &view.snapshot.tasks;
-        let ids_changed = self.last_ids.changed(view.snapshot);
+        // pack:tp and pack:tr pin each task once, when it first comes (or
+        // every task on new cores): the tasks the last list lacked.
+        let mut fresh: Vec<TaskId> = Vec::new();
+        let ids_changed = self.last_ids.changed_noting(view.snapshot, |t| fresh.push(t.id), |_| {});
         // (Nothing to forget on a first sight: no set of every task then.)
-        if ids_changed && !(self.pinned.is_empty() && self.lanes.is_empty()) {
+        if ids_changed && !self.lanes.is_empty() {
             let present: FxHashSet<TaskId> = tasks.iter().map(|t| t.id).collect();
-            self.pinned.retain(|t| present.contains(t));
             self.lanes.retain(|t, _| present.contains(t));
         }
         if self.kind != Packing::Palm {
-            // The same tasks on the same cores: every one was let run on
-            // them when it came (a thousand set inserts a turn otherwise).
-            let all_pinned = !ids_changed && !changed;
-            if !all_pinned {
-                self.pinned.reserve(tasks.len());
+            if changed {
+                fresh = tasks.iter().map(|t| t.id).collect();
             }
-            for t in view.snapshot.tasks.iter().filter(|_| !all_pinned) {
-                if self.pinned.insert(t.id) {
-                    plan.run(
-                        t.id,
-                        all.clone(),
-                        "pack: every thread on the K cores; Linux balances",
-                    );
-                }
+            for id in fresh {
+                plan.run(id, all.clone(), "pack: every thread on the K cores; Linux balances");
             }
             if self.kind == Packing::Tr && !self.noted {
                 self.noted = true;

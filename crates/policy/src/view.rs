@@ -343,6 +343,12 @@ impl Rng {
 #[derive(Debug, Default)]
 pub(crate) struct SeenTasks {
     ids: Vec<TaskId>,
+    /// [`SeenTasks::changed_noting`]'s suspects (places in the new list)
+    /// and the last list's tasks its walk passed over (kept to reuse their
+    /// memory).
+    suspects: Vec<usize>,
+    passed: Vec<TaskId>,
+    moved: Vec<usize>,
     /// The snapshot's [`Snapshot::tasks_epoch`] the ids were last found
     /// in (0: none vouched).
     epoch: u64,
@@ -353,6 +359,9 @@ impl SeenTasks {
     pub(crate) fn of(snap: &Snapshot) -> Self {
         SeenTasks {
             ids: snap.tasks.iter().map(|t| t.id).collect(),
+            suspects: Vec::new(),
+            passed: Vec::new(),
+            moved: Vec::new(),
             epoch: snap.tasks_epoch,
         }
     }
@@ -366,12 +375,77 @@ impl SeenTasks {
 
     /// Whether `snap`'s tasks differ from the ones seen last; remembers them.
     pub(crate) fn changed(&mut self, snap: &Snapshot) -> bool {
+        self.changed_noting(snap, |_| {}, |_| {})
+    }
+
+    /// [`SeenTasks::changed`], calling `new` with each of `snap`'s tasks
+    /// that was not among those seen last, in `snap`'s order, and `gone`
+    /// with each task seen last that `snap` lacks, when they changed (a
+    /// snapshot's ids are unique). A list changes a few tasks at
+    /// a time: the two lists are walked together, a task not found at the
+    /// last list's next places is a suspect, and only the suspects are
+    /// looked for among the last list's tasks the walk passed over (pack:tp
+    /// found the new tasks by putting every task in a set, a thousand
+    /// inserts a change and a tenth of its guarded hour; a sorted copy of
+    /// the whole last list cost as much).
+    pub(crate) fn changed_noting<'s>(
+        &mut self,
+        snap: &'s Snapshot,
+        mut new: impl FnMut(&'s TaskView),
+        mut gone: impl FnMut(TaskId),
+    ) -> bool {
+        /// How far ahead in the last list the walk looks for a task: a
+        /// program's few threads gone at once.
+        const AHEAD: usize = 16;
         if self.same(snap) {
             // The same list under a new name: next time the name suffices.
             self.epoch = snap.tasks_epoch;
             return false;
         }
-        *self = SeenTasks::of(snap);
+        let before = &self.ids;
+        let (suspects, passed) = (&mut self.suspects, &mut self.passed);
+        suspects.clear();
+        passed.clear();
+        let mut next = 0;
+        for (i, t) in snap.tasks.iter().enumerate() {
+            // Where the last one found was followed (most tasks).
+            if before.get(next) == Some(&t.id) {
+                next += 1;
+                continue;
+            }
+            let ahead = &before[next.min(before.len())..(next + AHEAD).min(before.len())];
+            match ahead.iter().position(|&id| id == t.id) {
+                Some(d) => {
+                    passed.extend_from_slice(&ahead[..d]);
+                    next += d + 1;
+                }
+                None => suspects.push(i),
+            }
+        }
+        passed.extend_from_slice(&before[next.min(before.len())..]);
+        // A suspect seen last was passed over: the walk matched every other
+        // task of the last list to another of this one's. The rest passed
+        // over are gone.
+        passed.sort_unstable();
+        let moved = &mut self.moved;
+        moved.clear();
+        for &i in suspects.iter() {
+            let t = &snap.tasks[i];
+            match passed.binary_search(&t.id) {
+                Ok(k) => moved.push(k),
+                Err(_) => new(t),
+            }
+        }
+        moved.sort_unstable();
+        let mut moved = moved.iter().peekable();
+        for (k, &id) in passed.iter().enumerate() {
+            if moved.next_if_eq(&&k).is_none() {
+                gone(id);
+            }
+        }
+        self.ids.clear();
+        self.ids.extend(snap.tasks.iter().map(|t| t.id));
+        self.epoch = snap.tasks_epoch;
         true
     }
 }
@@ -380,9 +454,9 @@ impl SeenTasks {
 mod tests {
     use super::*;
 
-    #[test]
-    fn seen_tasks_change_with_any_task_or_order() {
-        let task = |id| TaskView {
+    /// A runnable task of job 0 that observed nothing.
+    fn task(id: TaskId) -> TaskView {
+        TaskView {
             id,
             job: 0,
             rank: 0,
@@ -390,7 +464,11 @@ mod tests {
             cpu: None,
             obs: Obs::default(),
             heartbeats: None,
-        };
+        }
+    }
+
+    #[test]
+    fn seen_tasks_change_with_any_task_or_order() {
         let snap = |tasks: Vec<TaskView>, tasks_epoch| Snapshot {
             tasks,
             tasks_epoch,
@@ -411,5 +489,47 @@ mod tests {
         assert!(!seen.changed(&snap(vec![task(2), task(3)], 8)));
         // 0 vouches for nothing, even after a name was seen.
         assert!(seen.changed(&snap(vec![task(3)], 0)));
+    }
+
+    #[test]
+    fn the_tasks_noted_new_and_gone_are_those_one_list_lacks() {
+        let mut rng = Rng::new(28);
+        let mut seen = SeenTasks::default();
+        let mut last: Vec<TaskId> = Vec::new();
+        let mut next_id = 0;
+        for round in 0..400 {
+            // Some leave, some come anywhere, now and then many together
+            // (more than the walk looks ahead) or all reordered.
+            let mut ids: Vec<TaskId> = last.iter().copied().filter(|_| rng.below(8) != 0).collect();
+            if rng.below(5) == 0 && !ids.is_empty() {
+                let from = rng.below(ids.len() as u64) as usize;
+                let to = (from + 1 + rng.below(30) as usize).min(ids.len());
+                ids.drain(from..to);
+            }
+            for _ in 0..rng.below(if round % 4 == 0 { 40 } else { 6 }) {
+                let at = rng.below(ids.len() as u64 + 1) as usize;
+                ids.insert(at, next_id);
+                next_id += 1;
+            }
+            if rng.below(10) == 0 {
+                for i in (1..ids.len()).rev() {
+                    ids.swap(i, rng.below(i as u64 + 1) as usize);
+                }
+            }
+            let s = Snapshot {
+                tasks: ids.iter().map(|&id| task(id)).collect(),
+                ..Snapshot::default()
+            };
+            let (mut noted, mut left) = (Vec::new(), Vec::new());
+            let changed = seen.changed_noting(&s, |t| noted.push(t.id), |id| left.push(id));
+            let want: Vec<TaskId> = ids.iter().copied().filter(|id| !last.contains(id)).collect();
+            let mut want_gone: Vec<TaskId> = last.iter().copied().filter(|id| !ids.contains(id)).collect();
+            want_gone.sort_unstable();
+            left.sort_unstable();
+            assert_eq!(changed, ids != last, "round {round}");
+            assert_eq!(noted, want, "round {round}: {last:?} -> {ids:?}");
+            assert_eq!(left, want_gone, "round {round}: {last:?} -> {ids:?}");
+            last = ids;
+        }
     }
 }

@@ -113,6 +113,18 @@ impl Working {
         placed: impl Fn(TaskId) -> bool,
         always: impl Fn(&TaskView) -> bool,
     ) -> Vec<&'a TaskView> {
+        self.unplaced_among(snap, snap.tasks.iter().filter(|t| !placed(t.id)), always)
+    }
+
+    /// [`Working::unplaced`] where the caller knows which of `snap`'s tasks
+    /// are unplaced (`unplaced`, in `snap`'s order): say, those new since a
+    /// turn that left none unplaced, without a look-up per task.
+    pub(crate) fn unplaced_among<'a>(
+        &mut self,
+        snap: &'a Snapshot,
+        unplaced: impl Iterator<Item = &'a TaskView>,
+        always: impl Fn(&TaskView) -> bool,
+    ) -> Vec<&'a TaskView> {
         // What the next full period compares with (a progress-only turn
         // measures nothing: the last full one stands). One pass: `placed`
         // is a map look-up per task.
@@ -126,7 +138,7 @@ impl Working {
             busy_now.reserve(snap.tasks.len());
         }
         let mut working = Vec::new();
-        for t in snap.tasks.iter().filter(|t| !placed(t.id)) {
+        for t in unplaced {
             let busy = worked(snap, t) && !runs_in_bursts(t);
             if always(t)
                 || busy && (t.state == TaskState::Runnable || self.busy_before.binary_search(&t.id).is_ok())
