@@ -136,9 +136,17 @@ impl Guard {
         near_jobs.sort_unstable();
         self.sent_away.retain(|j| near_jobs.binary_search(j).is_err());
         for id in unplaced {
-            let share = |i: usize| (load[i] + 1) as f64 / node_cpus[i] as f64;
+            // The least share (load + 1) / CPUs, compared in whole numbers:
+            // the same order as the quotients' (two different fractions of
+            // counts this small are never one float apart), without a
+            // division per node per task (half of a release's cost).
+            let less = |a: usize, b: usize| {
+                ((load[a] + 1) * node_cpus[b])
+                    .cmp(&((load[b] + 1) * node_cpus[a]))
+                    .then(a.cmp(&b))
+            };
             let i = (0..nodes.len())
-                .min_by(|&a, &b| share(a).total_cmp(&share(b)).then(a.cmp(&b)))
+                .min_by(|&a, &b| less(a, b))
                 .expect("several nodes");
             load[i] += 1;
             plan.run(
