@@ -16,7 +16,7 @@
 //! period (a main thread that has just started its workers, or a barrier
 //! worker between phases), its new threads wait one period to see which.
 
-use rustc_hash::{FxHashMap as HashMap, FxHashSet};
+use rustc_hash::FxHashMap as HashMap;
 
 use herd_topo::{CpuSet, Machine};
 
@@ -69,6 +69,8 @@ pub struct SmtPlace {
     why: Vec<Reason>,
     /// Each placed task's unit (index into `order`) and job.
     placed: HashMap<TaskId, (usize, JobId)>,
+    /// How many of each job's tasks are placed (jobs with none left out).
+    placed_of: HashMap<JobId, u32>,
     /// Each job's most recently given unit.
     last_unit: HashMap<JobId, usize>,
     /// Which unplaced tasks work.
@@ -96,6 +98,7 @@ impl SmtPlace {
             load: Loads::default(),
             why: Vec::new(),
             placed: HashMap::default(),
+            placed_of: HashMap::default(),
             last_unit: HashMap::default(),
             working: Working::default(),
             note: None,
@@ -325,35 +328,77 @@ impl Policy for SmtPlace {
     fn decide(&mut self, view: &View<'_>) -> Plan {
         let m = view.machine;
         self.prepare(m);
-        if !self.last_ids.changed(view.snapshot) && !self.waiting {
-            self.working.none_unplaced(view.snapshot);
+        let snap = view.snapshot;
+        // The tasks new since the last list, and those gone.
+        let (mut fresh, mut gone) = (Vec::new(), Vec::new());
+        let changed = self.last_ids.changed_noting(snap, |t| fresh.push(t), |id| gone.push(id));
+        if !changed && !self.waiting {
+            self.working.none_unplaced(snap);
             let mut plan = Plan::default();
             if view.decision == 0 {
                 plan.note = self.note.clone().map(Into::into);
             }
             return plan;
         }
+        // Every placed task was in the last list (placed when present,
+        // freed when gone): the gone ones free their units, and a job left
+        // with none no longer continues its run of units.
+        for id in &gone {
+            if let Some((u, job)) = self.placed.remove(id) {
+                self.load.add(u, -1);
+                if let Some(n) = self.placed_of.get_mut(&job) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.placed_of.remove(&job);
+                        self.last_unit.remove(&job);
+                    }
+                }
+            }
+        }
+        // The last list's tasks all had units: the unplaced are the new
+        // ones (a look-up per task otherwise).
+        let all_placed = changed && !self.waiting;
         // New tasks in rank order, so a job's threads take its units in
         // order. Only working threads take units ([`Working`]): such a
         // thread takes a unit the period it works.
         let placed = &self.placed;
-        let mut new = self.working.unplaced(view.snapshot, |id| placed.contains_key(&id), |_| false);
+        let mut new = if all_placed {
+            self.working.unplaced_among(snap, fresh.iter().copied(), |_| false)
+        } else {
+            self.working.unplaced(snap, |id| placed.contains_key(&id), |_| false)
+        };
         new.sort_by_key(|t| (t.job, t.rank, t.id));
+        let mut new_jobs: Vec<JobId> = new.iter().map(|t| t.job).collect();
+        new_jobs.dedup();
         // Present tasks not placed: new ones, and those not working yet;
-        // and, when some are placed now, the units of placed tasks that
-        // did not work, with their jobs (one pass, one look-up per task).
-        let mut unplaced = 0;
+        // and, of the jobs with new tasks, the units of placed tasks that
+        // did not work (one pass, one look-up per task that counts).
+        let mut unplaced = if all_placed { fresh.len() } else { 0 };
         let mut idle: Vec<(JobId, usize)> = Vec::new();
         // Jobs with a placed task asleep now that worked over the period:
         // a main thread that has just started its workers and waits in
         // join, or a barrier worker between phases. One more period tells
         // them apart.
         let mut unsure: Vec<JobId> = Vec::new();
-        for t in &view.snapshot.tasks {
+        // A job's tasks come together: whether it has new ones is asked once
+        // per run of them.
+        let mut last: Option<(JobId, bool)> = None;
+        for t in snap.tasks.iter().filter(|_| !all_placed || !new.is_empty()) {
+            let of_new = match last {
+                Some((job, of_new)) if job == t.job => of_new,
+                _ => {
+                    let of_new = new_jobs.binary_search(&t.job).is_ok();
+                    last = Some((t.job, of_new));
+                    of_new
+                }
+            };
+            if all_placed && !of_new {
+                continue;
+            }
             match self.placed.get(&t.id) {
-                None => unplaced += 1,
-                Some(_) if new.is_empty() => {}
-                Some(&(u, job)) if !worked(view.snapshot, t) => idle.push((job, u)),
+                None => unplaced += usize::from(!all_placed),
+                Some(_) if !of_new => {}
+                Some(&(u, job)) if !worked(snap, t) => idle.push((job, u)),
                 Some(&(_, job)) if t.state != TaskState::Runnable => unsure.push(job),
                 Some(_) => {}
             }
@@ -366,23 +411,6 @@ impl Policy for SmtPlace {
             .chunk_by(|a, b| a == b)
             .map(|run| (run[0].0, run[0].1, run.len() as u32))
             .collect();
-        // Every other task present is placed; more placed than that means
-        // some left. Only then free their units: in the steady state this
-        // runs every period and costs one lookup per task.
-        if self.placed.len() > view.snapshot.tasks.len() - unplaced {
-            let present: FxHashSet<TaskId> = view.snapshot.tasks.iter().map(|t| t.id).collect();
-            let load = &mut self.load;
-            self.placed.retain(|id, (u, _)| {
-                let keep = present.contains(id);
-                if !keep {
-                    load.add(*u, -1);
-                }
-                keep
-            });
-            // Jobs that left no longer continue their run of units.
-            let jobs: FxHashSet<JobId> = self.placed.values().map(|&(_, j)| j).collect();
-            self.last_unit.retain(|j, _| jobs.contains(j));
-        }
         self.waiting = unplaced > new.len();
         let mut plan = Plan::default();
         // The note (for --explain) goes with the first plan and with any that
@@ -415,6 +443,7 @@ impl Policy for SmtPlace {
                 let u = self.pick(last, &idle[from..to], &mut whole_from);
                 self.load.add(u, 1);
                 self.placed.insert(t.id, (u, job));
+                *self.placed_of.entry(job).or_default() += 1;
                 last = Some(u);
                 plan.run(t.id, CpuSet::single(self.order[u]), self.why[u].clone());
             }
