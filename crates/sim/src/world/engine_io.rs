@@ -328,7 +328,11 @@ impl World<'_> {
             let th = &threads[t];
             let s = &mut seen[t];
             for _ in 0..repeats {
-                s.upto = s.upto.plus(&s.last);
+                if COUNTERS {
+                    s.upto = s.upto.plus(&s.last);
+                } else {
+                    s.upto.add_read(&s.last);
+                }
             }
             // Counters nobody reads are not read here either (they stay 0).
             let d = Counters {
@@ -379,8 +383,16 @@ impl World<'_> {
             }
             // Heartbeats happen at whole multiples of k: floor, not round.
             view.heartbeats = th.heartbeat_every.map(|k| whole((d.instr / k).floor()));
-            s.last = d.minus(&s.upto);
-            s.upto = d;
+            if COUNTERS {
+                s.last = d.minus(&s.upto);
+                s.upto = d;
+            } else {
+                // The others are 0 in `d` and stay 0 in `seen`.
+                s.last.instr = d.instr - s.upto.instr;
+                s.last.cpu_ns = d.cpu_ns - s.upto.cpu_ns;
+                s.last.wait_ns = d.wait_ns - s.upto.wait_ns;
+                (s.upto.instr, s.upto.cpu_ns, s.upto.wait_ns) = (d.instr, d.cpu_ns, d.wait_ns);
+            }
         }
     }
 
@@ -393,10 +405,15 @@ impl World<'_> {
             return;
         }
         let seen = &mut self.view.seen;
+        let all = self.view.counters_read;
         for &t in &self.view.present {
             let s = &mut seen[t];
             for _ in 0..k {
-                s.upto = s.upto.plus(&s.last);
+                if all {
+                    s.upto = s.upto.plus(&s.last);
+                } else {
+                    s.upto.add_read(&s.last);
+                }
             }
         }
     }
@@ -576,6 +593,15 @@ impl Counters {
             cycles: self.cycles + o.cycles,
             migrations: self.migrations + o.migrations,
         }
+    }
+
+    /// [`Counters::plus`] in place, of the counters the loop reads alone
+    /// (CPU time, waits, instructions): where nothing reads the others
+    /// (`Sensor::leave_counters`) they are 0 on both sides.
+    fn add_read(&mut self, o: &Counters) {
+        self.instr += o.instr;
+        self.cpu_ns += o.cpu_ns;
+        self.wait_ns += o.wait_ns;
     }
 
     /// Field by field, `self - o` (counters only grow: `o` is older).
