@@ -35,6 +35,9 @@ pub(super) struct Counters {
 /// Per thread, indexed as `World::threads`.
 #[derive(Debug, Default)]
 pub(super) struct Motion {
+    /// Nothing reads each thread's cycles, LLC references or memory
+    /// traffic (`Sensor::leave_counters`): settling does not keep them.
+    pub(super) counters_left: bool,
     /// The thread's share of its CPU, 0 off one: its CPU time grows by
     /// this per ns. Set at each recompute, as `rate` is.
     pub(super) share: Vec<f64>,
@@ -370,6 +373,19 @@ impl Motion {
 
     #[inline(always)]
     fn settle_observed_any(&mut self, dt: f64, traffic: &mut Vec<f64>) -> f64 {
+        // One loop for each, so a thread's turn does not ask which.
+        if self.counters_left {
+            self.settle_observed_loop::<false>(dt, traffic)
+        } else {
+            self.settle_observed_loop::<true>(dt, traffic)
+        }
+    }
+
+    /// [`Motion::settle_observed`]'s loop, keeping the cycles, LLC
+    /// references and memory traffic of each thread if `COUNTERS` (else
+    /// only their sum, for the machine's).
+    #[inline(always)]
+    fn settle_observed_loop<const COUNTERS: bool>(&mut self, dt: f64, traffic: &mut Vec<f64>) -> f64 {
         let n = self.left.len();
         // Every thread's is written below: only a new size needs filling.
         traffic.resize(n, 0.0);
@@ -387,10 +403,12 @@ impl Motion {
             let d = step(share[t], rate[t], own, dt);
             instr[t] += d;
             wait_ns[t] += idle_share[t] * dt;
-            cycles[t] += share[t] * dt * cycles_per_ns[t];
-            llc_refs[t] += d * refs_per_instr[t];
             bytes[t] = d * bytes_per_instr[t];
-            mem_bytes[t] += bytes[t];
+            if COUNTERS {
+                cycles[t] += share[t] * dt * cycles_per_ns[t];
+                llc_refs[t] += d * refs_per_instr[t];
+                mem_bytes[t] += bytes[t];
+            }
         }
         bytes.iter().sum()
     }
@@ -642,9 +660,27 @@ mod tests {
     /// the copies built for any x86-64 give (elsewhere both are one).
     #[test]
     fn every_copy_of_a_pass_gives_the_same_bits() {
+        let kept = every_copy_gives_the_same_bits(false);
+        // With the counters left, what is still kept is what was kept.
+        let left = every_copy_gives_the_same_bits(true);
+        assert_eq!(kept.0.to_bits(), left.0.to_bits(), "the machine's traffic");
+        for (k, l) in [
+            (&kept.1.instr, &left.1.instr),
+            (&kept.1.cpu_ns, &left.1.cpu_ns),
+            (&kept.1.wait_ns, &left.1.wait_ns),
+        ] {
+            assert!(k.iter().zip(l).all(|(a, b)| a.to_bits() == b.to_bits()));
+        }
+        assert!(left.1.cycles.iter().all(|&c| c == 0.0) && kept.1.cycles.iter().any(|&c| c > 0.0));
+    }
+
+    /// Both copies of each pass on the same threads, compared; returns the
+    /// observed settling's total traffic and the threads after it.
+    fn every_copy_gives_the_same_bits(counters_left: bool) -> (f64, Motion) {
         let n = 1001;
         let (mut wide, ns_per_instr) = mixed(n, 9);
         let (mut any, _) = mixed(n, 9);
+        (wide.counters_left, any.counters_left) = (counters_left, counters_left);
         let (mut due_wide, mut due_any) = (Due::new(1e9), Due::new(1e9));
         wide.set_rates(&ns_per_instr, Some(&mut due_wide));
         any.set_rates_any(&ns_per_instr, Some(&mut due_any));
@@ -666,6 +702,7 @@ mod tests {
         );
         assert_eq!(settled_bits(&wide), settled_bits(&any));
         assert!(wide.instr.iter().any(|&i| i > 0.0) && wide.debt.iter().any(|&d| d > 0.0));
+        (total_wide, wide)
     }
 
     /// The blocks find what a thread-by-thread search finds, from every
