@@ -32,11 +32,11 @@
 //!
 //! Pure: time comes from the snapshot.
 
-use herd_policy::{JobId, Lane, Placement, Plan, Policy, Snapshot, TaskId, TaskState, View};
+use herd_policy::{JobId, Lane, Placement, Plan, Policy, Snapshot, TaskId, TaskState, TaskView, View};
 use herd_topo::CpuSet;
 use rustc_hash::FxHashMap as HashMap;
 
-use crate::guard_accs::{JobAccs, LastSums, RunSum};
+use crate::guard_accs::{JobAcc, JobAccs, LastSums, RunSum};
 use crate::guard_crowd::{WasBusy, crowded};
 pub use crate::guard_report::{Comparison, GuardConfig, GuardReport, InCharge, Signal};
 
@@ -345,46 +345,82 @@ impl Guard {
             }
             sums.run_at.truncate(sums.runs.len());
         } else {
-            sums.runs.clear();
             // (The first turn's sums leave its pauses out: not for reuse.)
             sums.valid = !snap.progress_only && !before_any_plan;
-            // One pass finds the runs and sums them (a pass to find each
-            // run's end, then one over it, cost a third more per task).
             let tasks = &snap.tasks[..];
             let counted = !snap.progress_only;
-            let (mut i, mut k) = (0, 0);
-            while i < tasks.len() {
-                let job = tasks[i].job;
-                let at = span.jobs.slot_noted(&mut sums.run_at, k, job);
-                let acc = &mut span.jobs.jobs[at].1;
-                let mut add = RunSum::default();
-                let mut beaters = 0;
-                while let Some(t) = tasks.get(i).filter(|t| t.job == job) {
-                    add.paused |= t.state == TaskState::Paused && !before_any_plan;
-                    // A progress-only snapshot's observations are zero: they
-                    // come with the next full one.
-                    if counted {
-                        add.cpu_ns += t.obs.cpu_time_ns;
-                        match t.obs.instructions {
-                            Some(n) => add.instructions += n,
-                            None => add.uncounted = true,
-                        }
+            let beats_seen = &mut self.beats_seen;
+            let mut task = |t: &TaskView, add: &mut RunSum, acc: &mut JobAcc| {
+                add.paused |= t.state == TaskState::Paused && !before_any_plan;
+                // A progress-only snapshot's observations are zero: they
+                // come with the next full one.
+                if counted {
+                    add.cpu_ns += t.obs.cpu_time_ns;
+                    match t.obs.instructions {
+                        Some(n) => add.instructions += n,
+                        None => add.uncounted = true,
                     }
-                    if let Some(b) = t.heartbeats {
-                        let seen = self.beats_seen.insert(t.id, b).unwrap_or(b);
-                        acc.beats += b.saturating_sub(seen);
-                        acc.has_beats = true;
-                        beaters += 1;
-                        sums.valid = false;
-                    }
-                    i += 1;
                 }
-                acc.beaters = acc.beaters.max(beaters);
-                acc.absorb(&add);
-                sums.runs.push((job, add));
-                k += 1;
+                let b = t.heartbeats?;
+                let seen = beats_seen.insert(t.id, b).unwrap_or(b);
+                acc.beats += b.saturating_sub(seen);
+                acc.has_beats = true;
+                Some(())
+            };
+            let mut beat = false;
+            if snap.tasks_epoch != 0
+                && snap.tasks_epoch == sums.epoch
+                && sums.layout == layout
+                && sums.run_len.len() == sums.runs.len()
+                && sums.run_at.len() == sums.runs.len()
+            {
+                // The list the last runs were found in, the same places:
+                // each run summed where it lies (finding each run's end and
+                // its account again were two thirds of a job's cost).
+                let mut rest = tasks;
+                for ((&len, &i), (_, add)) in sums.run_len.iter().zip(&sums.run_at).zip(&mut sums.runs) {
+                    let (run, after) = rest.split_at(len);
+                    rest = after;
+                    let acc = &mut span.jobs.jobs[i].1;
+                    // Summed in a local, kept in registers.
+                    let mut sum = RunSum::default();
+                    let mut beaters = 0;
+                    for t in run {
+                        beaters += u64::from(task(t, &mut sum, acc).is_some());
+                    }
+                    beat |= beaters > 0;
+                    acc.beaters = acc.beaters.max(beaters);
+                    acc.absorb(&sum);
+                    *add = sum;
+                }
+            } else {
+                sums.runs.clear();
+                sums.run_len.clear();
+                // One pass finds the runs and sums them (a pass to find each
+                // run's end, then one over it, cost a third more per task).
+                let (mut i, mut k) = (0, 0);
+                while i < tasks.len() {
+                    let job = tasks[i].job;
+                    let at = span.jobs.slot_noted(&mut sums.run_at, k, job);
+                    let acc = &mut span.jobs.jobs[at].1;
+                    let mut add = RunSum::default();
+                    let (mut beaters, start) = (0, i);
+                    while let Some(t) = tasks.get(i).filter(|t| t.job == job) {
+                        beaters += u64::from(task(t, &mut add, acc).is_some());
+                        i += 1;
+                    }
+                    beat |= beaters > 0;
+                    acc.beaters = acc.beaters.max(beaters);
+                    acc.absorb(&add);
+                    sums.runs.push((job, add));
+                    sums.run_len.push(i - start);
+                    k += 1;
+                }
+                sums.run_at.truncate(sums.runs.len());
+                sums.epoch = snap.tasks_epoch;
             }
-            sums.run_at.truncate(sums.runs.len());
+            // Heartbeats are counted per task: not for reuse.
+            sums.valid &= !beat;
         }
         // The last turn's jobs again (both the span's first ones), each
         // found then, and no account opened since: each where the last

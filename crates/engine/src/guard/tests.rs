@@ -576,11 +576,21 @@ fn held_repeats_add_what_each_turn_added() {
     let mut want: std::collections::BTreeMap<u32, (u64, u64, u64)> = Default::default();
     let mut snap = Snapshot::default();
     let mut held_turns = 0;
+    let mut epoch = 0;
     for turn in 1..400u64 {
         let repeat = turn > 1 && next() % 3 != 0;
         if repeat {
             snap.repeats_last = true;
+        } else if turn > 1 && next() % 2 == 0 {
+            // The same list, named as before (or not named): new readings.
+            snap.repeats_last = false;
+            for t in &mut snap.tasks {
+                t.obs.cpu_time_ns = next() % 1_000;
+                t.obs.instructions = Some(next() % 5_000);
+            }
         } else {
+            // A new list, named anew (now and then not named at all).
+            epoch += 1;
             let jobs: Vec<u32> = (0..6).filter(|_| next() % 5 != 0).collect();
             snap = Snapshot {
                 period_ns,
@@ -598,6 +608,7 @@ fn held_repeats_add_what_each_turn_added() {
                         heartbeats: None,
                     })
                     .collect(),
+                tasks_epoch: if next() % 4 == 0 { 0 } else { epoch },
                 ..Snapshot::default()
             };
             for t in &mut snap.tasks {
