@@ -59,14 +59,25 @@ impl WasBusy {
     /// hour whose jobs restart.
     fn lined_up(&self, snap: &Snapshot) -> Vec<(TaskId, bool)> {
         let old = &self.0;
-        let newest = old.iter().map(|w| w.0).max();
-        let mut out = Vec::with_capacity(snap.tasks.len());
+        // The greatest id seen, found when first needed: a task just past
+        // the last one found is most often the next old one.
+        let mut newest: Option<Option<TaskId>> = None;
         let (mut next, mut steps_left) = (0, 2 * old.len());
         let mut found_all = true;
-        for t in &snap.tasks {
-            let busy = if newest.is_none_or(|n| t.id > n) {
-                false
-            } else {
+        let mut out: Vec<(TaskId, bool)> = snap
+            .tasks
+            .iter()
+            .map(|t| {
+                if let Some(&(id, busy)) = old.get(next)
+                    && id == t.id
+                {
+                    next += 1;
+                    return (t.id, busy);
+                }
+                let newest = *newest.get_or_insert_with(|| old.iter().map(|w| w.0).max());
+                if newest.is_none_or(|n| t.id > n) {
+                    return (t.id, false);
+                }
                 let mut k = next;
                 while k < old.len() && old[k].0 != t.id && steps_left > 0 {
                     k += 1;
@@ -75,16 +86,15 @@ impl WasBusy {
                 match old.get(k) {
                     Some(&(id, busy)) if id == t.id => {
                         next = k + 1;
-                        busy
+                        (t.id, busy)
                     }
                     _ => {
                         found_all = false;
-                        false
+                        (t.id, false)
                     }
                 }
-            };
-            out.push((t.id, busy));
-        }
+            })
+            .collect();
         if !found_all {
             let by_id: HashMap<TaskId, bool> = old.iter().copied().collect();
             for w in &mut out {
