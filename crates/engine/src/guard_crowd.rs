@@ -58,26 +58,31 @@ impl WasBusy {
     /// every change was two thirds of this update's cost in a simulated
     /// hour whose jobs restart.
     fn lined_up(&self, snap: &Snapshot) -> Vec<(TaskId, bool)> {
-        let old = &self.0;
-        // The greatest id seen, found when first needed: a task just past
-        // the last one found is most often the next old one.
+        let (old, tasks) = (&self.0, &snap.tasks);
+        // The greatest id seen, found when first needed.
         let mut newest: Option<Option<TaskId>> = None;
         let (mut next, mut steps_left) = (0, 2 * old.len());
         let mut found_all = true;
-        let mut out: Vec<(TaskId, bool)> = snap
-            .tasks
-            .iter()
-            .map(|t| {
-                if let Some(&(id, busy)) = old.get(next)
-                    && id == t.id
-                {
-                    next += 1;
-                    return (t.id, busy);
-                }
-                let newest = *newest.get_or_insert_with(|| old.iter().map(|w| w.0).max());
-                if newest.is_none_or(|n| t.id > n) {
-                    return (t.id, false);
-                }
+        let mut out: Vec<(TaskId, bool)> = Vec::with_capacity(tasks.len());
+        let mut i = 0;
+        loop {
+            // Tasks listed one after another as the old list has them (most
+            // of a changed list): their flags copied as they were.
+            let run = old[next..]
+                .iter()
+                .zip(&tasks[i..])
+                .take_while(|(w, t)| w.0 == t.id)
+                .count();
+            out.extend_from_slice(&old[next..next + run]);
+            (i, next) = (i + run, next + run);
+            let Some(t) = tasks.get(i) else {
+                break;
+            };
+            i += 1;
+            let newest = *newest.get_or_insert_with(|| old.iter().map(|w| w.0).max());
+            let busy = if newest.is_none_or(|n| t.id > n) {
+                false
+            } else {
                 let mut k = next;
                 while k < old.len() && old[k].0 != t.id && steps_left > 0 {
                     k += 1;
@@ -86,15 +91,16 @@ impl WasBusy {
                 match old.get(k) {
                     Some(&(id, busy)) if id == t.id => {
                         next = k + 1;
-                        (t.id, busy)
+                        busy
                     }
                     _ => {
                         found_all = false;
-                        (t.id, false)
+                        false
                     }
                 }
-            })
-            .collect();
+            };
+            out.push((t.id, busy));
+        }
         if !found_all {
             let by_id: HashMap<TaskId, bool> = old.iter().copied().collect();
             for w in &mut out {
