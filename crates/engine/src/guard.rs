@@ -349,8 +349,7 @@ impl Guard {
             sums.valid = !snap.progress_only && !before_any_plan;
             let tasks = &snap.tasks[..];
             let counted = !snap.progress_only;
-            let beats_seen = &mut self.beats_seen;
-            let mut task = |t: &TaskView, add: &mut RunSum, acc: &mut JobAcc| {
+            let count = |t: &TaskView, add: &mut RunSum| {
                 add.paused |= t.state == TaskState::Paused && !before_any_plan;
                 // A progress-only snapshot's observations are zero: they
                 // come with the next full one.
@@ -361,11 +360,22 @@ impl Guard {
                         None => add.uncounted = true,
                     }
                 }
-                let b = t.heartbeats?;
-                let seen = beats_seen.insert(t.id, b).unwrap_or(b);
-                acc.beats += b.saturating_sub(seen);
-                acc.has_beats = true;
-                Some(())
+            };
+            // A run's heartbeats, each task's since it was last seen, into
+            // its job's account; how many of its tasks beat.
+            let beats_seen = &mut self.beats_seen;
+            let mut beats = |run: &[TaskView], acc: &mut JobAcc| {
+                let mut beaters = 0;
+                for t in run {
+                    if let Some(b) = t.heartbeats {
+                        let seen = beats_seen.insert(t.id, b).unwrap_or(b);
+                        acc.beats += b.saturating_sub(seen);
+                        acc.has_beats = true;
+                        beaters += 1;
+                    }
+                }
+                acc.beaters = acc.beaters.max(beaters);
+                beaters > 0
             };
             let mut beat = false;
             if snap.tasks_epoch != 0
@@ -381,15 +391,14 @@ impl Guard {
                 for ((&len, &i), (_, add)) in sums.run_len.iter().zip(&sums.run_at).zip(&mut sums.runs) {
                     let (run, after) = rest.split_at(len);
                     rest = after;
-                    let acc = &mut span.jobs.jobs[i].1;
                     // Summed in a local, kept in registers.
-                    let mut sum = RunSum::default();
-                    let mut beaters = 0;
+                    let (mut sum, mut beating) = (RunSum::default(), false);
                     for t in run {
-                        beaters += u64::from(task(t, &mut sum, acc).is_some());
+                        count(t, &mut sum);
+                        beating |= t.heartbeats.is_some();
                     }
-                    beat |= beaters > 0;
-                    acc.beaters = acc.beaters.max(beaters);
+                    let acc = &mut span.jobs.jobs[i].1;
+                    beat |= beating && beats(run, acc);
                     acc.absorb(&sum);
                     *add = sum;
                 }
@@ -398,23 +407,21 @@ impl Guard {
                 sums.run_len.clear();
                 // One pass finds the runs and sums them (a pass to find each
                 // run's end, then one over it, cost a third more per task).
-                let (mut i, mut k) = (0, 0);
+                let mut i = 0;
                 while i < tasks.len() {
                     let job = tasks[i].job;
-                    let at = span.jobs.slot_noted(&mut sums.run_at, k, job);
-                    let acc = &mut span.jobs.jobs[at].1;
-                    let mut add = RunSum::default();
-                    let (mut beaters, start) = (0, i);
+                    let at = span.jobs.slot_noted(&mut sums.run_at, sums.runs.len(), job);
+                    let (mut add, mut beating, start) = (RunSum::default(), false, i);
                     while let Some(t) = tasks.get(i).filter(|t| t.job == job) {
-                        beaters += u64::from(task(t, &mut add, acc).is_some());
+                        count(t, &mut add);
+                        beating |= t.heartbeats.is_some();
                         i += 1;
                     }
-                    beat |= beaters > 0;
-                    acc.beaters = acc.beaters.max(beaters);
+                    let acc = &mut span.jobs.jobs[at].1;
+                    beat |= beating && beats(&tasks[start..i], acc);
                     acc.absorb(&add);
                     sums.runs.push((job, add));
                     sums.run_len.push(i - start);
-                    k += 1;
                 }
                 sums.run_at.truncate(sums.runs.len());
                 sums.epoch = snap.tasks_epoch;

@@ -577,6 +577,21 @@ fn held_repeats_add_what_each_turn_added() {
     let mut snap = Snapshot::default();
     let mut held_turns = 0;
     let mut epoch = 0;
+    // Heartbeats: each task's count so far, the count the guard last saw,
+    // each job's beats since, and whether the list's jobs 0 and 3 beat.
+    let mut counts: std::collections::HashMap<u64, u64> = Default::default();
+    let mut seen: std::collections::HashMap<u64, u64> = Default::default();
+    let mut want_beats: std::collections::BTreeMap<u32, u64> = Default::default();
+    let mut beating = false;
+    let mut read = |t: &mut TaskView, next: &mut dyn FnMut() -> u64, beating: bool| {
+        t.obs.cpu_time_ns = next() % 1_000;
+        t.obs.instructions = Some(next() % 5_000);
+        t.heartbeats = (beating && t.job % 3 == 0).then(|| {
+            let c = counts.entry(t.id).or_default();
+            *c += next() % 4;
+            *c
+        });
+    };
     for turn in 1..400u64 {
         let repeat = turn > 1 && next() % 3 != 0;
         if repeat {
@@ -585,8 +600,7 @@ fn held_repeats_add_what_each_turn_added() {
             // The same list, named as before (or not named): new readings.
             snap.repeats_last = false;
             for t in &mut snap.tasks {
-                t.obs.cpu_time_ns = next() % 1_000;
-                t.obs.instructions = Some(next() % 5_000);
+                read(t, &mut next, beating);
             }
         } else {
             // A new list, named anew (now and then not named at all).
@@ -611,9 +625,9 @@ fn held_repeats_add_what_each_turn_added() {
                 tasks_epoch: if next() % 4 == 0 { 0 } else { epoch },
                 ..Snapshot::default()
             };
+            beating = next() % 3 == 0;
             for t in &mut snap.tasks {
-                t.obs.cpu_time_ns = next() % 1_000;
-                t.obs.instructions = Some(next() % 5_000);
+                read(t, &mut next, beating);
             }
         }
         snap.now_ns = turn * period_ns;
@@ -626,9 +640,19 @@ fn held_repeats_add_what_each_turn_added() {
             let w = want.entry(t.job).or_default();
             w.0 += t.obs.cpu_time_ns;
             w.1 += t.obs.instructions.unwrap_or(0);
+            if let Some(b) = t.heartbeats {
+                *want_beats.entry(t.job).or_default() += b - seen.insert(t.id, b).unwrap_or(b);
+            }
         }
         for j in &snap.jobs {
             want.entry(j.id).or_default().2 += period_ns;
+        }
+        // Beats are never held back: each turn's are in at once (a turn's
+        // missed beats would come with the task's next, so only a look at
+        // every turn tells).
+        for (j, &b) in &want_beats {
+            let acc = g.span.as_ref().and_then(|s| s.jobs.get(*j));
+            assert_eq!(acc.map_or(0, |a| a.beats), b, "turn {turn}: job {j}'s beats");
         }
     }
     assert!(held_turns > 100, "{held_turns} repeats held");
@@ -637,5 +661,11 @@ fn held_repeats_add_what_each_turn_added() {
     for (j, w) in &want {
         let acc = span.jobs.get(*j).expect("an account for every job seen");
         assert_eq!((acc.cpu_ns, acc.instructions, acc.present_ns), *w, "job {j}");
+        assert_eq!(
+            acc.beats,
+            want_beats.get(j).copied().unwrap_or(0),
+            "job {j}'s beats"
+        );
     }
+    assert!(want_beats.values().any(|&b| b > 0), "some beats counted");
 }
