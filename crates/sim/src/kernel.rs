@@ -388,7 +388,12 @@ impl Kernel {
         // A busy core with a fully idle core elsewhere: spread out. The idle
         // list is computed once; in the common oversubscribed state it is
         // empty and this step costs one pass over the cores.
-        let mut idle_cores: Vec<usize> = (0..self.core_cpus.len()).filter(|&c| self.core_idle(c)).collect();
+        // (None when no queue is empty: nothing to look for.)
+        let mut idle_cores: Vec<usize> = if self.queues.any_empty() {
+            (0..self.core_cpus.len()).filter(|&c| self.core_idle(c)).collect()
+        } else {
+            Vec::new()
+        };
         for core in 0..self.core_cpus.len() {
             if idle_cores.is_empty() {
                 break;

@@ -145,6 +145,13 @@ impl Queues {
             })
     }
 
+    /// Whether any queue is empty.
+    pub(crate) fn any_empty(&self) -> bool {
+        self.by_len
+            .first()
+            .is_some_and(|words| words.iter().any(|&w| w != 0))
+    }
+
     /// How many positions with an empty queue `mask` has.
     pub(crate) fn empty_count_in(&self, mask: &[u64]) -> usize {
         let empty = self.by_len.first().map_or(&[][..], Vec::as_slice);
