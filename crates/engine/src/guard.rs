@@ -379,7 +379,7 @@ impl Guard {
             };
             let mut beat = false;
             if snap.tasks_epoch != 0
-                && snap.tasks_epoch == sums.epoch
+                && (snap.tasks_epoch, tasks.len()) == sums.epoch
                 && sums.layout == layout
                 && sums.run_len.len() == sums.runs.len()
                 && sums.run_at.len() == sums.runs.len()
@@ -424,7 +424,7 @@ impl Guard {
                     sums.run_len.push(i - start);
                 }
                 sums.run_at.truncate(sums.runs.len());
-                sums.epoch = snap.tasks_epoch;
+                sums.epoch = (snap.tasks_epoch, tasks.len());
             }
             // Heartbeats are counted per task: not for reuse.
             sums.valid &= !beat;

@@ -76,10 +76,11 @@ pub(crate) struct LastSums {
     pub(crate) job_last: Vec<usize>,
     pub(crate) layout: u64,
     /// How many tasks each of `runs` has, and the sensor's name for the
-    /// list they were found in (`Snapshot::tasks_epoch`; 0: none): a full
-    /// snapshot of the same list has the same runs.
+    /// list they were found in (`Snapshot::tasks_epoch`; 0: none) with its
+    /// length (a name that came with another length names nothing): a
+    /// full snapshot of the same list has the same runs.
     pub(crate) run_len: Vec<usize>,
-    pub(crate) epoch: u64,
+    pub(crate) epoch: (u64, usize),
     /// Repeated snapshots taken in but not yet added (each would add
     /// `runs` to their places again), and the time they covered: added at
     /// once ([`LastSums::settle`]) before the accounts are read or their

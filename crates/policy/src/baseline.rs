@@ -248,7 +248,7 @@ impl Policy for Static {
         let main = |t: &crate::TaskView| t.rank == 0;
         let mut new = if changed && !self.waiting {
             // The last list's tasks are all placed: the new ones are not
-            // (a look-up per task otherwise, a third of a change's cost).
+            // (a map look-up per task otherwise).
             self.working.unplaced_among(snap, fresh.into_iter(), main)
         } else {
             self.working.unplaced(snap, |id| placed.contains_key(&id), main)

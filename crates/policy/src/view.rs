@@ -375,7 +375,20 @@ impl SeenTasks {
 
     /// Whether `snap`'s tasks differ from the ones seen last; remembers them.
     pub(crate) fn changed(&mut self, snap: &Snapshot) -> bool {
-        self.changed_noting(snap, |_| {}, |_| {})
+        if self.same(snap) {
+            // The same list under a new name: next time the name suffices.
+            self.epoch = snap.tasks_epoch;
+            return false;
+        }
+        self.remember(snap);
+        true
+    }
+
+    /// Takes `snap`'s list as the one seen last.
+    fn remember(&mut self, snap: &Snapshot) {
+        self.ids.clear();
+        self.ids.extend(snap.tasks.iter().map(|t| t.id));
+        self.epoch = snap.tasks_epoch;
     }
 
     /// [`SeenTasks::changed`], calling `new` with each of `snap`'s tasks
@@ -386,8 +399,8 @@ impl SeenTasks {
     /// last list's next places is a suspect, and only the suspects are
     /// looked for among the last list's tasks the walk passed over (pack:tp
     /// found the new tasks by putting every task in a set, a thousand
-    /// inserts a change and a tenth of its guarded hour; a sorted copy of
-    /// the whole last list cost as much).
+    /// inserts a change and a tenth of its guarded run's instructions; a
+    /// sorted copy of the whole last list cost more).
     pub(crate) fn changed_noting<'s>(
         &mut self,
         snap: &'s Snapshot,
@@ -443,9 +456,7 @@ impl SeenTasks {
                 gone(id);
             }
         }
-        self.ids.clear();
-        self.ids.extend(snap.tasks.iter().map(|t| t.id));
-        self.epoch = snap.tasks_epoch;
+        self.remember(snap);
         true
     }
 }

@@ -126,8 +126,7 @@ impl Working {
         always: impl Fn(&TaskView) -> bool,
     ) -> Vec<&'a TaskView> {
         // What the next full period compares with (a progress-only turn
-        // measures nothing: the last full one stands). One pass: `placed`
-        // is a map look-up per task.
+        // measures nothing: the last full one stands), in one pass.
         let measured = measured(snap);
         // Reused, and sized at once: on a first sight every task goes in
         // (grown insert by insert, this pass was a tenth of static:scatter's

@@ -386,9 +386,9 @@ impl Kernel {
         }
         let mut moves = self.pull_idle(allowed);
         // A busy core with a fully idle core elsewhere: spread out. The idle
-        // list is computed once; in the common oversubscribed state it is
-        // empty and this step costs one pass over the cores.
-        // (None when no queue is empty: nothing to look for.)
+        // list is computed once, and only when some queue is empty (the
+        // queues' index tells in a few words): in the common oversubscribed
+        // state it is empty without a pass over the cores.
         let mut idle_cores: Vec<usize> = if self.queues.any_empty() {
             (0..self.core_cpus.len()).filter(|&c| self.core_idle(c)).collect()
         } else {

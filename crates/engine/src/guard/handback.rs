@@ -138,8 +138,9 @@ impl Guard {
         for id in unplaced {
             // The least share (load + 1) / CPUs, compared in whole numbers:
             // the same order as the quotients' (two different fractions of
-            // counts this small are never one float apart), without a
-            // division per node per task (half of a release's cost).
+            // counts below 2^26 differ by far more than a float's rounding),
+            // without a division per node per task (44% of a release's
+            // instructions at a thousand tasks on four nodes).
             let less = |a: usize, b: usize| {
                 ((load[a] + 1) * node_cpus[b])
                     .cmp(&((load[b] + 1) * node_cpus[a]))
