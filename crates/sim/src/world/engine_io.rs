@@ -69,7 +69,6 @@ impl Sensor for World<'_> {
             "the counters are left before the first observation"
         );
         self.view.counters_read = false;
-        self.motion.counters_left = true;
     }
 
     fn finished(&self) -> bool {

@@ -35,9 +35,6 @@ pub(super) struct Counters {
 /// Per thread, indexed as `World::threads`.
 #[derive(Debug, Default)]
 pub(super) struct Motion {
-    /// Nothing reads each thread's cycles, LLC references or memory
-    /// traffic (`Sensor::leave_counters`): settling does not keep them.
-    pub(super) counters_left: bool,
     /// The thread's share of its CPU, 0 off one: its CPU time grows by
     /// this per ns. Set at each recompute, as `rate` is.
     pub(super) share: Vec<f64>,
@@ -364,20 +361,22 @@ impl Motion {
         /// Settles every thread over `dt` ns, with what only observations
         /// read; returns the memory traffic of all threads in that time,
         /// summed in thread order. `traffic` is a buffer for each thread's.
+        /// Each thread's cycles, LLC references and traffic are kept only
+        /// if `counters` (else nothing reads them: `Sensor::leave_counters`).
         ///
         /// Off a CPU, or unable to progress, a thread adds 0 to each (its
         /// `idle_share`, `share` or instructions are 0, and the figures they
         /// multiply are finite), as branches that added nothing did.
-        fn settle_observed, settle_observed_avx2 => settle_observed_any(&mut self, dt: f64, traffic: &mut Vec<f64>) -> f64
+        fn settle_observed, settle_observed_avx2 => settle_observed_any(&mut self, dt: f64, traffic: &mut Vec<f64>, counters: bool) -> f64
     }
 
     #[inline(always)]
-    fn settle_observed_any(&mut self, dt: f64, traffic: &mut Vec<f64>) -> f64 {
+    fn settle_observed_any(&mut self, dt: f64, traffic: &mut Vec<f64>, counters: bool) -> f64 {
         // One loop for each, so a thread's turn does not ask which.
-        if self.counters_left {
-            self.settle_observed_loop::<false>(dt, traffic)
-        } else {
+        if counters {
             self.settle_observed_loop::<true>(dt, traffic)
+        } else {
+            self.settle_observed_loop::<false>(dt, traffic)
         }
     }
 
@@ -541,7 +540,7 @@ mod tests {
             // Unread and read steps in turn, as observations come.
             let observed = k % 2 == 1;
             let total = if observed {
-                cols.settle_observed(dt, &mut traffic)
+                cols.settle_observed(dt, &mut traffic, true)
             } else {
                 cols.settle(&[dt]);
                 0.0
@@ -680,7 +679,6 @@ mod tests {
         let n = 1001;
         let (mut wide, ns_per_instr) = mixed(n, 9);
         let (mut any, _) = mixed(n, 9);
-        (wide.counters_left, any.counters_left) = (counters_left, counters_left);
         let (mut due_wide, mut due_any) = (Due::new(1e9), Due::new(1e9));
         wide.set_rates(&ns_per_instr, Some(&mut due_wide));
         any.set_rates_any(&ns_per_instr, Some(&mut due_any));
@@ -690,8 +688,8 @@ mod tests {
         wide.settle(&dts);
         any.settle_any(&dts);
         let (mut traffic_wide, mut traffic_any) = (Vec::new(), Vec::new());
-        let total_wide = wide.settle_observed(4e6, &mut traffic_wide);
-        let total_any = any.settle_observed_any(4e6, &mut traffic_any);
+        let total_wide = wide.settle_observed(4e6, &mut traffic_wide, !counters_left);
+        let total_any = any.settle_observed_any(4e6, &mut traffic_any, !counters_left);
         assert_eq!(total_wide.to_bits(), total_any.to_bits());
         assert_eq!(wide.rate.len(), n);
         assert!(

@@ -23,7 +23,9 @@ impl World<'_> {
         }
         self.check_motion();
         let mut traffic = std::mem::take(&mut self.traffic_buf);
-        let mem_bytes = self.motion.settle_observed(dt, &mut traffic);
+        let mem_bytes = self
+            .motion
+            .settle_observed(dt, &mut traffic, self.view.counters_read);
         self.traffic_buf = traffic;
         self.acct.mem_bytes_total += mem_bytes;
     }
