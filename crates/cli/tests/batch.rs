@@ -35,10 +35,14 @@ fn freezer_here() -> bool {
     pause != "signals"
 }
 
-/// Whether `pid` is waiting its turn: stopped by a signal, frozen, or
-/// held before its start (herd's trampoline, waiting on its pipe).
+/// Whether `pid` is waiting its turn: stopped by a signal (or the stop
+/// sent), frozen (or freezing), or held before its start (herd's
+/// trampoline, waiting on its pipe).
 fn waiting(pid: i32) -> bool {
-    state_of(pid) == Some('T') || frozen(pid) || held(pid)
+    state_of(pid) == Some('T')
+        || herd_runtime::control::stop_pending(Path::new("/proc"), pid)
+        || frozen(pid)
+        || held(pid)
 }
 
 /// Whether `pid` is still herd's trampoline, not yet its program.
@@ -89,6 +93,9 @@ fn take_turns(pause: &str) {
         .unwrap();
     // Sample the programs' states from /proc while the batch runs.
     let mut most_running = 0;
+    // (pid, state (None with a stop pending), freezer state, held) of
+    // each program when most ran.
+    let mut seen_most = String::new();
     let mut samples = 0;
     while child.try_wait().unwrap().is_none() {
         // Two reads 2 ms apart that agree: a read taken while herd switches
@@ -97,7 +104,14 @@ fn take_turns(pause: &str) {
         let pids = children_of(child.id());
         let read = || {
             pids.iter()
-                .map(|&p| (state_of(p), frozen(p) || held(p)))
+                .map(|&p| {
+                    // A stop sent and not yet taken (herd's 50 ms wait for it
+                    // can run out on a loaded machine) is no run: the process
+                    // stops before it runs a line of its own.
+                    let pending = herd_runtime::control::stop_pending(Path::new("/proc"), p);
+                    let state = state_of(p).filter(|_| !pending);
+                    (p, state, common::freezer_state(p), held(p))
+                })
                 .collect::<Vec<_>>()
         };
         let first = read();
@@ -106,9 +120,16 @@ fn take_turns(pause: &str) {
         if first == second {
             let running = first
                 .iter()
-                .filter(|(s, frozen)| matches!(s, Some('R') | Some('S') | Some('D')) && !frozen)
+                .filter(|(_, s, freezer, held)| {
+                    matches!(s, Some('R') | Some('S') | Some('D'))
+                        && freezer.is_none_or(|f| f == "THAWED")
+                        && !held
+                })
                 .count();
-            most_running = most_running.max(running);
+            if running > most_running {
+                most_running = running;
+                seen_most = format!("{first:?}");
+            }
             samples += 1;
         }
         std::thread::sleep(Duration::from_millis(7));
@@ -118,7 +139,7 @@ fn take_turns(pause: &str) {
     assert!(samples > 20, "sampled the run");
     assert!(
         most_running <= cpus,
-        "/proc saw {most_running} programs running at once"
+        "/proc saw {most_running} programs running at once: {seen_most}"
     );
     // herd's own trace agrees.
     let mut most_traced = 0;

@@ -503,6 +503,9 @@ impl Sensor for LiveWorld {
                     .unwrap_or_else(|| self.thread_lists.of(&self.proc_root, pid));
                 threads.extend(tids.into_iter().map(|tid| (pid, tid, quiet)));
             }
+            // Whether each of its processes has a stop pending, asked at
+            // most once a turn and only of a paused one seen not stopped.
+            let mut stopping: HashMap<i32, bool> = HashMap::new();
             // A second pass, over the threads of processes the first found
             // listed out of date (`thread_lists`), not yet seen this turn;
             // not a third (a process that keeps starting threads could keep
@@ -663,6 +666,15 @@ impl Sensor for LiveWorld {
                         // A held program waits on its pipe, asleep, not stopped.
                         _ if p.held() => TaskState::Paused,
                         'T' | 't' if p.paused => TaskState::Paused,
+                        // Stopped but not yet taken: it waits for a CPU.
+                        _ if p.paused
+                            && !p.frozen
+                            && *stopping
+                                .entry(pid)
+                                .or_insert_with(|| control::stop_pending(&self.proc_root, pid)) =>
+                        {
+                            TaskState::Paused
+                        }
                         // A frozen task shows as sleeping: herd's own record says why.
                         _ if p.frozen => TaskState::Paused,
                         'R' => TaskState::Runnable,
