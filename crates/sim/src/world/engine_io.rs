@@ -321,7 +321,10 @@ impl World<'_> {
         let m = &self.motion;
         let (instr, cpu_ns, wait_ns) = (&m.instr[..n], &m.cpu_ns[..n], &m.wait_ns[..n]);
         let (mem_bytes, llc_refs, cycles) = (&m.mem_bytes[..n], &m.llc_refs[..n], &m.cycles[..n]);
-        let seen = &mut self.view.seen;
+        // Sliced to the same count: the one bounds check of `threads[t]`
+        // then covers `seen[t]` too (its length was reloaded and checked
+        // for every thread).
+        let seen = &mut self.view.seen[..n];
         let os = &self.kernel.os;
         let now_ns = self.now_ns;
         for (view, &t) in self.view.snapshot.tasks.iter_mut().zip(&self.view.present) {
