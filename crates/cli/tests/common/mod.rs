@@ -29,8 +29,8 @@ pub fn children_of(parent: u32) -> Vec<i32> {
 /// freezing (v1 `freezer.state` FREEZING, v2 `cgroup.freeze` 1). A task of
 /// a freezing group that waits for a CPU shows state R until it runs, and
 /// then freezes before it runs a line of its own: on a loaded machine that
-/// wait outlasts herd's 50 ms wait for the freeze (seen in CI, with about
-/// 20 busy programs from the tests beside it on 2 CPUs).
+/// wait outlasts herd's 50 ms wait for the freeze (seen in CI, where the
+/// batch tests' busy programs run side by side on 2 CPUs).
 #[allow(dead_code)]
 pub fn frozen(pid: i32) -> bool {
     freezer_state(pid).is_some_and(|s| s != "THAWED")
