@@ -19,7 +19,9 @@ pub enum TaskState {
     Runnable,
     /// Sleeping: blocked on I/O, a lock, a blocking barrier.
     Blocked,
-    /// Stopped by herd.
+    /// Stopped by herd, or being stopped: a stop signal sent and still
+    /// pending, a freeze under way (the task takes either before it runs
+    /// again).
     Paused,
 }
 
