@@ -27,7 +27,7 @@ HERD := target/release/herd
 VM_PACKAGES := qemu-system-x86 linux-image-amd64 busybox-static file
 
 # Small real programs for tests and demos (see workloads/).
-WORKLOADS := stream compute phases barrier amdahl switch_probe palm_bound
+WORKLOADS := stream compute phases barrier amdahl switch_probe palm_bound vfork_hold
 WORKLOAD_BINS := $(addprefix target/workloads/,$(WORKLOADS))
 # Workloads that report progress through herd's heartbeat library (S4).
 HB_LIB := target/release/libherd_heartbeat.a
