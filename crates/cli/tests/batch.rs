@@ -40,7 +40,7 @@ fn freezer_here() -> bool {
 /// trampoline, waiting on its pipe).
 fn waiting(pid: i32) -> bool {
     state_of(pid) == Some('T')
-        || herd_runtime::control::stop_pending(Path::new("/proc"), pid)
+        || herd_runtime::procfs::stop_pending(Path::new("/proc"), pid)
         || frozen(pid)
         || held(pid)
 }
@@ -108,7 +108,7 @@ fn take_turns(pause: &str) {
                     // A stop sent and not yet taken (herd's 50 ms wait for it
                     // can run out on a loaded machine) is no run: the process
                     // stops before it runs a line of its own.
-                    let pending = herd_runtime::control::stop_pending(Path::new("/proc"), p);
+                    let pending = herd_runtime::procfs::stop_pending(Path::new("/proc"), p);
                     let state = state_of(p).filter(|_| !pending);
                     (p, state, common::freezer_state(p), held(p))
                 })

@@ -139,27 +139,6 @@ pub fn may_signal(pid: i32) -> io::Result<()> {
     signal(pid, 0)
 }
 
-/// Whether a SIGSTOP sent to process `pid` is still pending (`ShdPnd` or
-/// `SigPnd` in its `status`): a process waiting for a CPU takes its stop
-/// only when it next runs, and does so before it runs a line of its own.
-/// With 30 busy programs beside a batch on 2 CPUs, a stop was still
-/// pending after herd's 50 ms wait.
-pub fn stop_pending(proc_root: &std::path::Path, pid: i32) -> bool {
-    std::fs::read_to_string(proc_root.join(pid.to_string()).join("status")).is_ok_and(|t| stop_in_status(&t))
-}
-
-/// Whether a `/proc/<pid>/status` text shows SIGSTOP pending.
-fn stop_in_status(status: &str) -> bool {
-    let bit = 1u64 << (libc::SIGSTOP - 1);
-    status.lines().any(|line| {
-        ["ShdPnd:", "SigPnd:"].iter().any(|key| {
-            line.strip_prefix(key)
-                .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
-                .is_some_and(|mask| mask & bit != 0)
-        })
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,28 +160,6 @@ mod tests {
         assert!(
             set_affinity(i32::MAX, &before).is_err(),
             "a missing thread is an error"
-        );
-    }
-
-    #[test]
-    fn a_pending_stop_is_read_from_either_mask() {
-        let status = |shared: &str, own: &str| {
-            format!("State:\tR (running)\nSigPnd:\t{own}\nShdPnd:\t{shared}\nSigBlk:\t0000000000040000\n")
-        };
-        assert!(!stop_in_status(&status("0000000000000000", "0000000000000000")));
-        // SIGSTOP is signal 19: bit 18.
-        assert!(stop_in_status(&status("0000000000040000", "0000000000000000")));
-        assert!(stop_in_status(&status("0000000000000000", "0000000000040001")));
-        // SIGCONT (18) pending is not a stop; a blocked mask is not pending.
-        assert!(!stop_in_status(&status("0000000000020000", "0000000000000000")));
-        let proc_root = std::path::Path::new("/proc");
-        assert!(
-            !stop_pending(proc_root, std::process::id() as i32),
-            "this process runs"
-        );
-        assert!(
-            !stop_pending(proc_root, i32::MAX),
-            "a missing process has nothing pending"
         );
     }
 

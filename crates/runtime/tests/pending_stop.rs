@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use herd_engine::{Actuator, Sensor};
 use herd_policy::{Placement, Plan, TaskState};
 use herd_runtime::live::{LiveWorld, Program};
-use herd_runtime::{control, procfs};
+use herd_runtime::procfs;
 
 /// The state the live sensor reports for task `tid` at a new look.
 fn state_seen(world: &mut LiveWorld, tid: i32) -> Option<TaskState> {
@@ -84,7 +84,7 @@ fn a_program_whose_stop_is_still_pending_is_reported_paused() {
         ..Plan::default()
     });
     // The stop is sent and cannot be taken before the child exits.
-    assert!(control::stop_pending(proc_root, pid), "a stop pending");
+    assert!(procfs::stop_pending(proc_root, pid), "a stop pending");
     assert_eq!(procfs::state(proc_root, pid), Some('D'));
     let seen = state_seen(&mut world, pid);
     assert_eq!(
@@ -104,11 +104,12 @@ fn a_program_whose_stop_is_still_pending_is_reported_paused() {
     std::thread::sleep(Duration::from_millis(100));
     let (after, pending) = (
         procfs::state(proc_root, pid),
-        control::stop_pending(proc_root, pid),
+        procfs::stop_pending(proc_root, pid),
     );
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(pid, libc::SIGKILL) };
     world.wait_all();
     assert!(!pending, "the stop was discarded");
-    assert_eq!(after, Some('S'), "past its vfork, asleep, not stopped");
+    // Asleep after its vfork, or on its way there on a loaded machine.
+    assert!(matches!(after, Some('S' | 'R')), "not stopped: {after:?}");
 }

@@ -671,7 +671,7 @@ impl Sensor for LiveWorld {
                             && !p.frozen
                             && *stopping
                                 .entry(pid)
-                                .or_insert_with(|| control::stop_pending(&self.proc_root, pid)) =>
+                                .or_insert_with(|| procfs::stop_pending(&self.proc_root, pid)) =>
                         {
                             TaskState::Paused
                         }
